@@ -1,0 +1,33 @@
+# Backstop's build. `make test` is what CI runs (through .ci/run).
+GO          ?= go
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+PKGS        ?= ./...
+# Extra flags for go test, e.g. TESTFLAGS='-run TestRetry -v'.
+TESTFLAGS   ?=
+BENCHFLAGS  ?= -benchmem -run '^$$'
+
+.PHONY: test vet lint gotest bench bench-breaker fmt
+
+## test: vet, lint and run every test with the race detector.
+test: vet lint gotest
+
+vet:
+	$(GO) vet $(PKGS)
+
+lint:
+	$(GO) run $(STATICCHECK) $(PKGS)
+
+gotest:
+	$(GO) test -race -count=1 $(TESTFLAGS) $(PKGS)
+
+## bench: run every benchmark once (short); see BENCH= to pick.
+BENCH ?= .
+bench:
+	$(GO) test $(BENCHFLAGS) -bench '$(BENCH)' $(PKGS)
+
+## bench-breaker: Backstop's breaker against sony/gobreaker in one run.
+bench-breaker:
+	$(GO) test $(BENCHFLAGS) -bench . -count 5 ./circuitbreaker/
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')

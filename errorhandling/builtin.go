@@ -1,0 +1,155 @@
+package errorhandling
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+)
+
+// classifyBuiltin applies the built-in rules, in the order Classify
+// documents.
+func (c *ErrorClassifier) classifyBuiltin(err error) (Classification, bool) {
+	if code, ok := CodeOf(err); ok && c.IsRetryable(code) {
+		return Classification{Class: ClassTransient, Blame: BlameDestination, Rule: "code"}, true
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return Classification{Class: ClassTransient, Blame: BlameDestination, Reason: ReasonTimeoutExceeded, Rule: "context"}, true
+	case errors.Is(err, context.Canceled):
+		// The caller gave up (shutdown); nothing is wrong with either party,
+		// and the work must be tried again later.
+		return Classification{Class: ClassTransient, Blame: BlameDestination, Rule: "context"}, true
+	}
+	if status, ok := HTTPStatusOf(err); ok {
+		return classifyHTTPStatus(status)
+	}
+	if state, ok := SQLStateOf(err); ok {
+		if v, ok := classifySQLState(state); ok {
+			return v, true
+		}
+	}
+	if v, ok := classifyNetwork(err); ok {
+		return v, true
+	}
+	var syntaxErr *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &syntaxErr) || errors.As(err, &typeErr) {
+		return Classification{Class: ClassPermanent, Blame: BlameMessage, Reason: ReasonSerializationError, Rule: "json"}, true
+	}
+	if r, ok := ReasonOf(err); ok && r != ReasonUnknown {
+		class, blame := r.DefaultClass()
+		if class != ClassUnknown {
+			return Classification{Class: class, Blame: blame, Reason: r, Rule: "reason"}, true
+		}
+	}
+	return Classification{}, false
+}
+
+// classifyHTTPStatus: 408, 425, 429 and 5xx are transient faults of the
+// destination; other 4xx are permanent faults of the message; anything else
+// (a 2xx or 3xx reported as an error) is left unknown.
+func classifyHTTPStatus(status int) (Classification, bool) {
+	switch {
+	case status == 408 || status == 425 || status == 429 || (status >= 500 && status <= 599):
+		reason := ReasonTransportUnavailable
+		if status == 408 {
+			reason = ReasonTimeoutExceeded
+		}
+		return Classification{Class: ClassTransient, Blame: BlameDestination, Reason: reason, Rule: "http_status"}, true
+	case status >= 400 && status <= 499:
+		return Classification{Class: ClassPermanent, Blame: BlameMessage, Reason: ReasonValidationFailure, Rule: "http_status"}, true
+	}
+	return Classification{}, false
+}
+
+// classifySQLState sorts PostgreSQL error codes. Transient, blamed on the
+// database: serialization failures and deadlocks (class 40), connection
+// exceptions (08), insufficient resources (53), operator intervention (57),
+// system errors (58). Permanent, blamed on the message: data exceptions (22),
+// integrity constraint violations (23), syntax errors and access rule
+// violations (42).
+func classifySQLState(state string) (Classification, bool) {
+	if len(state) != 5 {
+		return Classification{}, false
+	}
+	switch state[:2] {
+	case "40", "08", "53", "57", "58":
+		return Classification{Class: ClassTransient, Blame: BlameDestination, Reason: ReasonDependencyFailure, Rule: "sqlstate"}, true
+	case "22":
+		return Classification{Class: ClassPermanent, Blame: BlameMessage, Reason: ReasonSerializationError, Rule: "sqlstate"}, true
+	case "23", "42":
+		return Classification{Class: ClassPermanent, Blame: BlameMessage, Reason: ReasonValidationFailure, Rule: "sqlstate"}, true
+	}
+	return Classification{}, false
+}
+
+// classifyNetwork recognises timeouts, refused and reset connections, and
+// the other errors of talking to a peer over a network. All are transient
+// faults of the destination.
+func classifyNetwork(err error) (Classification, bool) {
+	transient := Classification{Class: ClassTransient, Blame: BlameDestination, Reason: ReasonTransportUnavailable, Rule: "network"}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		transient.Reason = ReasonTimeoutExceeded
+		return transient, true
+	}
+	for _, errno := range []syscall.Errno{
+		syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
+		syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ENETDOWN, syscall.ETIMEDOUT,
+	} {
+		if errors.Is(err, errno) {
+			return transient, true
+		}
+	}
+	var opErr *net.OpError
+	var dnsErr *net.DNSError
+	if errors.As(err, &opErr) || errors.As(err, &dnsErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+		return transient, true
+	}
+	return Classification{}, false
+}
+
+// deriveCode names well-known errors with the codes of
+// BuiltinRetryableCodes, plus "http_NNN" and "sqlstate_XXXXX".
+func deriveCode(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, syscall.ETIMEDOUT),
+		errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection_refused"
+	}
+	if status, ok := HTTPStatusOf(err); ok {
+		switch status {
+		case 429:
+			return "rate_limit"
+		case 503:
+			return "service_unavailable"
+		case 408, 504:
+			return "timeout"
+		}
+		return fmt.Sprintf("http_%d", status)
+	}
+	if state, ok := SQLStateOf(err); ok {
+		return "sqlstate_" + strings.ToUpper(state)
+	}
+	if v, ok := classifyNetwork(err); ok && v.Class == ClassTransient {
+		return "network"
+	}
+	return ""
+}
+
+// findRecognised returns the outermost RecognisedError in err's chain.
+func findRecognised(err error) (*RecognisedError, bool) {
+	var r *RecognisedError
+	ok := errors.As(err, &r)
+	return r, ok
+}
