@@ -14,8 +14,18 @@ import (
 // classifyBuiltin applies the built-in rules, in the order Classify
 // documents.
 func (c *ErrorClassifier) classifyBuiltin(err error) (Classification, bool) {
-	if code, ok := CodeOf(err); ok && c.IsRetryable(code) {
-		return Classification{Class: ClassTransient, Blame: BlameDestination, Rule: "code"}, true
+	code, explicit := CodeOf(err)
+	if !explicit {
+		// A code derived from a well-known error (such as "http_418") is
+		// retryable when the user made it so with AddRetryableError.
+		code = deriveCode(err)
+	}
+	if code != "" && c.IsRetryable(code) && (explicit || c.userRetryable(code)) {
+		v := Classification{Class: ClassTransient, Blame: BlameDestination, Rule: "code"}
+		if code == "timeout" {
+			v.Reason = ReasonTimeoutExceeded
+		}
+		return v, true
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -26,7 +36,10 @@ func (c *ErrorClassifier) classifyBuiltin(err error) (Classification, bool) {
 		return Classification{Class: ClassTransient, Blame: BlameDestination, Rule: "context"}, true
 	}
 	if status, ok := HTTPStatusOf(err); ok {
-		return classifyHTTPStatus(status)
+		// A status outside 4xx and 5xx says nothing; the later rules decide.
+		if v, ok := classifyHTTPStatus(status); ok {
+			return v, true
+		}
 	}
 	if state, ok := SQLStateOf(err); ok {
 		if v, ok := classifySQLState(state); ok {
@@ -51,13 +64,14 @@ func (c *ErrorClassifier) classifyBuiltin(err error) (Classification, bool) {
 }
 
 // classifyHTTPStatus: 408, 425, 429 and 5xx are transient faults of the
-// destination; other 4xx are permanent faults of the message; anything else
-// (a 2xx or 3xx reported as an error) is left unknown.
+// destination (408 and 504 with reason TimeoutExceeded); other 4xx are
+// permanent faults of the message; anything else (a 2xx or 3xx reported as
+// an error) is left to the other rules.
 func classifyHTTPStatus(status int) (Classification, bool) {
 	switch {
 	case status == 408 || status == 425 || status == 429 || (status >= 500 && status <= 599):
 		reason := ReasonTransportUnavailable
-		if status == 408 {
+		if status == 408 || status == 504 {
 			reason = ReasonTimeoutExceeded
 		}
 		return Classification{Class: ClassTransient, Blame: BlameDestination, Reason: reason, Rule: "http_status"}, true

@@ -22,6 +22,11 @@
 // WithHTTPStatus, WithBlame and RetryAfter change how an error is treated
 // without changing its message, and are found by errors.Is and errors.As
 // through any amount of %w wrapping.
+//
+// Fingerprint gives "the same error" one short stable key (its root cause's
+// type and its message with ids, addresses and numbers normalised away), so
+// that dead letters and logs can be grouped. PropagationConfig says what a
+// task's failure does to the rest of a workflow (DAG) run.
 package errorhandling
 
 import "fmt"

@@ -107,6 +107,17 @@ func (c *ErrorClassifier) AddRetryableError(code string) {
 	c.retryable[code] = struct{}{}
 }
 
+// userRetryable reports whether code was made retryable by
+// AddRetryableError rather than being built in.
+func (c *ErrorClassifier) userRetryable(code string) bool {
+	for _, b := range BuiltinRetryableCodes {
+		if b == code {
+			return false
+		}
+	}
+	return c.IsRetryable(code)
+}
+
 // AddRule adds a user rule. User rules take precedence over the built-in
 // rules and over Permanent/Transient markers, in the order added.
 func (c *ErrorClassifier) AddRule(r Rule) {
@@ -177,17 +188,23 @@ func (c *ErrorClassifier) finish(v *Classification, err error, unknownTransient 
 	if code, ok := CodeOf(err); ok {
 		v.Code = code
 	}
+	// Blame first: the default reason depends on it.
+	if b, ok := BlameOf(err); ok {
+		v.Blame = b
+	}
 	if r, ok := ReasonOf(err); ok {
 		v.Reason = r
 	}
 	if v.Reason == 0 {
 		v.Reason = defaultReason(v.Class, v.Blame)
 	}
-	if b, ok := BlameOf(err); ok {
-		v.Blame = b
-	}
 	if d, ok := RetryAfterOf(err); ok {
 		v.RetryAfter = d
+	}
+	if v.Class == ClassRecognised && v.Remedy == nil {
+		if r, ok := findRecognised(err); ok {
+			v.Remedy = r.Remedy
+		}
 	}
 	switch v.Class {
 	case ClassTransient, ClassRecognised:
@@ -212,7 +229,8 @@ func defaultReason(class Class, blame Blame) FailureReason {
 
 // classifyMarker applies a Permanent, Transient or Recognised marker. A
 // marked error's blame defaults to the destination for transient and
-// recognised faults and to the message for permanent ones.
+// recognised faults and to the message for permanent ones. finish picks up
+// a recognised fault's remedy.
 func classifyMarker(err error) (Classification, bool) {
 	class, ok := MarkedClass(err)
 	if !ok {
@@ -222,23 +240,19 @@ func classifyMarker(err error) (Classification, bool) {
 	if class == ClassPermanent {
 		v.Blame = BlameMessage
 	}
-	if class == ClassRecognised {
-		if r, ok := findRecognised(err); ok {
-			v.Remedy = r.Remedy
-		}
-	}
 	return v, true
 }
 
 // Promote applies the bounded-remedy rule: a recognised fault whose remedy
-// has been tried remediesTried times, max or more, is no longer recognised
-// and is returned as transient. Any other classification is returned as is.
-// A max <= 0 means DefaultMaxRemedies.
-func Promote(v Classification, remediesTried, max int) Classification {
-	if max <= 0 {
-		max = DefaultMaxRemedies
+// has been tried remediesTried times, maxRemedies or more, is no longer
+// recognised and is returned as transient, without its remedy. Any other
+// classification is returned as is. A maxRemedies <= 0 means
+// DefaultMaxRemedies.
+func Promote(v Classification, remediesTried, maxRemedies int) Classification {
+	if maxRemedies <= 0 {
+		maxRemedies = DefaultMaxRemedies
 	}
-	if v.Class == ClassRecognised && remediesTried >= max {
+	if v.Class == ClassRecognised && remediesTried >= maxRemedies {
 		v.Class = ClassTransient
 		v.Remedy = nil
 		v.Retryable = true

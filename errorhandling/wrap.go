@@ -143,8 +143,10 @@ type HTTPStatusError struct {
 	Status int
 }
 
-func (e *HTTPStatusError) Error() string       { return e.Err.Error() }
-func (e *HTTPStatusError) Unwrap() error       { return e.Err }
+func (e *HTTPStatusError) Error() string { return e.Err.Error() }
+func (e *HTTPStatusError) Unwrap() error { return e.Err }
+
+// HTTPStatusCode returns the attached status; HTTPStatusOf reads it.
 func (e *HTTPStatusError) HTTPStatusCode() int { return e.Status }
 
 // RetryAfterError is the error RetryAfter returns.
