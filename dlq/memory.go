@@ -1,0 +1,277 @@
+package dlq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/backstophq/backstop/clock"
+)
+
+// ReplayFunc sends a dead letter back for delivery: it re-enqueues the
+// message or reschedules the task. It receives a copy of the entry. An
+// error leaves the entry not replayed.
+type ReplayFunc func(ctx context.Context, entry *Entry) error
+
+// MemoryOption configures a MemoryQueue.
+type MemoryOption func(*MemoryQueue)
+
+// WithClock sets the clock that stamps FailureTime, ResolvedAt and
+// ReplayedAt. Nil, the default, means clock.Real.
+func WithClock(c clock.Clock) MemoryOption {
+	return func(q *MemoryQueue) { q.clock = clock.OrReal(c) }
+}
+
+// WithReplayFunc sets the function Replay and ReplayMatching call to send an
+// entry back. Without one (the default), replaying only marks the entry
+// replayed, for a caller that re-enqueues the work itself.
+func WithReplayFunc(fn ReplayFunc) MemoryOption {
+	return func(q *MemoryQueue) { q.replay = fn }
+}
+
+// MemoryQueue is a dead-letter queue held in memory: for tests, examples and
+// single-process deployments that accept losing their dead letters on
+// restart. It implements Operator and is safe for concurrent use. It stores
+// and returns copies, so neither a caller nor the queue sees the other's
+// later changes to an entry.
+type MemoryQueue struct {
+	clock  clock.Clock
+	replay ReplayFunc
+
+	mu        sync.Mutex
+	entries   map[string]*Entry
+	replaying map[string]struct{} // ids whose ReplayFunc is running
+}
+
+var _ Operator = (*MemoryQueue)(nil)
+
+// NewMemoryQueue returns an empty memory queue.
+func NewMemoryQueue(opts ...MemoryOption) *MemoryQueue {
+	q := &MemoryQueue{
+		clock:     clock.Real,
+		entries:   make(map[string]*Entry),
+		replaying: make(map[string]struct{}),
+	}
+	for _, o := range opts {
+		o(q)
+	}
+	return q
+}
+
+// Add parks a copy of entry. It first fills, in the caller's entry, an
+// empty ID with a new UUIDv7, an empty Status with StatusPending and a zero
+// FailureTime with the clock's now, so the caller learns the ID. Adding an
+// ID the queue already holds is an error and changes nothing.
+func (q *MemoryQueue) Add(ctx context.Context, entry *Entry) error {
+	if entry == nil {
+		return errors.New("dlq: add: nil entry")
+	}
+	if entry.ID == "" {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return fmt.Errorf("dlq: add: new id: %w", err)
+		}
+		entry.ID = id.String()
+	}
+	if entry.Status == "" {
+		entry.Status = StatusPending
+	}
+	if entry.FailureTime.IsZero() {
+		entry.FailureTime = q.clock.Now()
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if _, ok := q.entries[entry.ID]; ok {
+		return fmt.Errorf("dlq: add: entry %q already exists", entry.ID)
+	}
+	q.entries[entry.ID] = clone(entry)
+	return nil
+}
+
+// Get returns a copy of the entry with the id, or an error matching
+// ErrNotFound.
+func (q *MemoryQueue) Get(ctx context.Context, id string) (*Entry, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e, ok := q.entries[id]
+	if !ok {
+		return nil, notFound(id)
+	}
+	return clone(e), nil
+}
+
+// List returns copies of the entries matching every set field of filters,
+// ordered by FailureTime then ID; it never returns nil. A Cursor naming an
+// entry that is no longer in the queue is an error matching ErrNotFound.
+func (q *MemoryQueue) List(ctx context.Context, filters *Filters) ([]*Entry, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.selectLocked(filters, nil)
+}
+
+// selectLocked returns copies of the matching entries that keep accepts
+// (nil keeps all), applying the cursor and limit after keep.
+func (q *MemoryQueue) selectLocked(f *Filters, keep func(*Entry) bool) ([]*Entry, error) {
+	var cursor *Entry
+	if f != nil && f.Cursor != "" {
+		c, ok := q.entries[f.Cursor]
+		if !ok {
+			return nil, fmt.Errorf("dlq: list: cursor: %w", notFound(f.Cursor))
+		}
+		cursor = c
+	}
+	return cloneAll(page(sortedEntries(q.entries), f, cursor, keep)), nil
+}
+
+// Replay calls the ReplayFunc (if any) with a copy of the entry and, when
+// it succeeds, marks the entry replayed at the clock's now. When the
+// ReplayFunc fails, the entry stays not replayed and its error is returned.
+// Replaying an entry already replayed, or whose replay is running in
+// another goroutine, returns an error matching ErrAlreadyReplayed. The
+// ReplayFunc runs without the queue's lock held, so it may use the queue.
+// If the entry is deleted while its ReplayFunc runs, Replay still succeeds.
+func (q *MemoryQueue) Replay(ctx context.Context, id string) error {
+	_, err := q.replayOne(ctx, id)
+	return err
+}
+
+// replayOne replays the entry and returns a copy of it as replayed (nil if
+// it was deleted meanwhile).
+func (q *MemoryQueue) replayOne(ctx context.Context, id string) (*Entry, error) {
+	q.mu.Lock()
+	e, ok := q.entries[id]
+	if !ok {
+		q.mu.Unlock()
+		return nil, notFound(id)
+	}
+	if e.Replayed {
+		q.mu.Unlock()
+		return nil, fmt.Errorf("dlq: replay %q: %w", id, ErrAlreadyReplayed)
+	}
+	if _, busy := q.replaying[id]; busy {
+		q.mu.Unlock()
+		return nil, fmt.Errorf("dlq: replay %q: in progress: %w", id, ErrAlreadyReplayed)
+	}
+	q.replaying[id] = struct{}{}
+	snapshot := clone(e)
+	q.mu.Unlock()
+
+	var err error
+	if q.replay != nil {
+		err = q.replay(ctx, snapshot)
+	}
+
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.replaying, id)
+	if err != nil {
+		return nil, fmt.Errorf("dlq: replay %q: %w", id, err)
+	}
+	e, ok = q.entries[id]
+	if !ok {
+		return nil, nil
+	}
+	now := q.clock.Now()
+	e.Replayed, e.ReplayedAt = true, &now
+	return clone(e), nil
+}
+
+// ReplayMatching replays, in listing order, every pending, not yet replayed
+// entry that matches filters (Limit caps how many, Cursor where to start)
+// and returns copies of the entries it replayed. With dryRun it changes
+// nothing and returns what it would replay. Entries that another goroutine
+// replays or deletes meanwhile are skipped. The first failing ReplayFunc,
+// or a done ctx, stops the run: the entries replayed so far are returned
+// with the error.
+func (q *MemoryQueue) ReplayMatching(ctx context.Context, filters *Filters, dryRun bool) ([]*Entry, error) {
+	q.mu.Lock()
+	candidates, err := q.selectLocked(filters, func(e *Entry) bool {
+		return e.Status == StatusPending && !e.Replayed
+	})
+	q.mu.Unlock()
+	if err != nil || dryRun {
+		return candidates, err
+	}
+	done := []*Entry{}
+	for _, c := range candidates {
+		if err := ctx.Err(); err != nil {
+			return done, fmt.Errorf("dlq: replay matching: %w", err)
+		}
+		e, err := q.replayOne(ctx, c.ID)
+		switch {
+		case errors.Is(err, ErrAlreadyReplayed), errors.Is(err, ErrNotFound):
+			continue
+		case err != nil:
+			return done, err
+		case e != nil:
+			done = append(done, e)
+		}
+	}
+	return done, nil
+}
+
+// Resolve marks the entry resolved with the operator's notes, stamping
+// ResolvedAt with the clock's now. Resolving again replaces the notes and
+// the time.
+func (q *MemoryQueue) Resolve(ctx context.Context, id, notes string) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e, ok := q.entries[id]
+	if !ok {
+		return notFound(id)
+	}
+	now := q.clock.Now()
+	e.Status, e.ResolutionNotes, e.ResolvedAt = StatusResolved, notes, &now
+	return nil
+}
+
+// Delete removes the entry with the id, or returns an error matching
+// ErrNotFound.
+func (q *MemoryQueue) Delete(ctx context.Context, id string) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if _, ok := q.entries[id]; !ok {
+		return notFound(id)
+	}
+	delete(q.entries, id)
+	return nil
+}
+
+// Purge removes every entry.
+func (q *MemoryQueue) Purge(ctx context.Context) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	clear(q.entries)
+	return nil
+}
+
+// PurgeBefore removes the entries whose FailureTime is before t and returns
+// how many it removed.
+func (q *MemoryQueue) PurgeBefore(ctx context.Context, t time.Time) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for id, e := range q.entries {
+		if e.FailureTime.Before(t) {
+			delete(q.entries, id)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Count returns the number of entries, whatever their status.
+func (q *MemoryQueue) Count(ctx context.Context) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.entries), nil
+}
+
+// notFound returns an error matching ErrNotFound that names the id.
+func notFound(id string) error {
+	return fmt.Errorf("dlq: entry %q: %w", id, ErrNotFound)
+}
