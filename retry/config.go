@@ -42,9 +42,9 @@ type Config struct {
 	// Classifier reads error codes, retry-after hints and remedies, and
 	// says which errors are permanent. Nil means a classifier with only
 	// the built-in rules (errorhandling.NewErrorClassifier). Whatever the
-	// classifier, an unknown error is retried here; only an
-	// errorhandling.Permanent marker or a user rule (AddRule) saying
-	// ClassPermanent stops the executor at once.
+	// classifier, an unknown error is retried here; an error it calls
+	// ClassPermanent (a marker, a user rule, or a built-in rule such as an
+	// HTTP 404) stops the executor at once.
 	Classifier *errorhandling.ErrorClassifier
 	// MaxRemedies is how many times a recognised fault's remedy is run in
 	// one Execute before the fault is promoted to transient and backed

@@ -15,8 +15,8 @@ const (
 	// Exhausted: the tries ran out (Config.MaxAttempts), or the Strategy
 	// returned Stop.
 	Exhausted StopReason = iota + 1
-	// Permanent: the error was marked permanent (errorhandling.Permanent)
-	// or a user rule of the classifier called it permanent.
+	// Permanent: the classifier called the error permanent (a marker, a
+	// user rule or a built-in rule).
 	Permanent
 	// NotRetryable: Config.RetryOnErrorCodes is set and the error's code
 	// is not in it.
