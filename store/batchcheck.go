@@ -1,0 +1,36 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrInvalidBatch is matched (errors.Is) by every error Batch.Validate
+// returns.
+var ErrInvalidBatch = errors.New("store: invalid batch")
+
+// Validate reports the first malformed field of b. Stores call it before
+// touching the database.
+func (b *Batch) Validate() error {
+	switch {
+	case b == nil:
+		return fmt.Errorf("%w: nil batch", ErrInvalidBatch)
+	case b.Instance.ID == "":
+		return fmt.Errorf("%w: Instance.ID is required", ErrInvalidBatch)
+	case b.Claim.Limit < 0:
+		return fmt.Errorf("%w: Claim.Limit must not be negative, got %d", ErrInvalidBatch, b.Claim.Limit)
+	case b.Claim.Lease < 0:
+		return fmt.Errorf("%w: Claim.Lease must not be negative, got %s", ErrInvalidBatch, b.Claim.Lease)
+	}
+	for i, f := range b.Failures {
+		if f.RetryAfter < 0 {
+			return fmt.Errorf("%w: Failures[%d].RetryAfter must not be negative, got %s", ErrInvalidBatch, i, f.RetryAfter)
+		}
+	}
+	for i, r := range b.Releases {
+		if r.After < 0 {
+			return fmt.Errorf("%w: Releases[%d].After must not be negative, got %s", ErrInvalidBatch, i, r.After)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+package store
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/backstophq/backstop/outbox"
+)
+
+// StreamHead is what a store read about a stream's head message, the input
+// of DescribeStream.
+type StreamHead struct {
+	// Message is the head: the earliest message of the stream that is not
+	// published and, if dead-lettered, still holds the stream. nil when the
+	// stream has none.
+	Message *outbox.Message
+	// Ordering is the head's effective ordering mode.
+	Ordering outbox.Ordering
+	// Released says an operator released the stream past the head
+	// (ReleaseStream).
+	Released bool
+	// Later counts the undelivered, not dead-lettered messages after it.
+	Later int
+}
+
+// maxWhyError bounds the error text quoted in StreamStatus.Why.
+const maxWhyError = 200
+
+// DescribeStream sets st.Head, st.Blocked and st.Why from h, applying the
+// claim rules of the package doc at now, so that every store explains a
+// stream in the same words. st.Pending is left to the caller.
+func DescribeStream(st *StreamStatus, h StreamHead, now time.Time) {
+	m := h.Message
+	st.Head = m
+	st.Blocked = false
+	if m == nil {
+		st.Why = "no undelivered messages"
+		return
+	}
+	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	failure := func() string {
+		e := []rune(m.Error)
+		if len(e) > maxWhyError {
+			e = append(e[:maxWhyError], '…')
+		}
+		return fmt.Sprintf("%s: %s", m.FailureReason, string(e))
+	}
+	strictHold := h.Ordering == outbox.OrderingStrict && !h.Released
+	var why string
+	holds := false
+	switch {
+	case !m.DeadLetteredAt.IsZero():
+		why = fmt.Sprintf("head message %s was dead-lettered at %s after %d attempts (%s)",
+			m.ID, ts(m.DeadLetteredAt), m.Attempts, failure())
+		holds = strictHold
+		if holds && h.Later > 0 {
+			st.Blocked = true
+			st.Why = fmt.Sprintf("%s; %d later messages wait behind it until an operator releases the stream or replays the message (strict ordering)", why, h.Later)
+			return
+		}
+	case m.LeaseExpiry.After(now):
+		why = fmt.Sprintf("head message %s is being delivered by instance %s (lease until %s)",
+			m.ID, m.InstanceID, ts(m.LeaseExpiry))
+		holds = h.Ordering != outbox.OrderingNone
+	case m.ScheduledFor.After(now) && (m.Attempts > 0 || m.Status.Has(outbox.StatusFailed)):
+		why = fmt.Sprintf("head message %s failed %d times (%s) and waits for its retry at %s",
+			m.ID, m.Attempts, failure(), ts(m.ScheduledFor))
+		holds = strictHold
+	case m.ScheduledFor.After(now):
+		why = fmt.Sprintf("head message %s is scheduled for %s", m.ID, ts(m.ScheduledFor))
+		if m.Error != "" {
+			why += fmt.Sprintf(" (last error %s)", failure())
+		}
+		holds = strictHold
+	default:
+		why = fmt.Sprintf("head message %s is due and will be claimed next", m.ID)
+		if m.Attempts > 0 || m.Error != "" {
+			why += fmt.Sprintf(" (it failed %d times before: %s)", m.Attempts, failure())
+		}
+	}
+	mode := string(h.Ordering) + " ordering"
+	if h.Released {
+		mode += ", released by an operator"
+	}
+	switch {
+	case h.Later == 0:
+		st.Why = why + "; no later messages"
+	case holds:
+		st.Blocked = true
+		st.Why = fmt.Sprintf("%s; %d later messages wait behind it (%s)", why, h.Later, mode)
+	default:
+		st.Why = fmt.Sprintf("%s; %d later messages are not held back (%s)", why, h.Later, mode)
+	}
+}

@@ -1,0 +1,249 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/backstophq/backstop/dlq"
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
+)
+
+// ProcessBatch heart-beats b.Instance, declares silent instances dead,
+// applies completions, failures and releases, renews leases and claims the
+// next messages, all in one IMMEDIATE transaction. Renewals extend a lease
+// to now + Claim.Lease (or the configured LeaseDuration), never shortening
+// it, and, like failures
+// and releases, are applied only while the caller is the lease holder
+// recorded on the message, expired or not.
+func (s *Store) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result, error) {
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	var res *store.Result
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res = &store.Result{}
+		now := s.now()
+		steps := []func(context.Context, *sql.Tx, *store.Batch, *store.Result, time.Time) error{
+			s.heartbeat, s.buryDeadInstances, s.applyCompletions, s.applyFailures, s.applyReleases, s.renewLeases,
+		}
+		for _, step := range steps {
+			if err := step(ctx, tx, b, res, now); err != nil {
+				return err
+			}
+		}
+		claimed, err := s.claim(ctx, tx, b.Instance.ID, b.Claim, now)
+		res.Claimed = claimed
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: process batch: %w", err)
+	}
+	return res, nil
+}
+
+func (s *Store) heartbeat(ctx context.Context, tx *sql.Tx, b *store.Batch, _ *store.Result, now time.Time) error {
+	in := b.Instance
+	_, err := tx.ExecContext(ctx, s.sql(`INSERT INTO {{prefix}}instances (id, host, pid, started_at, last_heartbeat)
+		VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET
+			host = coalesce(nullif(excluded.host, ''), host),
+			pid = coalesce(nullif(excluded.pid, 0), pid),
+			started_at = coalesce(excluded.started_at, started_at),
+			last_heartbeat = excluded.last_heartbeat`),
+		in.ID, in.Host, in.PID, nullMillis(in.StartedAt), now.UnixMilli())
+	return err
+}
+
+// buryDeadInstances deletes the instances silent for longer than the
+// instance timeout and clears their leases.
+func (s *Store) buryDeadInstances(ctx context.Context, tx *sql.Tx, b *store.Batch, res *store.Result, now time.Time) error {
+	rows, err := tx.QueryContext(ctx, s.sql(`DELETE FROM {{prefix}}instances
+		WHERE last_heartbeat < ? AND id <> ? RETURNING id`),
+		now.Add(-s.cfg.InstanceTimeout).UnixMilli(), b.Instance.ID)
+	if err != nil {
+		return err
+	}
+	var dead []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		dead = append(dead, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(dead) == 0 {
+		return err
+	}
+	list, err := jsonList(dead)
+	if err != nil {
+		return err
+	}
+	res.DeadInstances = len(dead)
+	_, err = tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET instance_id = NULL, lease_expiry = NULL
+		WHERE instance_id IN (SELECT value FROM json_each(?))`), list)
+	return err
+}
+
+func (s *Store) applyCompletions(ctx context.Context, tx *sql.Tx, b *store.Batch, _ *store.Result, now time.Time) error {
+	for _, c := range b.Completions {
+		var err error
+		switch {
+		case c.Status.Has(outbox.StatusPublished) && s.cfg.Retention == 0:
+			_, err = tx.ExecContext(ctx, s.sql(`DELETE FROM {{prefix}}outbox WHERE id = ?`), c.ID.String())
+		case c.Status.Has(outbox.StatusPublished):
+			_, err = tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox
+				SET status = status | ?, published_at = ?, instance_id = NULL, lease_expiry = NULL WHERE id = ?`),
+				int32(c.Status), now.UnixMilli(), c.ID.String())
+		default:
+			_, err = tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox
+				SET status = status | ?, instance_id = NULL, lease_expiry = NULL WHERE id = ?`),
+				int32(c.Status), c.ID.String())
+		}
+		if err != nil {
+			return fmt.Errorf("completion %s: %w", c.ID, err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) applyFailures(ctx context.Context, tx *sql.Tx, b *store.Batch, res *store.Result, now time.Time) error {
+	for _, f := range b.Failures {
+		row, err := s.leasedRow(ctx, tx, f.ID, b.Instance.ID)
+		if err != nil {
+			return fmt.Errorf("failure %s: %w", f.ID, err)
+		}
+		if row == nil {
+			res.Stale = append(res.Stale, f.ID)
+			continue
+		}
+		out := s.cfg.DecideFailure(row.Destination, row.Attempts, f)
+		errText := outbox.TruncateError(f.Error)
+		var scheduled, deadAt any
+		if out.DeadLetter {
+			deadAt = now.UnixMilli()
+		} else {
+			scheduled = now.Add(out.Delay).UnixMilli()
+		}
+		if _, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET
+			status = status | ? | 32768, attempts = ?, error = ?, failure_reason = ?, fingerprint = ?,
+			first_failed_at = coalesce(first_failed_at, ?), last_failed_at = ?,
+			instance_id = NULL, lease_expiry = NULL, scheduled_for = ?, dead_lettered_at = ?
+			WHERE id = ?`),
+			int32(f.CompletedStatus), out.Attempts, errText, int(out.Reason), nullString(f.Fingerprint),
+			now.UnixMilli(), now.UnixMilli(), scheduled, deadAt, f.ID.String()); err != nil {
+			return fmt.Errorf("failure %s: %w", f.ID, err)
+		}
+		if !out.DeadLetter {
+			continue
+		}
+		first := row.firstFailed
+		if first.IsZero() {
+			first = now
+		}
+		e := row.entry()
+		e.Reason, e.Attempts, e.ErrorMessage, e.Fingerprint = out.DeadLetterReason, out.Attempts, errText, f.Fingerprint
+		e.FirstFailureTime, e.LastAttemptTime, e.FailureTime = first, now, now
+		e.Metadata = map[string]any{"instance_id": b.Instance.ID, "last_failure_reason": out.Reason.String(), "permanent": f.Permanent}
+		if err := s.insertEntry(ctx, tx, e, now); err != nil {
+			return fmt.Errorf("dead-letter %s: %w", f.ID, err)
+		}
+		res.DeadLettered = append(res.DeadLettered, f.ID)
+	}
+	return nil
+}
+
+func (s *Store) applyReleases(ctx context.Context, tx *sql.Tx, b *store.Batch, res *store.Result, now time.Time) error {
+	for _, r := range b.Releases {
+		var due any
+		if r.After > 0 {
+			due = now.Add(r.After).UnixMilli()
+		}
+		var errText any
+		if r.Error != "" {
+			errText = outbox.TruncateError(r.Error)
+		}
+		n, err := affected(tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET
+			instance_id = NULL, lease_expiry = NULL, status = status | ?,
+			scheduled_for = coalesce(?, scheduled_for), error = coalesce(?, error)
+			WHERE id = ? AND instance_id = ?`),
+			int32(r.CompletedStatus), due, errText, r.ID.String(), b.Instance.ID))
+		if err != nil {
+			return fmt.Errorf("release %s: %w", r.ID, err)
+		}
+		if n == 0 {
+			res.Stale = append(res.Stale, r.ID)
+		}
+	}
+	return nil
+}
+
+func (s *Store) renewLeases(ctx context.Context, tx *sql.Tx, b *store.Batch, res *store.Result, now time.Time) error {
+	lease := b.Claim.Lease
+	if lease == 0 {
+		lease = s.cfg.LeaseDuration
+	}
+	for _, id := range b.RenewLeases {
+		n, err := affected(tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET lease_expiry = max(coalesce(lease_expiry, 0), ?)
+			WHERE id = ? AND instance_id = ?`), now.Add(lease).UnixMilli(), id.String(), b.Instance.ID))
+		if err != nil {
+			return fmt.Errorf("renew %s: %w", id, err)
+		}
+		if n == 0 {
+			res.Stale = append(res.Stale, id)
+		}
+	}
+	return nil
+}
+
+func affected(r sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return r.RowsAffected()
+}
+
+// fullRow is a message with the columns a dead-letter entry copies.
+type fullRow struct {
+	*outbox.Message
+	firstFailed, lastFailed time.Time
+}
+
+// entry is the dead-letter entry of the row, before the failure fields.
+func (r *fullRow) entry() *dlq.Entry {
+	return &dlq.Entry{
+		MessageID: r.ID.String(), Destination: r.Destination, Stream: r.Stream, Type: r.Type,
+		Payload: r.Payload, Headers: r.Headers, Seq: r.Seq,
+	}
+}
+
+// readRow reads a message and its first and last failure times; nil when
+// absent.
+func (s *Store) readRow(ctx context.Context, tx *sql.Tx, id uuid.UUID) (*fullRow, error) {
+	var first, last sql.NullInt64
+	m, err := scanMessage(withLeading{tx.QueryRowContext(ctx, s.sql(`SELECT first_failed_at, last_failed_at, `+
+		messageColumns+` FROM {{prefix}}outbox WHERE id = ?`), id.String()), []any{&first, &last}})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &fullRow{Message: m, firstFailed: fromMillis(first), lastFailed: fromMillis(last)}, nil
+}
+
+// leasedRow is readRow, nil unless instance holds the message's lease.
+func (s *Store) leasedRow(ctx context.Context, tx *sql.Tx, id uuid.UUID, instance string) (*fullRow, error) {
+	r, err := s.readRow(ctx, tx, id)
+	if err != nil || r == nil || r.InstanceID != instance {
+		return nil, err
+	}
+	return r, nil
+}

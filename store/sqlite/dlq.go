@@ -1,0 +1,201 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/backstophq/backstop/dlq"
+)
+
+// deadLetters is the store's dlq.Operator, on the dead_letters table.
+//
+// Replaying a message entry resets its outbox row in the same transaction:
+// it is no longer dead-lettered, its attempts are zero, StatusFailed (and
+// StatusPublished) are cleared while other completed flags stay, and its
+// failure fields, due time, lease and stream release are cleared. The row
+// keeps its seq, so it goes back to its place in its stream. If the row is
+// gone it is written again from the entry's copy, at the end of its stream.
+// Entries without a MessageID (workflow tasks) are only marked replayed:
+// their owner re-runs them.
+//
+// Deleting or purging an entry that still parks its message (not replayed)
+// deletes the dead-lettered outbox row too: the message is given up and no
+// longer holds its stream.
+type deadLetters struct{ s *Store }
+
+var _ dlq.Operator = (*deadLetters)(nil)
+
+func (d *deadLetters) Add(ctx context.Context, e *dlq.Entry) error {
+	if e == nil {
+		return errors.New("sqlite: dlq add: nil entry")
+	}
+	return d.s.write(ctx, func(tx *sql.Tx) error { return d.s.insertEntry(ctx, tx, e, d.s.now()) })
+}
+
+func (d *deadLetters) Get(ctx context.Context, id string) (*dlq.Entry, error) {
+	var e *dlq.Entry
+	err := retryBusy(ctx, func() error {
+		var err error
+		e, err = getEntry(ctx, d.s, d.s.r, id)
+		return err
+	})
+	return e, err
+}
+
+func getEntry(ctx context.Context, s *Store, q querier, id string) (*dlq.Entry, error) {
+	e, err := scanEntry(q.QueryRowContext(ctx, s.sql(`SELECT `+entryColumns+` FROM {{prefix}}dead_letters WHERE id = ?`), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s", dlq.ErrNotFound, id)
+	}
+	return e, err
+}
+
+func (d *deadLetters) List(ctx context.Context, f *dlq.Filters) ([]*dlq.Entry, error) {
+	var out []*dlq.Entry
+	err := retryBusy(ctx, func() error {
+		var err error
+		out, err = d.s.listEntries(ctx, d.s.r, f)
+		return err
+	})
+	return out, err
+}
+
+func (d *deadLetters) Replay(ctx context.Context, id string) error {
+	return d.s.write(ctx, func(tx *sql.Tx) error {
+		e, err := getEntry(ctx, d.s, tx, id)
+		if err != nil {
+			return err
+		}
+		if e.Replayed {
+			return fmt.Errorf("%w: %s", dlq.ErrAlreadyReplayed, id)
+		}
+		return d.replay(ctx, tx, e, d.s.now())
+	})
+}
+
+// replay resets e's message and marks e replayed.
+func (d *deadLetters) replay(ctx context.Context, tx *sql.Tx, e *dlq.Entry, now time.Time) error {
+	s := d.s
+	if e.MessageID != "" {
+		n, err := affected(tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET
+			dead_lettered_at = NULL, attempts = 0, status = status & ~32772, failure_reason = NULL, error = NULL,
+			fingerprint = NULL, first_failed_at = NULL, last_failed_at = NULL, scheduled_for = NULL,
+			stream_released_at = NULL, published_at = NULL, instance_id = NULL, lease_expiry = NULL
+			WHERE id = ?`), e.MessageID))
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			headers, err := encodeHeaders(e.Headers)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, s.sql(`INSERT INTO {{prefix}}outbox
+				(id, destination, stream, type, payload, headers, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+				e.MessageID, e.Destination, e.Stream, e.Type, blob(e.Payload), headers, now.UnixMilli()); err != nil {
+				return fmt.Errorf("re-enqueue %s: %w", e.MessageID, err)
+			}
+		}
+	}
+	_, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}dead_letters SET replayed = 1, replayed_at = ? WHERE id = ?`),
+		now.UnixMilli(), e.ID)
+	if err == nil {
+		t := time.UnixMilli(now.UnixMilli()).UTC()
+		e.Replayed, e.ReplayedAt = true, &t
+	}
+	return err
+}
+
+func (d *deadLetters) ReplayMatching(ctx context.Context, f *dlq.Filters, dryRun bool) ([]*dlq.Entry, error) {
+	pending := []string{"status = 'pending'", "replayed = 0"}
+	if dryRun {
+		var out []*dlq.Entry
+		err := retryBusy(ctx, func() error {
+			var err error
+			out, err = d.s.listEntries(ctx, d.s.r, f, pending...)
+			return err
+		})
+		return out, err
+	}
+	var out []*dlq.Entry
+	err := d.s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		if out, err = d.s.listEntries(ctx, tx, f, pending...); err != nil {
+			return err
+		}
+		now := d.s.now()
+		for _, e := range out {
+			if err := d.replay(ctx, tx, e, now); err != nil {
+				return fmt.Errorf("replay %s: %w", e.ID, err)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (d *deadLetters) Resolve(ctx context.Context, id, notes string) error {
+	return d.s.write(ctx, func(tx *sql.Tx) error {
+		n, err := affected(tx.ExecContext(ctx, d.s.sql(`UPDATE {{prefix}}dead_letters
+			SET status = 'resolved', resolution_notes = ?, resolved_at = ? WHERE id = ?`),
+			notes, d.s.now().UnixMilli(), id))
+		if err == nil && n == 0 {
+			err = fmt.Errorf("%w: %s", dlq.ErrNotFound, id)
+		}
+		return err
+	})
+}
+
+func (d *deadLetters) Delete(ctx context.Context, id string) error {
+	return d.s.write(ctx, func(tx *sql.Tx) error {
+		n, err := d.remove(ctx, tx, "id = ?", id)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("%w: %s", dlq.ErrNotFound, id)
+		}
+		return err
+	})
+}
+
+func (d *deadLetters) Purge(ctx context.Context) error {
+	return d.s.write(ctx, func(tx *sql.Tx) error {
+		_, err := d.remove(ctx, tx, "1 = 1")
+		return err
+	})
+}
+
+func (d *deadLetters) PurgeBefore(ctx context.Context, t time.Time) (int, error) {
+	var n int64
+	err := d.s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		n, err = d.remove(ctx, tx, "failure_time < ?", t.UnixMilli())
+		return err
+	})
+	return int(n), err
+}
+
+// remove deletes the entries matching cond, and the dead-lettered outbox
+// rows that only those entries park, and returns how many entries it
+// deleted.
+func (d *deadLetters) remove(ctx context.Context, tx *sql.Tx, cond string, args ...any) (int64, error) {
+	// cond appears twice: once for the entries removed, once negated for
+	// those kept.
+	if _, err := tx.ExecContext(ctx, d.s.sql(`DELETE FROM {{prefix}}outbox
+		WHERE dead_lettered_at IS NOT NULL
+		  AND id IN (SELECT message_id FROM {{prefix}}dead_letters WHERE replayed = 0 AND message_id <> '' AND (`+cond+`))
+		  AND id NOT IN (SELECT message_id FROM {{prefix}}dead_letters WHERE replayed = 0 AND NOT (`+cond+`))`),
+		append(append([]any(nil), args...), args...)...); err != nil {
+		return 0, err
+	}
+	return affected(tx.ExecContext(ctx, d.s.sql(`DELETE FROM {{prefix}}dead_letters WHERE `+cond), args...))
+}
+
+func (d *deadLetters) Count(ctx context.Context) (int, error) {
+	var n int
+	err := retryBusy(ctx, func() error {
+		return d.s.r.QueryRowContext(ctx, d.s.sql(`SELECT count(*) FROM {{prefix}}dead_letters`)).Scan(&n)
+	})
+	return n, err
+}

@@ -1,0 +1,258 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
+)
+
+func openTemp(t *testing.T, cfg store.Config) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "backstop.db")
+	s, err := Open(context.Background(), path, cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, path
+}
+
+func TestMigrationsAreIdempotent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, path := openTemp(t, store.Config{})
+	all, err := migrations()
+	if err != nil || len(all) < 2 {
+		t.Fatalf("migrations() = %d, %v", len(all), err)
+	}
+	applied, err := migrate(ctx, s.w, "backstop_", time.Now())
+	if err != nil || len(applied) != 0 {
+		t.Fatalf("second migrate applied %v, %v; want nothing", applied, err)
+	}
+	again, err := Open(ctx, path, store.Config{})
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer again.Close()
+	var n, stamped int
+	if err := s.r.QueryRow(`SELECT count(*), count(applied_at) FROM backstop_migrations`).Scan(&n, &stamped); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(all) || stamped != n {
+		t.Fatalf("migrations table holds %d rows (%d stamped), want %d", n, stamped, len(all))
+	}
+	// Another prefix in the same file gets its own tables and versions.
+	other, err := Open(ctx, path, store.Config{TablePrefix: "other_"})
+	if err != nil {
+		t.Fatalf("open with another prefix: %v", err)
+	}
+	defer other.Close()
+	if err := other.Enqueue(ctx, &outbox.Message{Destination: "d", Type: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.r.QueryRow(`SELECT count(*) FROM backstop_outbox`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("backstop_outbox holds %d rows (%v), want 0", n, err)
+	}
+}
+
+func TestPragmas(t *testing.T) {
+	t.Parallel()
+	s, _ := openTemp(t, store.Config{})
+	for _, db := range []*sql.DB{s.w, s.r} {
+		var mode string
+		var fk, busy int
+		if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+			t.Fatalf("journal_mode = %q (%v), want wal", mode, err)
+		}
+		if err := db.QueryRow(`PRAGMA foreign_keys`).Scan(&fk); err != nil || fk != 1 {
+			t.Fatalf("foreign_keys = %d (%v), want 1", fk, err)
+		}
+		if err := db.QueryRow(`PRAGMA busy_timeout`).Scan(&busy); err != nil || busy != int(busyTimeout.Milliseconds()) {
+			t.Fatalf("busy_timeout = %d (%v)", busy, err)
+		}
+	}
+	if _, err := s.r.Exec(`DELETE FROM backstop_outbox`); err == nil {
+		t.Fatal("the read pool accepted a write")
+	}
+}
+
+func TestHotQueriesUseTheirIndexes(t *testing.T) {
+	t.Parallel()
+	s, _ := openTemp(t, store.Config{Policies: map[string]store.Policy{"it's": {}}})
+	plan := func(q string, args ...any) string {
+		rows, err := s.w.Query("EXPLAIN QUERY PLAN "+s.sql(q), args...)
+		if err != nil {
+			t.Fatalf("explain: %v", err)
+		}
+		defer rows.Close()
+		var b strings.Builder
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			b.WriteString(detail + "\n")
+		}
+		return b.String()
+	}
+	claim := plan(claimMessages, sql.Named("instance", "i"), sql.Named("expiry", 1), sql.Named("now", 1),
+		sql.Named("only", "[]"), sql.Named("skip", "[]"), sql.Named("limit", 5))
+	for _, idx := range []string{"backstop_outbox_claim", "backstop_outbox_stream"} {
+		if !strings.Contains(claim, idx) {
+			t.Errorf("claim plan does not use %s:\n%s", idx, claim)
+		}
+	}
+	if p := plan(streamHead, "d", "s"); !strings.Contains(p, "backstop_outbox_stream") {
+		t.Errorf("stream head plan does not use backstop_outbox_stream:\n%s", p)
+	}
+}
+
+func TestPlainSQLRowGetsEveryDefault(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := openTemp(t, store.Config{})
+	before := time.Now().Add(-time.Second)
+	if _, err := s.w.Exec(`INSERT INTO backstop_outbox (destination, type, payload) VALUES ('d', 't', 'x')`); err != nil {
+		t.Fatal(err)
+	}
+	var id, headers string
+	var status, attempts int
+	var created int64
+	if err := s.r.QueryRow(`SELECT id, headers, status, attempts, created_at FROM backstop_outbox`).
+		Scan(&id, &headers, &status, &attempts, &created); err != nil {
+		t.Fatal(err)
+	}
+	u, err := uuid.Parse(id)
+	if err != nil || len(id) != 36 || u.Version() != 4 || u.Variant() != uuid.RFC4122 {
+		t.Fatalf("default id %q: %v (version %d)", id, err, u.Version())
+	}
+	if headers != "{}" || status != 1 || attempts != 0 {
+		t.Fatalf("headers %q status %d attempts %d", headers, status, attempts)
+	}
+	if at := time.UnixMilli(created); at.Before(before) || at.After(time.Now().Add(time.Second)) {
+		t.Fatalf("created_at %v is not now", at)
+	}
+	for _, bad := range []string{
+		`INSERT INTO backstop_outbox (id, destination, type) VALUES ('not-a-uuid', 'd', 't')`,
+		`INSERT INTO backstop_outbox (destination, type, headers) VALUES ('d', 't', '{oops')`,
+		`INSERT INTO backstop_outbox (destination, type, ordering) VALUES ('d', 't', 'sometimes')`,
+	} {
+		if _, err := s.w.ExecContext(ctx, bad); err == nil {
+			t.Errorf("accepted: %s", bad)
+		}
+	}
+}
+
+func TestOddHeadersDoNotFailAClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := openTemp(t, store.Config{})
+	for _, h := range []string{`{"n":1,"s":"x"}`, `[1,2]`} {
+		if _, err := s.w.Exec(`INSERT INTO backstop_outbox (destination, type, headers) VALUES ('d', 't', ?)`, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := s.ProcessBatch(ctx, &store.Batch{Instance: store.Instance{ID: "i"}, Claim: store.ClaimRequest{Limit: 5}})
+	if err != nil || len(r.Claimed) != 2 {
+		t.Fatalf("claim: %v, %v", r, err)
+	}
+	if h := r.Claimed[0].Headers; h["n"] != "1" || h["s"] != "x" {
+		t.Fatalf("headers = %v", h)
+	}
+	if h := r.Claimed[1].Headers; h[InvalidHeadersKey] != "[1,2]" {
+		t.Fatalf("headers = %v", h)
+	}
+}
+
+func TestInMemory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, ":memory:", store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	m := &outbox.Message{Destination: "d", Type: "t"}
+	if err := s.Enqueue(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(ctx, m.ID); err != nil || got.ID != m.ID {
+		t.Fatalf("Get: %v, %v", got, err)
+	}
+	if _, err := Open(ctx, "", store.Config{}); err == nil {
+		t.Fatal("Open with an empty path succeeded")
+	}
+}
+
+// Two stores on one file stand for two processes: their writers contend for
+// the database lock, which busy_timeout and the busy retry absorb.
+func TestTwoStoresOnOneFile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, path := openTemp(t, store.Config{})
+	b, err := Open(ctx, path, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const total = 200
+	for i := range total {
+		if err := a.Enqueue(ctx, &outbox.Message{Destination: "d", Stream: fmt.Sprint(i % 5), Type: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu   sync.Mutex
+		seen = map[uuid.UUID]bool{}
+		wg   sync.WaitGroup
+	)
+	errs := make(chan error, 4)
+	for w, s := range []*Store{a, b, a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var done []store.Completion
+			for range 2000 {
+				r, err := s.ProcessBatch(ctx, &store.Batch{Instance: store.Instance{ID: fmt.Sprint("w", w)},
+					Completions: done, Claim: store.ClaimRequest{Limit: 3}})
+				if err != nil {
+					errs <- err
+					return
+				}
+				done = nil
+				mu.Lock()
+				for _, m := range r.Claimed {
+					if seen[m.ID] {
+						mu.Unlock()
+						errs <- fmt.Errorf("%s claimed twice", m.ID)
+						return
+					}
+					seen[m.ID] = true
+					done = append(done, store.Completion{ID: m.ID, Status: outbox.StatusPublished})
+				}
+				finished := len(seen) == total && len(done) == 0
+				mu.Unlock()
+				if finished {
+					return
+				}
+			}
+			errs <- fmt.Errorf("worker %d gave up", w)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}

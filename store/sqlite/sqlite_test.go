@@ -1,0 +1,54 @@
+package sqlite_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
+	"github.com/backstophq/backstop/store/sqlite"
+	"github.com/backstophq/backstop/store/storetest"
+)
+
+// harness opens each store on its own temporary file.
+var harness = storetest.Harness{
+	Open: func(t *testing.T, cfg store.Config) (store.Store, error) {
+		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "backstop.db"), cfg)
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { s.Close() })
+		return s, nil
+	},
+	EnqueueTx: func(t *testing.T, st store.Store, commit bool, msgs ...*outbox.Message) error {
+		s := st.(*sqlite.Store)
+		ctx := context.Background()
+		tx, err := s.DB().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatalf("BeginTx: %v", err)
+		}
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS business (n INTEGER)`); err != nil {
+			t.Fatalf("business write: %v", err)
+		}
+		if err := s.EnqueueTx(ctx, tx, msgs...); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		if !commit {
+			return tx.Rollback()
+		}
+		return tx.Commit()
+	},
+	InsertSQL: func(t *testing.T, st store.Store, destination, typ string, payload []byte) {
+		s := st.(*sqlite.Store)
+		q := `INSERT INTO ` + s.Config().TablePrefix + `outbox (destination, type, payload) VALUES (?, ?, ?)`
+		if _, err := s.DB().ExecContext(context.Background(), q, destination, typ, payload); err != nil {
+			t.Fatalf("plain insert: %v", err)
+		}
+	},
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, harness)
+}

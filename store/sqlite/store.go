@@ -1,0 +1,218 @@
+// Package sqlite is Backstop's embedded store: the outbox, its coordination
+// and its dead-letter queue in one SQLite file, on the pure-Go
+// modernc.org/sqlite driver (no cgo).
+//
+// The database runs in WAL mode with a busy timeout and foreign keys on.
+// Every write goes through one connection and begins with BEGIN IMMEDIATE,
+// so writers queue instead of deadlocking on a lock upgrade; reads use a
+// separate read-only pool. SQLITE_BUSY and SQLITE_LOCKED are retried, not
+// returned. The schema is applied by embedded, versioned migrations when the
+// store opens.
+//
+// Applications write messages inside their own transactions with EnqueueTx
+// on a transaction begun from DB(), or with plain SQL (see the outbox table
+// in migrations/0001_outbox.sql). Times are stored as unix milliseconds.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+
+	"github.com/backstophq/backstop/dlq"
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
+)
+
+// Store is the SQLite store. It implements store.Store and is safe for
+// concurrent use.
+type Store struct {
+	cfg      store.Config
+	w        *sql.DB // the single writer connection; DB() hands it out
+	r        *sql.DB // read-only pool; w itself for in-memory databases
+	modeCase string  // SQL: a message's destination ordering (see claim.go)
+	queries  sync.Map
+}
+
+var _ store.Store = (*Store)(nil)
+
+// busyTimeout is how long SQLite itself waits for a lock before returning
+// SQLITE_BUSY, which the store then retries.
+const busyTimeout = 5 * time.Second
+
+// Open opens (creating if needed) the database at path, applies the
+// migrations, and returns the store. path ":memory:" gives a private
+// in-memory database (one connection, for tests and demos). cfg has its
+// defaults applied and is validated; a bad field is named in the error.
+func Open(ctx context.Context, path string, cfg store.Config) (*Store, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if path == "" || strings.Contains(path, "?") {
+		return nil, fmt.Errorf("sqlite: bad database path %q", path)
+	}
+	params := fmt.Sprintf("_txlock=immediate&_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)",
+		busyTimeout.Milliseconds())
+	memory := path == ":memory:"
+	if !memory {
+		params += "&_pragma=journal_mode(WAL)"
+	}
+	w, err := sql.Open("sqlite", path+"?"+params)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxIdleTime(0)
+	w.SetConnMaxLifetime(0)
+	s := &Store{cfg: cfg, w: w, r: w, modeCase: modeCase(cfg)}
+	if _, err := migrate(ctx, w, cfg.TablePrefix, s.now()); err != nil {
+		w.Close()
+		return nil, err
+	}
+	if !memory {
+		r, err := sql.Open("sqlite", path+"?"+params+"&_pragma=query_only(1)")
+		if err != nil {
+			w.Close()
+			return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+		}
+		r.SetMaxOpenConns(4)
+		s.r = r
+	}
+	return s, nil
+}
+
+// DB returns the database the store writes to, so that an application can
+// begin its transactions on it and call EnqueueTx. It is one connection:
+// SQLite has a single writer, and its transactions begin IMMEDIATE. Do not
+// call the store's own methods while holding a transaction from it on the
+// same goroutine.
+func (s *Store) DB() *sql.DB { return s.w }
+
+// Config returns the store's configuration, defaults applied.
+func (s *Store) Config() store.Config { return s.cfg }
+
+// Close closes both connection pools.
+func (s *Store) Close() error {
+	var errs []error
+	if s.r != s.w {
+		errs = append(errs, s.r.Close())
+	}
+	errs = append(errs, s.w.Close())
+	return errors.Join(errs...)
+}
+
+// now is the configured clock, else the process clock (which, for SQLite,
+// is the database's).
+func (s *Store) now() time.Time {
+	if s.cfg.Clock != nil {
+		return s.cfg.Clock.Now()
+	}
+	return time.Now()
+}
+
+// sql returns q with {{prefix}} replaced by the table prefix, cached.
+func (s *Store) sql(q string) string {
+	if v, ok := s.queries.Load(q); ok {
+		return v.(string)
+	}
+	out := strings.ReplaceAll(q, "{{prefix}}", s.cfg.TablePrefix)
+	out = strings.ReplaceAll(out, "{{mode}}", s.modeCase)
+	s.queries.Store(q, out)
+	return out
+}
+
+// write runs fn in a write transaction, retrying when the database is busy.
+func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return withTx(ctx, s.w, fn)
+}
+
+const insertMessage = `INSERT INTO {{prefix}}outbox
+	(id, destination, stream, type, payload, headers, ordering, scheduled_for, created_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`
+
+// EnqueueTx writes msgs inside the caller's transaction tx, which must have
+// been begun on DB() (or another connection to the same file). Each message
+// is prepared (validated, given a UUIDv7 when its ID is zero) before
+// anything is written; rows are inserted in argument order, so their Seq
+// follows it. On success each message has its Seq, CreatedAt and Status
+// (Stored) set. The messages exist if and only if tx commits.
+func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, msgs ...*outbox.Message) error {
+	for _, m := range msgs {
+		if err := m.Prepare(); err != nil {
+			return err
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	stmt, err := tx.PrepareContext(ctx, s.sql(insertMessage))
+	if err != nil {
+		return fmt.Errorf("sqlite: enqueue: %w", err)
+	}
+	defer stmt.Close()
+	now := s.now()
+	for _, m := range msgs {
+		headers, err := encodeHeaders(m.Headers)
+		if err != nil {
+			return err
+		}
+		var seq int64
+		if err := stmt.QueryRowContext(ctx, m.ID.String(), m.Destination, m.Stream, m.Type, blob(m.Payload),
+			headers, nullString(string(m.Ordering)), nullMillis(m.ScheduledFor), now.UnixMilli()).Scan(&seq); err != nil {
+			return fmt.Errorf("sqlite: enqueue %s: %w", m.ID, err)
+		}
+		m.Seq, m.Status, m.CreatedAt = seq, outbox.StatusStored, now.Truncate(time.Millisecond)
+	}
+	return nil
+}
+
+// Enqueue writes msgs in a transaction of the store's own: all or none.
+func (s *Store) Enqueue(ctx context.Context, msgs ...*outbox.Message) error {
+	for _, m := range msgs {
+		if err := m.Prepare(); err != nil {
+			return err
+		}
+	}
+	return s.write(ctx, func(tx *sql.Tx) error { return s.EnqueueTx(ctx, tx, msgs...) })
+}
+
+// Get returns the message with id, or an error matching store.ErrNotFound.
+func (s *Store) Get(ctx context.Context, id uuid.UUID) (*outbox.Message, error) {
+	var m *outbox.Message
+	err := retryBusy(ctx, func() error {
+		var err error
+		m, err = scanMessage(s.r.QueryRowContext(ctx, s.sql(`SELECT `+messageColumns+` FROM {{prefix}}outbox WHERE id = ?`), id.String()))
+		return err
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s", store.ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get %s: %w", id, err)
+	}
+	return m, nil
+}
+
+// DLQ returns the dead-letter queue kept in the same database.
+func (s *Store) DLQ() dlq.Operator { return &deadLetters{s: s} }
+
+func encodeHeaders(h map[string]string) (string, error) {
+	if len(h) == 0 {
+		return "{}", nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return "", fmt.Errorf("sqlite: headers: %w", err)
+	}
+	return string(b), nil
+}

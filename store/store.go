@@ -1,0 +1,243 @@
+// Package store is the coordination contract between Backstop's relay
+// instances and the database that holds the outbox.
+//
+// One call, ProcessBatch, does what the work-coordination design's
+// process_work_batch does, in one round trip on PostgreSQL and one
+// transaction on SQLite: it heart-beats the calling instance, records the
+// outcomes of the previous batch (completions, failures, releases), renews
+// the leases the caller still holds, and claims the next batch in stream
+// order. Every store (store/sqlite, store/postgres) implements Store and
+// passes the conformance suite in store/storetest.
+//
+// # Claim rules
+//
+// A message is claimable when it is not published, not dead-lettered, not
+// leased (or its lease has expired), and due (ScheduledFor unset or past).
+// Streams are scoped by destination: the messages of one (destination,
+// stream) pair are ordered by Seq. Within such a stream a claimable message
+// is still held back when an earlier message of the same stream:
+//
+//   - holds an unexpired lease (every ordering mode but none);
+//   - under OrderingStrict, waits for a later try (ScheduledFor in the
+//     future, whether after a failure or a release that re-scheduled it), or
+//     is dead-lettered and its stream has not been released by an operator.
+//
+// Under OrderingRelease a failure does not hold back later messages; under
+// OrderingNone nothing does. Earlier messages that are claimable themselves
+// do not hold back later ones: both are claimed, in order, and the relay
+// delivers them one after the other.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/backstophq/backstop/dlq"
+	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/outbox"
+)
+
+// Store is the outbox, its coordination, and its dead-letter queue.
+// Implementations must be safe for concurrent use by many goroutines and,
+// for shared databases, by many processes.
+type Store interface {
+	// Enqueue writes messages in a transaction of the store's own. To
+	// write them inside the application's transaction use the store
+	// package's EnqueueTx.
+	Enqueue(ctx context.Context, msgs ...*outbox.Message) error
+	// ProcessBatch records the outcomes in b, renews leases, and claims the
+	// next batch, atomically.
+	ProcessBatch(ctx context.Context, b *Batch) (*Result, error)
+	// Get returns a message by id, or an error matching ErrNotFound.
+	Get(ctx context.Context, id uuid.UUID) (*outbox.Message, error)
+
+	Operations
+	Monitoring
+
+	// DLQ is the store's persistent dead-letter queue.
+	DLQ() dlq.Operator
+	// Sweep deletes published messages older than the retention period
+	// and returns how many it deleted.
+	Sweep(ctx context.Context) (int, error)
+	// Close releases the store's resources.
+	Close() error
+}
+
+// Operations are what an operator does to messages by hand.
+type Operations interface {
+	// RetryNow makes a waiting message due at once.
+	RetryNow(ctx context.Context, id uuid.UUID) error
+	// ResetAttempts sets a message's attempts to zero.
+	ResetAttempts(ctx context.Context, id uuid.UUID) error
+	// ReleaseStream lets the later messages of a strict stream go past its
+	// failed and dead-lettered messages (the cascade release), and returns
+	// how many blocking messages it released.
+	ReleaseStream(ctx context.Context, destination, stream string) (int, error)
+	// DeadLetter moves a message to the dead-letter queue by hand, with
+	// the operator's reason text.
+	DeadLetter(ctx context.Context, id uuid.UUID, reason string) error
+}
+
+// Monitoring are the monitoring queries of the design.
+type Monitoring interface {
+	// RetryDistribution counts failed messages by attempts.
+	RetryDistribution(ctx context.Context) ([]AttemptsCount, error)
+	// FailureReasons counts failed messages by failure reason.
+	FailureReasons(ctx context.Context) ([]ReasonCount, error)
+	// ScheduledBacklog summarises the messages waiting for a later try.
+	ScheduledBacklog(ctx context.Context) (Backlog, error)
+	// PoisonCandidates lists failed messages with at least minAttempts
+	// attempts, most attempts first.
+	PoisonCandidates(ctx context.Context, minAttempts int) ([]*outbox.Message, error)
+	// StreamStatus describes one stream: its head and why it is blocked.
+	StreamStatus(ctx context.Context, destination, stream string) (*StreamStatus, error)
+}
+
+// Instance identifies a relay process.
+type Instance struct {
+	// ID is unique per process (a UUID is a good choice). Required.
+	ID string
+	// Host and PID say where it runs.
+	Host string
+	PID  int
+	// StartedAt is when the process started.
+	StartedAt time.Time
+}
+
+// Completion records that a message completed steps. A Status holding
+// StatusPublished marks the message delivered: it is deleted, or kept
+// until swept when a retention period is configured. A zero Status is the
+// design's "Status=0" release: the lease is cleared and nothing else
+// changes. Other flags are OR-ed in and the lease cleared. Completions are
+// applied whoever holds the lease now: delivered is delivered.
+type Completion struct {
+	ID     uuid.UUID
+	Status outbox.Status
+}
+
+// Failure records a failed attempt charged to the message: the completed
+// flags and StatusFailed are OR-ed in, attempts grow by one, the error,
+// reason and fingerprint are recorded, the lease is cleared and the
+// message is scheduled for now plus the destination strategy's delay (at
+// least RetryAfter). When Permanent is set, or the attempts reach the
+// destination's MaxAttempts, the message is dead-lettered in the same
+// transaction (reason PoisonMessage when attempts ran out). A failure for a
+// message the caller no longer leases is ignored and reported in
+// Result.Stale.
+type Failure struct {
+	ID              uuid.UUID
+	CompletedStatus outbox.Status
+	Error           string
+	Reason          errorhandling.FailureReason
+	Fingerprint     string
+	Permanent       bool
+	RetryAfter      time.Duration
+}
+
+// Release gives a leased message back without charging an attempt. With
+// After zero it only clears the lease (the cascade release). With After
+// set it also schedules the message for now+After: a fault blamed on the
+// destination. CompletedStatus flags are OR-ed in; Error, when set, is
+// recorded as the last error without touching attempts.
+type Release struct {
+	ID              uuid.UUID
+	After           time.Duration
+	CompletedStatus outbox.Status
+	Error           string
+}
+
+// ClaimRequest says what to claim.
+type ClaimRequest struct {
+	// Limit is the most messages to claim; 0 claims none.
+	Limit int
+	// Lease is how long the claim holds; 0 means the store's
+	// LeaseDuration.
+	Lease time.Duration
+	// Destinations restricts the claim to these destinations; empty means
+	// all.
+	Destinations []string
+	// ExcludeDestinations are not claimed from (their circuit is open).
+	ExcludeDestinations []string
+}
+
+// Batch is one call's worth of work.
+type Batch struct {
+	Instance    Instance
+	Completions []Completion
+	Failures    []Failure
+	Releases    []Release
+	// RenewLeases extends the leases the caller holds on these messages;
+	// ids it no longer holds are reported in Result.Stale.
+	RenewLeases []uuid.UUID
+	Claim       ClaimRequest
+}
+
+// Result is what ProcessBatch returns.
+type Result struct {
+	// Claimed are the newly leased messages, ordered by Seq.
+	Claimed []*outbox.Message
+	// DeadLettered are the failures that moved their message to the
+	// dead-letter queue.
+	DeadLettered []uuid.UUID
+	// Stale are failures, releases and renewals for messages the caller no
+	// longer leases; they were not applied.
+	Stale []uuid.UUID
+	// DeadInstances is how many silent instances were declared dead and
+	// had their leases released.
+	DeadInstances int
+}
+
+// AttemptsCount is one row of RetryDistribution.
+type AttemptsCount struct {
+	Attempts int
+	Count    int
+}
+
+// ReasonCount is one row of FailureReasons.
+type ReasonCount struct {
+	Reason errorhandling.FailureReason
+	Count  int
+}
+
+// Backlog is the scheduled-retry backlog: messages with ScheduledFor in the
+// future.
+type Backlog struct {
+	Count  int
+	Next   time.Time
+	Latest time.Time
+}
+
+// StreamStatus describes a stream.
+type StreamStatus struct {
+	Destination string
+	Stream      string
+	// Head is the earliest undelivered message; nil when the stream is
+	// empty.
+	Head *outbox.Message
+	// Pending counts the undelivered messages of the stream.
+	Pending int
+	// Blocked says whether the head holds back the rest.
+	Blocked bool
+	// Why says in words what the head is doing, such as "head message
+	// 0192... failed 3 times (TransportUnavailable: connection refused)
+	// and waits for its retry at 12:04:05; 17 later messages wait behind
+	// it (strict ordering)".
+	Why string
+}
+
+// ErrNotFound is returned for an unknown message id.
+var ErrNotFound = errors.New("store: message not found")
+
+// Notifier is implemented by stores that can tell a relay that messages
+// were enqueued, so that an idle relay need not poll often.
+type Notifier interface {
+	// Subscribe returns a channel that receives a value whenever messages
+	// may have become claimable: enqueued by this process (SQLite) or by
+	// any process once their transaction commits (PostgreSQL's
+	// LISTEN/NOTIFY). Wake-ups are coalesced; a relay must still claim to
+	// see what is there. The channel is closed when ctx is done.
+	Subscribe(ctx context.Context) (<-chan struct{}, error)
+}
