@@ -1,0 +1,156 @@
+package webhook
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/backstophq/backstop/errorhandling"
+)
+
+// Sentinel errors of Deliver.
+var (
+	// ErrTimeout is matched by the error of a delivery that got no
+	// response within Config.Timeout (a transient fault of the
+	// destination). A Deliver whose own ctx ran out does not match it.
+	ErrTimeout = errors.New("webhook: delivery timed out")
+	// ErrRedirect is matched by the error of a delivery answered with a
+	// 3xx. The transport's own client does not follow redirects: a POST
+	// redirected as a GET loses its body, and a signed request sent on to
+	// another host is not what was configured. A redirect means
+	// Config.URL is out of date: a fault of the destination, not of the
+	// message. It is transient and blamed on the destination, so the
+	// destination's breaker opens and messages wait in the outbox, with
+	// their attempts intact, until an operator fixes the URL. A classifier
+	// rule matching ErrRedirect can treat it otherwise.
+	ErrRedirect = errors.New("webhook: destination redirected")
+	// ErrClosed is matched by the error of Deliver after Close.
+	ErrClosed = errors.New("webhook: transport closed")
+)
+
+// MaxRetryAfter caps the Retry-After a destination can ask for.
+const MaxRetryAfter = time.Hour
+
+// maxDrain bounds how much of a response body is read and dropped so
+// that the connection can be reused.
+const maxDrain = 64 << 10
+
+// StatusError is a non-2xx answer of the destination. Deliver's errors
+// wrap it with errorhandling's markers; errors.As finds it.
+type StatusError struct {
+	// URL is the destination without query or user info.
+	URL string
+	// StatusCode is the HTTP status code, such as 503.
+	StatusCode int
+	// Status is the status line, such as "503 Service Unavailable".
+	Status string
+	// Body is the start of the response body, at most
+	// Config.MaxResponseBody bytes, made printable.
+	Body string
+	// Truncated says whether the body was longer than Body.
+	Truncated bool
+	// Location is the Location header of a 3xx.
+	Location string
+}
+
+// Error returns "webhook: POST <url>: <status>: <body>".
+func (e *StatusError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "webhook: POST %s: %s", e.URL, e.Status)
+	if e.Location != "" {
+		fmt.Fprintf(&b, " (Location: %s; redirects are not followed, update the URL)", e.Location)
+	}
+	if e.Body != "" {
+		fmt.Fprintf(&b, ": %q", e.Body)
+		if e.Truncated {
+			b.WriteString(" (truncated)")
+		}
+	}
+	return b.String()
+}
+
+// outcome reads resp and maps it to Deliver's result.
+func (t *Transport) outcome(resp *http.Response) error {
+	defer func() {
+		_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
+		_ = resp.Body.Close()
+	}()
+	code := resp.StatusCode
+	if code >= 200 && code <= 299 {
+		return nil
+	}
+	se := &StatusError{URL: t.target, StatusCode: code, Status: resp.Status}
+	if se.Status == "" {
+		se.Status = strconv.Itoa(code)
+	}
+	se.Body, se.Truncated = excerpt(resp.Body, t.maxBody)
+	var err error = se
+	switch {
+	case code >= 300 && code <= 399:
+		if loc, lerr := resp.Location(); lerr == nil {
+			se.Location = redact(loc)
+		}
+		err = errorhandling.WithBlame(errorhandling.Transient(fmt.Errorf("%w: %w", ErrRedirect, se)), errorhandling.BlameDestination)
+		return errorhandling.WithHTTPStatus(err, code)
+	case code >= 400 && code <= 599:
+		// The classifier maps the status: 408, 425, 429 and 5xx transient
+		// and blamed on the destination, other 4xx permanent and blamed
+		// on the message.
+		err = errorhandling.WithHTTPStatus(err, code)
+	default:
+		// 1xx as a final answer, or a status HTTP does not define: the
+		// destination misbehaves.
+		err = errorhandling.Transient(errorhandling.WithHTTPStatus(err, code))
+	}
+	if d, ok := retryAfter(resp.Header.Get("Retry-After"), t.clock.Now()); ok {
+		err = errorhandling.RetryAfter(err, d)
+	}
+	return err
+}
+
+// excerpt reads at most n bytes of r and makes them printable: invalid
+// UTF-8 is replaced, runs of white space are collapsed.
+func excerpt(r io.Reader, n int64) (string, bool) {
+	buf, _ := io.ReadAll(io.LimitReader(r, n+1))
+	truncated := int64(len(buf)) > n
+	if truncated {
+		buf = buf[:n]
+	}
+	s := strings.ToValidUTF8(string(buf), "\uFFFD")
+	if truncated {
+		// A cut may split the last rune.
+		s = strings.TrimRight(s, "\uFFFD")
+	}
+	s = strings.Join(strings.FieldsFunc(s, unicode.IsSpace), " ")
+	return s, truncated
+}
+
+// retryAfter parses a Retry-After value, delta-seconds or an HTTP date
+// relative to now, capped at MaxRetryAfter. It reports false for an
+// absent, invalid or past value.
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	var d time.Duration
+	if secs, err := strconv.ParseUint(v, 10, 64); err == nil {
+		if secs > uint64(MaxRetryAfter/time.Second) {
+			return MaxRetryAfter, true
+		}
+		d = time.Duration(secs) * time.Second
+	} else if at, err := http.ParseTime(v); err == nil {
+		d = at.Sub(now)
+	} else {
+		return 0, false
+	}
+	if d <= 0 {
+		return 0, false
+	}
+	return min(d, MaxRetryAfter), true
+}
