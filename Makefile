@@ -6,7 +6,7 @@ PKGS        ?= ./...
 TESTFLAGS   ?=
 BENCHFLAGS  ?= -benchmem -run '^$$'
 
-.PHONY: test vet lint gotest bench bench-breaker fmt
+.PHONY: test vet lint gotest bench bench-breaker bench-postgres fmt
 
 ## test: vet, lint and run every test with the race detector.
 test: vet lint gotest
@@ -31,3 +31,8 @@ bench-breaker:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+## bench-postgres: claim+complete throughput and latency at 10k, 100k and 1M
+## pending messages on the local PostgreSQL (BACKSTOP_BENCH_SIZES=10k,100k to limit).
+bench-postgres:
+	BACKSTOP_BENCH_POSTGRES=1 $(GO) test -run '^$$' -bench BenchmarkClaim -benchtime 300x -timeout 30m ./store/postgres/

@@ -1,0 +1,301 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
+)
+
+// ProcessBatch records the outcomes in b, renews leases and claims the
+// next batch, atomically, as package store documents.
+//
+// A batch without failures is one round trip: every statement is sent in
+// one pipeline, which PostgreSQL runs as one implicit transaction. A batch
+// with failures takes two: the first begins a transaction and locks the
+// failed rows to read their attempts (the failure decision,
+// store.Config.DecideFailure, runs in Go with the destination's strategy),
+// the second sends the rest and commits. Deadlocks and serialization
+// failures are retried.
+func (s *Store) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result, error) {
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	var res *store.Result
+	err := retryTx(ctx, func() error {
+		var err error
+		res, err = s.processBatch(ctx, b)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: process batch: %w", err)
+	}
+	return res, nil
+}
+
+// pipeline is a pgx.Batch with a reader for each queued statement's
+// results.
+type pipeline struct {
+	b       pgx.Batch
+	readers []func(pgx.BatchResults) error
+}
+
+func (p *pipeline) exec(sql string, args ...any) {
+	p.b.Queue(sql, args...)
+	p.readers = append(p.readers, func(br pgx.BatchResults) error { _, err := br.Exec(); return err })
+}
+
+func (p *pipeline) query(read func(pgx.Rows) error, sql string, args ...any) {
+	p.b.Queue(sql, args...)
+	p.readers = append(p.readers, func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		if err := read(rows); err != nil {
+			return err
+		}
+		return rows.Err()
+	})
+}
+
+// run reads every result in order and closes br.
+func (p *pipeline) run(br pgx.BatchResults) error {
+	var err error
+	for _, r := range p.readers {
+		if err = r(br); err != nil {
+			break
+		}
+	}
+	return errors.Join(err, br.Close())
+}
+
+func (s *Store) processBatch(ctx context.Context, b *store.Batch) (*store.Result, error) {
+	res := &store.Result{}
+	now := s.now()
+	if len(b.Failures) == 0 {
+		p := &pipeline{}
+		s.queueBatch(p, b, now, nil, res)
+		if err := p.run(s.pool.SendBatch(ctx, &p.b)); err != nil {
+			return nil, err
+		}
+		sortClaimed(res)
+		return res, nil
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	err = func() error {
+		first := &pipeline{}
+		first.exec("begin")
+		var locked []lockedRow
+		first.query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var r lockedRow
+				if err := rows.Scan(&r.id, &r.destination, &r.attempts, &r.instance); err != nil {
+					return err
+				}
+				locked = append(locked, r)
+			}
+			return nil
+		}, s.sql.lockFailures, uuidStrings(sortedIDs(failureIDs(b.Failures))))
+		if err := first.run(conn.SendBatch(ctx, &first.b)); err != nil {
+			return err
+		}
+		fs := s.decideFailures(b, locked, res)
+		second := &pipeline{}
+		s.queueBatch(second, b, now, fs, res)
+		second.exec("commit")
+		return second.run(conn.SendBatch(ctx, &second.b))
+	}()
+	if err != nil {
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if _, rerr := conn.Exec(rctx, "rollback"); rerr != nil {
+				_ = conn.Conn().Close(rctx) // the pool drops a closed connection
+			}
+			cancel()
+		}
+		return nil, err
+	}
+	sortClaimed(res)
+	return res, nil
+}
+
+// queueBatch queues the statements of b in their order: heartbeat, dead
+// instances, completions, failures (fs, when any), releases, renewals,
+// claim. Their readers fill res.
+func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, fs *failureArrays, res *store.Result) {
+	me := b.Instance.ID
+	lease := b.Claim.Lease
+	if lease == 0 {
+		lease = s.cfg.LeaseDuration
+	}
+	p.exec(s.sql.heartbeat, now, me, b.Instance.Host, int32(b.Instance.PID), nullTime(b.Instance.StartedAt))
+	p.query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(&res.DeadInstances); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, s.sql.deadInstances, now, me, micros(s.cfg.InstanceTimeout))
+
+	s.queueCompletions(p, b.Completions, now)
+	if fs != nil && len(fs.ids) > 0 {
+		p.exec(s.sql.fail, now, me, fs.ids, fs.flags, fs.attempts, fs.reasons, fs.errors,
+			fs.fingerprints, fs.delays, fs.deadLetter)
+		if len(fs.dlEntries) > 0 {
+			p.exec(s.sql.deadLetter, now, fs.dlEntries, fs.dlIDs, fs.dlNames, fs.dlReasons, fs.dlMeta, fs.dlErrors)
+		}
+	}
+	if len(b.Releases) > 0 {
+		rs := sortedReleases(b.Releases)
+		ids := make([]string, len(rs))
+		after := make([]int64, len(rs))
+		flags := make([]int32, len(rs))
+		errs := make([]string, len(rs))
+		for i, r := range rs {
+			ids[i], after[i], flags[i] = r.ID.String(), micros(r.After), int32(r.CompletedStatus)
+			errs[i] = outbox.TruncateError(r.Error)
+		}
+		p.query(staleReader(rs, releaseID, res), s.sql.release, now, me, ids, after, flags, errs)
+	}
+	if len(b.RenewLeases) > 0 {
+		ids := sortedIDs(b.RenewLeases)
+		p.query(staleReader(ids, func(id uuid.UUID) uuid.UUID { return id }, res),
+			s.sql.renew, now, me, uuidStrings(ids), micros(lease))
+	}
+	if b.Claim.Limit > 0 {
+		p.query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				m, err := scanMessage(rows)
+				if err != nil {
+					return err
+				}
+				res.Claimed = append(res.Claimed, m)
+			}
+			return nil
+		}, s.sql.claim, now, me, b.Claim.Limit, micros(lease), nonNil(b.Claim.Destinations),
+			nonNil(b.Claim.ExcludeDestinations), s.policyDests, s.policyModes, string(s.cfg.DefaultPolicy.Ordering))
+	}
+}
+
+// queueCompletions merges completions per id (flags OR-ed) and queues the
+// delete of delivered messages (without retention) and the update of the
+// others.
+func (s *Store) queueCompletions(p *pipeline, cs []store.Completion, now *time.Time) {
+	if len(cs) == 0 {
+		return
+	}
+	merged := map[uuid.UUID]outbox.Status{}
+	for _, c := range cs {
+		merged[c.ID] |= c.Status
+	}
+	ids := make([]uuid.UUID, 0, len(merged))
+	for id := range merged {
+		ids = append(ids, id)
+	}
+	ids = sortedIDs(ids)
+	var del, upd []string
+	var st []int32
+	for _, id := range ids {
+		f := merged[id]
+		if f.Has(outbox.StatusPublished) && s.cfg.Retention == 0 {
+			del = append(del, id.String())
+			continue
+		}
+		upd, st = append(upd, id.String()), append(st, int32(f))
+	}
+	if len(del) > 0 {
+		p.exec(s.sql.deletePublished, del)
+	}
+	if len(upd) > 0 {
+		p.exec(s.sql.complete, now, upd, st)
+	}
+}
+
+// staleReader reads the ids an UPDATE ... RETURNING id applied and adds
+// the others of items to res.Stale.
+func staleReader[T any](items []T, idOf func(T) uuid.UUID, res *store.Result) func(pgx.Rows) error {
+	return func(rows pgx.Rows) error {
+		applied := map[uuid.UUID]bool{}
+		for rows.Next() {
+			var id uuid.UUID
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			applied[id] = true
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, it := range items {
+			if id := idOf(it); !applied[id] {
+				res.Stale = append(res.Stale, id)
+			}
+		}
+		return nil
+	}
+}
+
+func releaseID(r store.Release) uuid.UUID { return r.ID }
+
+func sortClaimed(res *store.Result) {
+	sort.Slice(res.Claimed, func(i, j int) bool { return res.Claimed[i].Seq < res.Claimed[j].Seq })
+}
+
+// sortedIDs returns ids deduplicated in PostgreSQL's uuid order (bytewise),
+// the order in which rows are locked.
+func sortedIDs(ids []uuid.UUID) []uuid.UUID {
+	out := append([]uuid.UUID(nil), ids...)
+	sort.Slice(out, func(i, j int) bool { return lessUUID(out[i], out[j]) })
+	k := 0
+	for i, id := range out {
+		if i == 0 || id != out[k-1] {
+			out[k] = id
+			k++
+		}
+	}
+	return out[:k]
+}
+
+func lessUUID(a, b uuid.UUID) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
+}
+
+// sortedReleases returns rs in id order, keeping the first of duplicates.
+func sortedReleases(rs []store.Release) []store.Release {
+	out := append([]store.Release(nil), rs...)
+	sort.SliceStable(out, func(i, j int) bool { return lessUUID(out[i].ID, out[j].ID) })
+	k := 0
+	for i, r := range out {
+		if i == 0 || r.ID != out[k-1].ID {
+			out[k] = r
+			k++
+		}
+	}
+	return out[:k]
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

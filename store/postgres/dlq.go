@@ -1,0 +1,266 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/backstophq/backstop/dlq"
+	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/outbox"
+)
+
+// deadLetters is the dlq.Operator on the <prefix>dead_letters table.
+type deadLetters struct{ s *Store }
+
+var _ dlq.Operator = (*deadLetters)(nil)
+
+// DLQ returns the store's persistent dead-letter queue. Entries of outbox
+// messages are written by ProcessBatch and DeadLetter; Add parks others
+// (workflow tasks).
+func (s *Store) DLQ() dlq.Operator { return s.dlq }
+
+// dlCols are the dead_letters columns scanEntry reads, in its order.
+const dlCols = `id, task_instance_id, task_id, dag_run_id, dag_id, message_id, destination,
+	stream, type, payload, headers, seq, failure_reason, reason, failure_time,
+	first_failure_time, attempts, last_attempt_time, error_message, fingerprint,
+	metadata, status, resolution_notes, resolved_at, replayed, replayed_at`
+
+func scanEntry(row pgx.Row) (*dlq.Entry, error) {
+	var (
+		e                   dlq.Entry
+		headers, meta       []byte
+		reason              int32
+		status              string
+		first, last         *time.Time
+		resolved, replayed_ *time.Time
+	)
+	err := row.Scan(&e.ID, &e.TaskInstanceID, &e.TaskID, &e.DAGRunID, &e.DAGID, &e.MessageID,
+		&e.Destination, &e.Stream, &e.Type, &e.Payload, &headers, &e.Seq, &e.FailureReason,
+		&reason, &e.FailureTime, &first, &e.Attempts, &last, &e.ErrorMessage, &e.Fingerprint,
+		&meta, &status, &e.ResolutionNotes, &resolved, &e.Replayed, &replayed_)
+	if err != nil {
+		return nil, err
+	}
+	e.Reason = errorhandling.FailureReason(reason)
+	e.Status = dlq.Status(status)
+	e.Headers = decodeHeaders(headers)
+	if len(meta) > 0 && string(meta) != "{}" {
+		if err := json.Unmarshal(meta, &e.Metadata); err != nil {
+			return nil, fmt.Errorf("decode metadata: %w", err)
+		}
+	}
+	e.FailureTime = e.FailureTime.UTC()
+	e.FirstFailureTime, e.LastAttemptTime = derefTime(first), derefTime(last)
+	if resolved != nil {
+		t := resolved.UTC()
+		e.ResolvedAt = &t
+	}
+	if replayed_ != nil {
+		t := replayed_.UTC()
+		e.ReplayedAt = &t
+	}
+	return &e, nil
+}
+
+func collectEntries(rows pgx.Rows) ([]*dlq.Entry, error) {
+	defer rows.Close()
+	var out []*dlq.Entry
+	for rows.Next() {
+		e, err := scanEntry(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// Add parks an entry. An empty ID is assigned (a UUIDv7), Status defaults
+// to pending, FailureTime to now, Reason to the one FailureReason names
+// (else Unknown) and FailureReason to Reason's name.
+func (q *deadLetters) Add(ctx context.Context, e *dlq.Entry) error {
+	if e == nil {
+		return errors.New("postgres: nil dead-letter entry")
+	}
+	if e.ID == "" {
+		e.ID = newEntryID()
+	}
+	if e.Status == "" {
+		e.Status = dlq.StatusPending
+	}
+	if e.Reason == 0 {
+		e.Reason = errorhandling.ReasonUnknown
+		if r, err := errorhandling.ParseFailureReason(e.FailureReason); err == nil {
+			e.Reason = r
+		}
+	}
+	if e.FailureReason == "" {
+		e.FailureReason = e.Reason.String()
+	}
+	if e.FailureTime.IsZero() {
+		if now := q.s.now(); now != nil {
+			e.FailureTime = *now
+		} else if err := q.s.pool.QueryRow(ctx, `SELECT now()`).Scan(&e.FailureTime); err != nil {
+			return fmt.Errorf("postgres: dlq add: %w", err)
+		}
+		e.FailureTime = e.FailureTime.UTC()
+	}
+	headers, err := encodeHeaders(e.Headers)
+	if err != nil {
+		return err
+	}
+	meta := []byte("{}")
+	if len(e.Metadata) > 0 {
+		if meta, err = json.Marshal(e.Metadata); err != nil {
+			return fmt.Errorf("postgres: dlq add: encode metadata: %w", err)
+		}
+	}
+	payload := e.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	_, err = q.s.pool.Exec(ctx, `INSERT INTO `+q.s.n.deadLetters+` (`+dlCols+`) VALUES
+		($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13, $14, $15, $16, $17, $18,
+		 $19, $20, $21::jsonb, $22, $23, $24, $25, $26)`,
+		e.ID, e.TaskInstanceID, e.TaskID, e.DAGRunID, e.DAGID, e.MessageID, e.Destination,
+		e.Stream, e.Type, payload, headers, e.Seq, e.FailureReason, int32(e.Reason), e.FailureTime,
+		nullTime(e.FirstFailureTime), e.Attempts, nullTime(e.LastAttemptTime),
+		outbox.TruncateError(e.ErrorMessage), e.Fingerprint, string(meta), string(e.Status), e.ResolutionNotes,
+		e.ResolvedAt, e.Replayed, e.ReplayedAt)
+	if err != nil {
+		return fmt.Errorf("postgres: dlq add: %w", err)
+	}
+	return nil
+}
+
+// Get returns the entry with the id, or an error matching dlq.ErrNotFound.
+func (q *deadLetters) Get(ctx context.Context, id string) (*dlq.Entry, error) {
+	e, err := scanEntry(q.s.pool.QueryRow(ctx, `SELECT `+dlCols+` FROM `+q.s.n.deadLetters+` WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s", dlq.ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: dlq get: %w", err)
+	}
+	return e, nil
+}
+
+// List returns the entries matching f (nil matches all) ordered by
+// FailureTime then ID, after f.Cursor when set (an unknown cursor is
+// dlq.ErrNotFound), at most f.Limit when set.
+func (q *deadLetters) List(ctx context.Context, f *dlq.Filters) ([]*dlq.Entry, error) {
+	return q.list(ctx, q.s.pool, f, false, false)
+}
+
+// querier is what list needs of a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// list runs List; forReplay keeps only the pending, not yet replayed
+// entries, and lock locks them.
+func (q *deadLetters) list(ctx context.Context, db querier, f *dlq.Filters, forReplay, lock bool) ([]*dlq.Entry, error) {
+	where, args := filterSQL(f)
+	if forReplay {
+		where = append(where, `status = 'pending'`, `NOT replayed`)
+	}
+	if f != nil && f.Cursor != "" {
+		args = append(args, f.Cursor)
+		c := fmt.Sprintf("$%d", len(args))
+		rows, err := db.Query(ctx, `SELECT 1 FROM `+q.s.n.deadLetters+` WHERE id = $1`, f.Cursor)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: dlq list: %w", err)
+		}
+		found := rows.Next()
+		rows.Close()
+		if !found {
+			return nil, fmt.Errorf("%w: cursor %s", dlq.ErrNotFound, f.Cursor)
+		}
+		where = append(where, `(failure_time, id) > (SELECT failure_time, id FROM `+q.s.n.deadLetters+` WHERE id = `+c+`)`)
+	}
+	sql := `SELECT ` + dlCols + ` FROM ` + q.s.n.deadLetters
+	if len(where) > 0 {
+		sql += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	sql += ` ORDER BY failure_time, id`
+	if f != nil && f.Limit > 0 {
+		sql += fmt.Sprintf(` LIMIT %d`, f.Limit)
+	}
+	if lock {
+		sql += ` FOR UPDATE`
+	}
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: dlq list: %w", err)
+	}
+	out, err := collectEntries(rows)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: dlq list: %w", err)
+	}
+	return out, nil
+}
+
+// filterSQL turns the set fields of f into AND-ed conditions.
+func filterSQL(f *dlq.Filters) ([]string, []any) {
+	if f == nil {
+		return nil, nil
+	}
+	var (
+		where []string
+		args  []any
+	)
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, fmt.Sprintf("$%d", len(args))))
+	}
+	for _, c := range []struct {
+		col, v string
+	}{{"dag_id", f.DAGID}, {"task_id", f.TaskID}, {"destination", f.Destination},
+		{"stream", f.Stream}, {"fingerprint", f.Fingerprint}, {"status", string(f.Status)}} {
+		if c.v != "" {
+			add(c.col+" = %s", c.v)
+		}
+	}
+	if f.Reason != nil {
+		add("reason = %s", int32(*f.Reason))
+	}
+	if f.After != nil {
+		add("failure_time >= %s", *f.After)
+	}
+	if f.Before != nil {
+		add("failure_time < %s", *f.Before)
+	}
+	if f.Replayed != nil {
+		add("replayed = %s", *f.Replayed)
+	}
+	return where, args
+}
+
+// Count returns the number of entries.
+func (q *deadLetters) Count(ctx context.Context) (int, error) {
+	var n int
+	if err := q.s.pool.QueryRow(ctx, `SELECT count(*) FROM `+q.s.n.deadLetters).Scan(&n); err != nil {
+		return 0, fmt.Errorf("postgres: dlq count: %w", err)
+	}
+	return n, nil
+}
+
+// Resolve marks the entry resolved with the operator's notes.
+func (q *deadLetters) Resolve(ctx context.Context, id, notes string) error {
+	tag, err := q.s.pool.Exec(ctx, `UPDATE `+q.s.n.deadLetters+`
+		SET status = 'resolved', resolution_notes = $3, resolved_at = `+nowExpr+` WHERE id = $2`,
+		q.s.now(), id, notes)
+	if err != nil {
+		return fmt.Errorf("postgres: dlq resolve: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: %s", dlq.ErrNotFound, id)
+	}
+	return nil
+}

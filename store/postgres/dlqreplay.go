@@ -1,0 +1,226 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/backstophq/backstop/dlq"
+)
+
+// msgIDOf casts an entry's message_id to the outbox id, NULL when it is not
+// a UUID (entries added by hand may name anything).
+func msgIDOf(col string) string {
+	return `CASE WHEN ` + col + ` ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN ` + col + `::uuid END`
+}
+
+// resetSQL puts messages back in the outbox in place: not dead-lettered,
+// attempts 0, StatusFailed and StatusPublished cleared (other completed
+// flags kept), failure fields, due time, lease and stream release cleared.
+// Each keeps its seq, so under strict ordering it is again where it was in
+// its stream.
+const resetSQL = `UPDATE {o} SET dead_lettered_at = NULL, attempts = 0, status = status & ~32772,
+	failure_reason = NULL, error = NULL, fingerprint = NULL, first_failed_at = NULL,
+	last_failed_at = NULL, scheduled_for = NULL, stream_released_at = NULL, published_at = NULL,
+	instance_id = NULL, lease_expiry = NULL
+WHERE id = ANY($1::uuid[])
+RETURNING id`
+
+// rewriteSQL writes messages whose row is gone again from their entries'
+// copies, at the end of their streams.
+const rewriteSQL = `INSERT INTO {o} (id, destination, stream, type, payload, headers, created_at)
+SELECT m.id, m.destination, m.stream, m.type, m.payload, m.headers, {now}
+FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::jsonb[])
+	WITH ORDINALITY AS m(id, destination, stream, type, payload, headers, n)
+ORDER BY m.n`
+
+// Replay sends the entry back for delivery and marks it replayed, in one
+// transaction. An outbox message's row is reset in place (resetSQL), or
+// written again from the entry when it is gone; a workflow entry (no
+// MessageID) is only marked, for its owner to re-run. An entry replayed
+// before is dlq.ErrAlreadyReplayed.
+func (q *deadLetters) Replay(ctx context.Context, id string) error {
+	return retryTx(ctx, func() error {
+		return pgx.BeginFunc(ctx, q.s.pool, func(tx pgx.Tx) error {
+			e, err := scanEntry(tx.QueryRow(ctx, `SELECT `+dlCols+` FROM `+q.s.n.deadLetters+`
+				WHERE id = $1 FOR UPDATE`, id))
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("%w: %s", dlq.ErrNotFound, id)
+			}
+			if err != nil {
+				return fmt.Errorf("postgres: dlq replay: %w", err)
+			}
+			if e.Replayed {
+				return fmt.Errorf("%w: %s", dlq.ErrAlreadyReplayed, id)
+			}
+			return q.replayTx(ctx, tx, []*dlq.Entry{e})
+		})
+	})
+}
+
+// replayTx resets the entries' messages (resetSQL), writes again those
+// whose row is gone (rewriteSQL) and marks the entries replayed. An entry
+// whose MessageID is not a UUID (added by hand) is only marked.
+func (q *deadLetters) replayTx(ctx context.Context, tx pgx.Tx, es []*dlq.Entry) error {
+	if len(es) == 0 {
+		return nil
+	}
+	now := q.s.now()
+	ids := make([]string, len(es))
+	byMsg := map[uuid.UUID]*dlq.Entry{}
+	var msgIDs []string
+	for i, e := range es {
+		ids[i] = e.ID
+		if id, err := uuid.Parse(e.MessageID); err == nil && e.MessageID != "" {
+			if byMsg[id] == nil {
+				msgIDs = append(msgIDs, id.String())
+			}
+			byMsg[id] = e
+		}
+	}
+	if len(msgIDs) > 0 {
+		r := strings.NewReplacer("{o}", q.s.n.outbox, "{now}", nowExpr)
+		rows, err := tx.Query(ctx, r.Replace(resetSQL), msgIDs)
+		if err != nil {
+			return fmt.Errorf("postgres: dlq replay: %w", err)
+		}
+		reset, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		if err != nil {
+			return fmt.Errorf("postgres: dlq replay: %w", err)
+		}
+		for _, id := range reset {
+			delete(byMsg, id)
+		}
+		if err := q.rewrite(ctx, tx, r.Replace(rewriteSQL), now, msgIDs, byMsg); err != nil {
+			return err
+		}
+	}
+	var at time.Time
+	err := tx.QueryRow(ctx, `WITH u AS (UPDATE `+q.s.n.deadLetters+` SET replayed = true, replayed_at = `+nowExpr+`
+		WHERE id = ANY($2::text[]) RETURNING 1) SELECT `+nowExpr+` FROM u LIMIT 1`, now, ids).Scan(&at)
+	if err != nil {
+		return fmt.Errorf("postgres: dlq replay: %w", err)
+	}
+	at = at.UTC()
+	for _, e := range es {
+		e.Replayed, e.ReplayedAt = true, &at
+	}
+	return nil
+}
+
+// rewrite inserts the messages of missing (by message id), in the order of
+// order, from their entries.
+func (q *deadLetters) rewrite(ctx context.Context, tx pgx.Tx, sql string, now *time.Time, order []string, missing map[uuid.UUID]*dlq.Entry) error {
+	if len(missing) == 0 {
+		return nil
+	}
+	var ids, dests, streams, types, headers []string
+	var payloads [][]byte
+	for _, s := range order {
+		id := uuid.MustParse(s)
+		e := missing[id]
+		if e == nil {
+			continue
+		}
+		h, err := encodeHeaders(e.Headers)
+		if err != nil {
+			return err
+		}
+		p := e.Payload
+		if p == nil {
+			p = []byte{}
+		}
+		ids, dests, streams, types = append(ids, s), append(dests, e.Destination), append(streams, e.Stream), append(types, e.Type)
+		payloads, headers = append(payloads, p), append(headers, h)
+	}
+	if _, err := tx.Exec(ctx, sql, now, ids, dests, streams, types, payloads, headers); err != nil {
+		return fmt.Errorf("postgres: dlq replay: re-enqueue: %w", err)
+	}
+	return nil
+}
+
+// ReplayMatching replays every pending, not yet replayed entry matching f
+// (nil matches all), in one transaction, and returns them. With dryRun it
+// changes nothing and returns what it would replay.
+func (q *deadLetters) ReplayMatching(ctx context.Context, f *dlq.Filters, dryRun bool) ([]*dlq.Entry, error) {
+	if dryRun {
+		return q.list(ctx, q.s.pool, f, true, false)
+	}
+	var out []*dlq.Entry
+	err := retryTx(ctx, func() error {
+		return pgx.BeginFunc(ctx, q.s.pool, func(tx pgx.Tx) error {
+			var err error
+			if out, err = q.list(ctx, tx, f, true, true); err != nil {
+				return err
+			}
+			return q.replayTx(ctx, tx, out)
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// deleteEntriesSQL deletes the entries selected by {where} and the
+// dead-lettered outbox rows that only those entries park (not replayed):
+// the message is given up and no longer holds its stream. It returns how
+// many entries it deleted.
+const deleteEntriesSQL = `
+WITH gone AS (
+	DELETE FROM {d} WHERE {where} RETURNING id, message_id, replayed
+), msgs AS (
+	DELETE FROM {o} o USING gone
+	WHERE NOT gone.replayed AND gone.message_id <> '' AND o.id = {msgid}
+		AND o.dead_lettered_at IS NOT NULL
+		AND NOT EXISTS (SELECT 1 FROM {d} k WHERE NOT k.replayed AND k.message_id = gone.message_id
+			AND k.id NOT IN (SELECT id FROM gone))
+	RETURNING 1
+)
+SELECT count(*)::int FROM gone`
+
+func (q *deadLetters) deleteWhere(ctx context.Context, where string, args ...any) (int, error) {
+	sql := strings.NewReplacer("{d}", q.s.n.deadLetters, "{o}", q.s.n.outbox,
+		"{msgid}", msgIDOf("gone.message_id"), "{where}", where).Replace(deleteEntriesSQL)
+	var n int
+	err := retryTx(ctx, func() error { return q.s.pool.QueryRow(ctx, sql, args...).Scan(&n) })
+	return n, err
+}
+
+// Delete removes one entry, and its message when that is still
+// dead-lettered.
+func (q *deadLetters) Delete(ctx context.Context, id string) error {
+	n, err := q.deleteWhere(ctx, `id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("postgres: dlq delete: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: %s", dlq.ErrNotFound, id)
+	}
+	return nil
+}
+
+// Purge removes every entry, and their messages that are still
+// dead-lettered.
+func (q *deadLetters) Purge(ctx context.Context) error {
+	if _, err := q.deleteWhere(ctx, `true`); err != nil {
+		return fmt.Errorf("postgres: dlq purge: %w", err)
+	}
+	return nil
+}
+
+// PurgeBefore removes the entries dead-lettered before t, and their
+// messages that are still dead-lettered, and returns how many entries it
+// removed.
+func (q *deadLetters) PurgeBefore(ctx context.Context, t time.Time) (int, error) {
+	n, err := q.deleteWhere(ctx, `failure_time < $1`, t)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: dlq purge before: %w", err)
+	}
+	return n, nil
+}

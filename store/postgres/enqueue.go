@@ -1,0 +1,182 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/backstophq/backstop/outbox"
+)
+
+// enqueueChunk is the most rows one INSERT statement writes (9 parameters
+// a row, well under PostgreSQL's 65535).
+const enqueueChunk = 1000
+
+// Enqueue writes msgs in a transaction of the store's own, in argument
+// order (their Seq follows it). Each message is validated and given a
+// UUIDv7 when its ID is zero (outbox.Message.Prepare); if one is invalid
+// nothing is written. On success every message has its Seq, Status and
+// CreatedAt set.
+func (s *Store) Enqueue(ctx context.Context, msgs ...*outbox.Message) error {
+	if err := prepareAll(msgs); err != nil || len(msgs) == 0 {
+		return err
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.EnqueueTx(ctx, tx, msgs...) })
+}
+
+// EnqueueTx writes msgs inside the caller's pgx transaction, so that they
+// exist if and only if it commits. It validates and prepares every message
+// first (outbox.Message.Prepare) and writes nothing if one is invalid.
+// Messages are inserted in argument order by one statement (insertSQL)
+// whatever their number, so its prepared form is reused.
+func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, msgs ...*outbox.Message) error {
+	if err := prepareAll(msgs); err != nil || len(msgs) == 0 {
+		return err
+	}
+	n := len(msgs)
+	ids, dests, streams, types := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	payloads, headers := make([][]byte, n), make([]string, n)
+	orderings, scheduled := make([]*string, n), make([]*time.Time, n)
+	for i, m := range msgs {
+		h, err := encodeHeaders(m.Headers)
+		if err != nil {
+			return err
+		}
+		ids[i], dests[i], streams[i], types[i] = m.ID.String(), m.Destination, m.Stream, m.Type
+		payloads[i], headers[i] = nonNilBytes(m.Payload), h
+		orderings[i], scheduled[i] = nullString(string(m.Ordering)), nullTime(m.ScheduledFor)
+	}
+	rows, err := tx.Query(ctx, s.sql.insert, s.now(), ids, dests, streams, types, payloads, headers, orderings, scheduled)
+	if err != nil {
+		return fmt.Errorf("postgres: enqueue: %w", err)
+	}
+	if err := readInserted(msgs, rows); err != nil {
+		return fmt.Errorf("postgres: enqueue: %w", err)
+	}
+	return nil
+}
+
+// EnqueueSQLTx is EnqueueTx for database/sql users, inside the caller's
+// *sql.Tx. It writes multi-row INSERTs of at most 1000 rows whose
+// parameters are only strings, byte slices and times, so it works with the
+// pgx stdlib driver (github.com/jackc/pgx/v5/stdlib) and with other
+// PostgreSQL drivers.
+func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, msgs ...*outbox.Message) error {
+	if err := prepareAll(msgs); err != nil {
+		return err
+	}
+	for start := 0; start < len(msgs); start += enqueueChunk {
+		chunk := msgs[start:min(start+enqueueChunk, len(msgs))]
+		q, args, err := s.insertSQL(chunk)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, q, args...)
+		if err != nil {
+			return fmt.Errorf("postgres: enqueue: %w", err)
+		}
+		if err := readInserted(chunk, sqlRows{rows}); err != nil {
+			return fmt.Errorf("postgres: enqueue: %w", err)
+		}
+	}
+	return nil
+}
+
+func prepareAll(msgs []*outbox.Message) error {
+	for _, m := range msgs {
+		if err := m.Prepare(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// insertSQL builds one multi-row INSERT for msgs and its arguments, for
+// drivers that take no arrays.
+func (s *Store) insertSQL(msgs []*outbox.Message) (string, []any, error) {
+	now := s.now()
+	cols := 8
+	var b strings.Builder
+	b.WriteString(`INSERT INTO ` + s.n.outbox +
+		` (id, destination, stream, type, payload, headers, ordering, scheduled_for`)
+	if now != nil {
+		cols = 9
+		b.WriteString(`, created_at`)
+	}
+	b.WriteString(`) VALUES `)
+	args := make([]any, 0, cols*len(msgs))
+	for i, m := range msgs {
+		h, err := encodeHeaders(m.Headers)
+		if err != nil {
+			return "", nil, err
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		p := len(args)
+		fmt.Fprintf(&b, "($%d::uuid, $%d, $%d, $%d, $%d::bytea, $%d::jsonb, $%d, $%d::timestamptz",
+			p+1, p+2, p+3, p+4, p+5, p+6, p+7, p+8)
+		args = append(args, m.ID.String(), m.Destination, m.Stream, m.Type, nonNilBytes(m.Payload), h,
+			nullString(string(m.Ordering)), nullTime(m.ScheduledFor))
+		if now != nil {
+			fmt.Fprintf(&b, ", $%d::timestamptz", p+9)
+			args = append(args, *now)
+		}
+		b.WriteString(")")
+	}
+	b.WriteString(` RETURNING id::text, seq, status, created_at`)
+	return b.String(), args, nil
+}
+
+// nonNilBytes maps nil to an empty payload (the column is NOT NULL).
+func nonNilBytes(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// rowScanner is what readInserted needs of pgx.Rows and *sql.Rows.
+type rowScanner interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
+}
+
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { _ = r.Rows.Close() }
+
+// readInserted sets Seq, Status and CreatedAt on msgs from RETURNING rows.
+func readInserted(msgs []*outbox.Message, rows rowScanner) error {
+	defer rows.Close()
+	byID := make(map[uuid.UUID]*outbox.Message, len(msgs))
+	for _, m := range msgs {
+		byID[m.ID] = m
+	}
+	for rows.Next() {
+		var (
+			id      string
+			seq     int64
+			status  int32
+			created time.Time
+		)
+		if err := rows.Scan(&id, &seq, &status, &created); err != nil {
+			return err
+		}
+		u, err := uuid.Parse(id)
+		if err != nil {
+			return err
+		}
+		if m := byID[u]; m != nil {
+			m.Seq, m.Status, m.CreatedAt = seq, outbox.Status(status), created.UTC()
+		}
+	}
+	return rows.Err()
+}

@@ -1,0 +1,133 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migration is one versioned schema change, from migrations/NNNN_name.sql.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// loadMigrations reads the embedded migrations in version order.
+func loadMigrations() ([]migration, error) {
+	paths, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, p := range paths {
+		base := strings.TrimSuffix(strings.TrimPrefix(p, "migrations/"), ".sql")
+		num, name, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("postgres: migration file %q is not named NNNN_name.sql", p)
+		}
+		b, err := migrationFiles.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: name, sql: string(b)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	for i := 1; i < len(out); i++ {
+		if out[i].version == out[i-1].version {
+			return nil, fmt.Errorf("postgres: two migrations have version %d", out[i].version)
+		}
+	}
+	return out, nil
+}
+
+// Migrate brings the schema to the latest version. It runs in one
+// transaction under a transaction-scoped advisory lock keyed by the
+// schema and table prefix, so instances starting together apply each
+// migration once; running it again is a no-op. Applied versions are
+// recorded in the <prefix>migrations table.
+func (s *Store) Migrate(ctx context.Context) error {
+	ms, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	return retryTx(ctx, func() error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.migrate(ctx, tx, ms) })
+	})
+}
+
+func (s *Store) migrate(ctx context.Context, tx pgx.Tx, ms []migration) error {
+	schema := "coalesce(current_schema(), '')"
+	if s.n.schema != "" {
+		schema = quoteLiteral(s.n.schema)
+	}
+	lock := fmt.Sprintf("SELECT pg_advisory_xact_lock(hashtextextended(%s || '.%smigrations', 0))", schema, s.n.prefix)
+	if _, err := tx.Exec(ctx, lock); err != nil {
+		return fmt.Errorf("postgres: migration lock: %w", err)
+	}
+	create := `CREATE TABLE IF NOT EXISTS ` + s.n.migrations + ` (
+		version    integer PRIMARY KEY,
+		name       text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`
+	if _, err := tx.Exec(ctx, create); err != nil {
+		return fmt.Errorf("postgres: create migrations table: %w", err)
+	}
+	rows, err := tx.Query(ctx, `SELECT version FROM `+s.n.migrations)
+	if err != nil {
+		return fmt.Errorf("postgres: read migrations: %w", err)
+	}
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return fmt.Errorf("postgres: read migrations: %w", err)
+	}
+	done := map[int]bool{}
+	for _, v := range applied {
+		done[int(v)] = true
+	}
+	r := strings.NewReplacer("{{T}}", s.n.qual, "{{P}}", s.n.prefix)
+	for _, m := range ms {
+		if done[m.version] {
+			continue
+		}
+		if _, err := tx.Exec(ctx, r.Replace(m.sql)); err != nil {
+			return fmt.Errorf("postgres: migration %04d_%s: %w", m.version, m.name, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO `+s.n.migrations+` (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
+			return fmt.Errorf("postgres: record migration %d: %w", m.version, err)
+		}
+	}
+	return nil
+}
+
+// SchemaVersion returns the latest applied migration version, 0 when none.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var exists bool
+	q := `SELECT to_regclass($1) IS NOT NULL`
+	if err := s.pool.QueryRow(ctx, q, s.n.migrations).Scan(&exists); err != nil {
+		return 0, fmt.Errorf("postgres: schema version: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	var v int
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+s.n.migrations).Scan(&v)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: schema version: %w", err)
+	}
+	return v, nil
+}
+
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}

@@ -1,0 +1,144 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
+)
+
+// failedWhere selects the undelivered messages with StatusFailed; it is
+// the predicate of outbox_failed_idx.
+const failedWhere = `published_at IS NULL AND status & 32768 <> 0`
+
+// RetryDistribution counts the undelivered failed messages by attempts,
+// fewest attempts first.
+func (s *Store) RetryDistribution(ctx context.Context) ([]store.AttemptsCount, error) {
+	rows, err := s.pool.Query(ctx, `SELECT attempts, count(*) FROM `+s.n.outbox+`
+		WHERE `+failedWhere+` GROUP BY attempts ORDER BY attempts`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: retry distribution: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.AttemptsCount, error) {
+		var c store.AttemptsCount
+		return c, r.Scan(&c.Attempts, &c.Count)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: retry distribution: %w", err)
+	}
+	return out, nil
+}
+
+// FailureReasons counts the undelivered failed messages by failure
+// reason, most frequent first.
+func (s *Store) FailureReasons(ctx context.Context) ([]store.ReasonCount, error) {
+	rows, err := s.pool.Query(ctx, `SELECT coalesce(failure_reason, 99), count(*) AS n FROM `+s.n.outbox+`
+		WHERE `+failedWhere+` GROUP BY 1 ORDER BY n DESC, 1`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: failure reasons: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.ReasonCount, error) {
+		var c store.ReasonCount
+		var reason int32
+		err := r.Scan(&reason, &c.Count)
+		c.Reason = errorhandling.FailureReason(reason)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: failure reasons: %w", err)
+	}
+	return out, nil
+}
+
+// ScheduledBacklog summarises the undelivered, not dead-lettered messages
+// due after now.
+func (s *Store) ScheduledBacklog(ctx context.Context) (store.Backlog, error) {
+	var (
+		b            store.Backlog
+		next, latest *time.Time
+	)
+	err := s.pool.QueryRow(ctx, `SELECT count(*), min(scheduled_for), max(scheduled_for) FROM `+s.n.outbox+`
+		WHERE published_at IS NULL AND dead_lettered_at IS NULL AND scheduled_for > `+nowExpr,
+		s.now()).Scan(&b.Count, &next, &latest)
+	if err != nil {
+		return b, fmt.Errorf("postgres: scheduled backlog: %w", err)
+	}
+	b.Next, b.Latest = derefTime(next), derefTime(latest)
+	return b, nil
+}
+
+// PoisonCandidates lists the undelivered, not dead-lettered failed
+// messages with at least minAttempts attempts, most attempts first, then
+// oldest first.
+func (s *Store) PoisonCandidates(ctx context.Context, minAttempts int) ([]*outbox.Message, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+msgCols+` FROM `+s.n.outbox+`
+		WHERE `+failedWhere+` AND dead_lettered_at IS NULL AND attempts >= $1
+		ORDER BY attempts DESC, seq`, minAttempts)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: poison candidates: %w", err)
+	}
+	out, err := collectMessages(rows)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: poison candidates: %w", err)
+	}
+	return out, nil
+}
+
+// StreamStatus describes one stream: its head (the earliest undelivered
+// message that is not dead-lettered, or is and still holds the stream),
+// how many messages are pending, and in words why it is or is not
+// blocked (store.DescribeStream).
+func (s *Store) StreamStatus(ctx context.Context, destination, stream string) (*store.StreamStatus, error) {
+	st := &store.StreamStatus{Destination: destination, Stream: stream}
+	destMode := string(s.cfg.PolicyFor(destination).Ordering)
+	inStream := `destination = $1 AND stream = $2 AND published_at IS NULL`
+	if stream != "" {
+		inStream += ` AND stream <> ''` // lets outbox_stream_idx serve it
+	}
+	var (
+		head     store.StreamHead
+		released bool
+	)
+	row := s.pool.QueryRow(ctx, `SELECT `+msgCols+`, stream_released_at IS NOT NULL FROM `+s.n.outbox+`
+		WHERE `+inStream+` AND (dead_lettered_at IS NULL OR
+			(coalesce(ordering, $3) = 'strict' AND stream_released_at IS NULL))
+		ORDER BY seq LIMIT 1`, destination, stream, destMode)
+	m, err := scanMessage(extraColumn{row, &released})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return nil, fmt.Errorf("postgres: stream status: %w", err)
+	default:
+		head = store.StreamHead{Message: m, Ordering: s.cfg.EffectiveOrdering(m), Released: released}
+	}
+	var headSeq int64
+	if m != nil {
+		headSeq = m.Seq
+	}
+	var now time.Time
+	err = s.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE seq > $3),
+		coalesce($4::timestamptz, now()) FROM `+s.n.outbox+`
+		WHERE `+inStream+` AND dead_lettered_at IS NULL`, destination, stream, headSeq, s.now()).
+		Scan(&st.Pending, &head.Later, &now)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: stream status: %w", err)
+	}
+	store.DescribeStream(st, head, now)
+	return st, nil
+}
+
+// extraColumn scans a row of msgCols followed by one more column.
+type extraColumn struct {
+	row   pgx.Row
+	extra any
+}
+
+func (e extraColumn) Scan(dest ...any) error {
+	return e.row.Scan(append(dest, e.extra)...)
+}

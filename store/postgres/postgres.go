@@ -1,0 +1,161 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/backstophq/backstop/store"
+)
+
+// Store is the PostgreSQL store. It is safe for concurrent use by many
+// goroutines, and many processes may share one database: they coordinate
+// through row locks and leases.
+type Store struct {
+	pool  *pgxpool.Pool
+	owned bool // Open made the pool; Close closes it
+	cfg   store.Config
+	n     names
+	sql   statements
+	dlq   *deadLetters
+
+	// policyDests and policyModes list the destinations with a policy of
+	// their own and its ordering mode, the claim's $7 and $8.
+	policyDests, policyModes []string
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Option adjusts a Store.
+type Option func(*options)
+
+type options struct {
+	schema string
+}
+
+// WithSchema puts Backstop's tables in schema (which must exist) instead of
+// the first schema of the connection's search_path. The name may hold only
+// a-z, 0-9 and _.
+func WithSchema(schema string) Option {
+	return func(o *options) { o.schema = schema }
+}
+
+// Open connects to the database at connString (a PostgreSQL URL or DSN, as
+// pgxpool.ParseConfig takes it) and returns a Store that owns the pool.
+// It does not migrate: call Migrate.
+func Open(ctx context.Context, connString string, cfg store.Config, opts ...Option) (*Store, error) {
+	pcfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse connection string: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	s, err := New(pool, cfg, opts...)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.owned = true
+	return s, nil
+}
+
+// New returns a Store on an existing pool, which the caller keeps owning:
+// Close does not close it. It does not migrate: call Migrate.
+func New(pool *pgxpool.Pool, cfg store.Config, opts ...Option) (*Store, error) {
+	if pool == nil {
+		return nil, errors.New("postgres: nil pool")
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	for _, r := range o.schema {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
+			return nil, fmt.Errorf("postgres: schema %q may hold only a-z, 0-9 and _", o.schema)
+		}
+	}
+	n := newNames(o.schema, cfg.TablePrefix)
+	s := &Store{pool: pool, cfg: cfg, n: n, sql: newStatements(n)}
+	s.dlq = &deadLetters{s: s}
+	s.policyDests, s.policyModes = []string{}, []string{}
+	for _, d := range sortedKeys(cfg.Policies) {
+		s.policyDests = append(s.policyDests, d)
+		s.policyModes = append(s.policyModes, string(cfg.Policies[d].Ordering))
+	}
+	return s, nil
+}
+
+// Pool returns the store's connection pool.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close closes the pool when Open made it; otherwise it does nothing.
+func (s *Store) Close() error {
+	if s.owned {
+		s.pool.Close()
+	}
+	return nil
+}
+
+// Channel is the LISTEN/NOTIFY channel on which an insert into the outbox
+// announces the destinations that have new messages.
+func (s *Store) Channel() string { return s.n.prefix + "outbox" }
+
+// names are the table and function names, with the table prefix and the
+// schema applied.
+type names struct {
+	schema, prefix string
+	qual           string // prefix, schema-qualified when a schema is set
+	outbox         string
+	instances      string
+	deadLetters    string
+	migrations     string
+}
+
+func newNames(schema, prefix string) names {
+	qual := prefix
+	if schema != "" {
+		qual = pgx.Identifier{schema}.Sanitize() + "." + prefix
+	}
+	return names{
+		schema:      schema,
+		prefix:      prefix,
+		qual:        qual,
+		outbox:      qual + "outbox",
+		instances:   qual + "instances",
+		deadLetters: qual + "dead_letters",
+		migrations:  qual + "migrations",
+	}
+}
+
+// now returns the time parameter of a statement: the configured clock's
+// reading in tests, nil in production so that coalesce($now, now()) lets
+// the database clock decide.
+func (s *Store) now() *time.Time {
+	if s.cfg.Clock == nil {
+		return nil
+	}
+	t := s.cfg.Clock.Now()
+	return &t
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,135 @@
+package postgres
+
+import "strings"
+
+// The statements of ProcessBatch. Those that need the time take it as $1:
+// the clock's reading in tests, NULL in production (nowExpr falls back to
+// the database clock). Rows are found by id through the outbox's unique index
+// on id; ids are sorted in Go so that every instance locks in one order.
+
+// nowExpr is the statement time.
+const nowExpr = `coalesce($1::timestamptz, now())`
+
+// heartbeatSQL records that instance $2 is alive; an empty host or zero
+// pid keeps what an earlier heartbeat said.
+const heartbeatSQL = `
+INSERT INTO {i} AS i (id, host, pid, started_at, last_heartbeat)
+VALUES ($2, $3, $4, $5, {now})
+ON CONFLICT (id) DO UPDATE SET host = coalesce(nullif(excluded.host, ''), i.host),
+	pid = coalesce(nullif(excluded.pid, 0), i.pid),
+	started_at = coalesce(excluded.started_at, i.started_at),
+	last_heartbeat = excluded.last_heartbeat`
+
+// deadInstancesSQL deletes the instances silent for longer than $3
+// microseconds and clears their leases (outbox_lease_idx holds only
+// leased rows), returning how many it declared dead.
+const deadInstancesSQL = `
+WITH dead AS (
+	DELETE FROM {i} WHERE id <> $2 AND last_heartbeat < {now} - $3 * interval '1 microsecond'
+	RETURNING id
+), freed AS (
+	UPDATE {o} SET instance_id = NULL, lease_expiry = NULL
+	WHERE instance_id IS NOT NULL AND instance_id IN (SELECT id FROM dead)
+	RETURNING 1
+)
+SELECT count(*)::int FROM dead`
+
+// deletePublishedSQL removes delivered messages (no retention).
+const deletePublishedSQL = `DELETE FROM {o} WHERE id = ANY($1::uuid[])`
+
+// completeSQL ORs in completed flags and clears the lease; a Published
+// flag also stamps published_at (kept for the retention period). Status 0
+// is the cascade release: status | 0 leaves the flags alone.
+const completeSQL = `
+UPDATE {o} o SET status = o.status | c.st, instance_id = NULL, lease_expiry = NULL,
+	published_at = CASE WHEN c.st & 4 <> 0 THEN {now} ELSE o.published_at END
+FROM unnest($2::uuid[], $3::int[]) AS c(id, st)
+WHERE o.id = c.id`
+
+// lockFailuresSQL locks the rows of failures in id order and reads what
+// the failure decision needs.
+const lockFailuresSQL = `
+SELECT id, destination, attempts, coalesce(instance_id, '') FROM {o}
+WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`
+
+// failSQL records failures decided in Go (store.Config.DecideFailure) on
+// rows locked by lockFailuresSQL and still leased by $2.
+const failSQL = `
+UPDATE {o} o SET status = o.status | f.flags | 32768, attempts = f.attempts,
+	failure_reason = f.reason, error = f.err, fingerprint = nullif(f.fp, ''),
+	first_failed_at = coalesce(o.first_failed_at, {now}), last_failed_at = {now},
+	instance_id = NULL, lease_expiry = NULL,
+	scheduled_for = CASE WHEN f.dl THEN NULL ELSE {now} + f.delay * interval '1 microsecond' END,
+	dead_lettered_at = CASE WHEN f.dl THEN {now} END
+FROM unnest($3::uuid[], $4::int[], $5::int[], $6::int[], $7::text[], $8::text[], $9::bigint[], $10::bool[])
+	AS f(id, flags, attempts, reason, err, fp, delay, dl)
+WHERE o.id = f.id AND o.instance_id = $2`
+
+// deadLetterSQL copies dead-lettered rows into the dead-letter queue, with
+// the error text $7 (the failure's, or the operator's).
+const deadLetterSQL = `
+INSERT INTO {d} (id, message_id, destination, stream, type, payload, headers, seq,
+	failure_reason, reason, failure_time, first_failure_time, attempts,
+	last_attempt_time, error_message, fingerprint, metadata)
+SELECT d.entry, o.id::text, o.destination, o.stream, o.type, o.payload, o.headers, o.seq,
+	d.rname, d.reason, coalesce(o.dead_lettered_at, {now}), o.first_failed_at, o.attempts,
+	o.last_failed_at, d.err, coalesce(o.fingerprint, ''), d.meta::jsonb
+FROM unnest($2::text[], $3::uuid[], $4::text[], $5::int[], $6::text[], $7::text[])
+	AS d(entry, id, rname, reason, meta, err)
+JOIN {o} o ON o.id = d.id`
+
+// releaseSQL gives leased messages back without charging an attempt.
+const releaseSQL = `
+UPDATE {o} o SET instance_id = NULL, lease_expiry = NULL, status = o.status | r.flags,
+	scheduled_for = CASE WHEN r.after > 0 THEN {now} + r.after * interval '1 microsecond'
+		ELSE o.scheduled_for END,
+	error = CASE WHEN r.err <> '' THEN r.err ELSE o.error END
+FROM unnest($3::uuid[], $4::bigint[], $5::int[], $6::text[]) AS r(id, after, flags, err)
+WHERE o.id = r.id AND o.instance_id = $2
+RETURNING o.id`
+
+// renewSQL extends the caller's own leases to $4 microseconds from now; it
+// never shortens a longer lease.
+const renewSQL = `
+UPDATE {o} SET lease_expiry = greatest(lease_expiry, {now} + $4 * interval '1 microsecond')
+WHERE id = ANY($3::uuid[]) AND instance_id = $2
+RETURNING id`
+
+// insertSQL writes messages from arrays, in array order (so seq follows
+// it), created now; it returns what Enqueue reports back.
+const insertSQL = `
+INSERT INTO {o} (id, destination, stream, type, payload, headers, ordering, scheduled_for, created_at)
+SELECT m.id, m.destination, m.stream, m.type, m.payload, m.headers, m.ordering, m.scheduled_for, {now}
+FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::jsonb[], $8::text[],
+	$9::timestamptz[]) WITH ORDINALITY AS m(id, destination, stream, type, payload, headers, ordering, scheduled_for, n)
+ORDER BY m.n
+RETURNING id::text, seq, status, created_at`
+
+// statements are the SQL texts with the store's names filled in.
+type statements struct {
+	insert                                              string
+	heartbeat, deadInstances, deletePublished, complete string
+	lockFailures, fail, deadLetter, release, renew      string
+	claim                                               string
+}
+
+func newStatements(n names) statements {
+	claim := strings.NewReplacer("{dest}", claimDest, "{free}", claimFree).Replace(claimSQL)
+	r := strings.NewReplacer(
+		"{o}", n.outbox, "{i}", n.instances, "{d}", n.deadLetters, "{now}", nowExpr,
+		"{mode c}", modeOf("c"), "{mode l}", modeOf("l"), "{cols o}", msgColsOf("o"),
+	)
+	return statements{
+		insert:          r.Replace(insertSQL),
+		heartbeat:       r.Replace(heartbeatSQL),
+		deadInstances:   r.Replace(deadInstancesSQL),
+		deletePublished: r.Replace(deletePublishedSQL),
+		complete:        r.Replace(completeSQL),
+		lockFailures:    r.Replace(lockFailuresSQL),
+		fail:            r.Replace(failSQL),
+		deadLetter:      r.Replace(deadLetterSQL),
+		release:         r.Replace(releaseSQL),
+		renew:           r.Replace(renewSQL),
+		claim:           r.Replace(claim),
+	}
+}
