@@ -45,6 +45,7 @@ ORDER BY m.n`
 // MessageID) is only marked, for its owner to re-run. An entry replayed
 // before is dlq.ErrAlreadyReplayed.
 func (q *deadLetters) Replay(ctx context.Context, id string) error {
+	defer q.s.wakeRelays(ctx)
 	return retryTx(ctx, func() error {
 		return pgx.BeginFunc(ctx, q.s.pool, func(tx pgx.Tx) error {
 			e, err := scanEntry(tx.QueryRow(ctx, `SELECT `+dlCols+` FROM `+q.s.n.deadLetters+`
@@ -148,6 +149,9 @@ func (q *deadLetters) rewrite(ctx context.Context, tx pgx.Tx, sql string, now *t
 // (nil matches all), in one transaction, and returns them. With dryRun it
 // changes nothing and returns what it would replay.
 func (q *deadLetters) ReplayMatching(ctx context.Context, f *dlq.Filters, dryRun bool) ([]*dlq.Entry, error) {
+	if !dryRun {
+		defer q.s.wakeRelays(ctx)
+	}
 	if dryRun {
 		return q.list(ctx, q.s.pool, f, true, false)
 	}

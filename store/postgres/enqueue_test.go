@@ -148,3 +148,40 @@ func TestListenIsNotifiedOnInsert(t *testing.T) {
 	for range ch { // closed once the listener stops
 	}
 }
+
+func TestSubscribeWakesOnCommitAndOnRetryNow(t *testing.T) {
+	s, err := openTest(t, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	wake, err := s.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &outbox.Message{Destination: "subscribe", Type: "t"}
+	if err := s.Enqueue(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wake:
+	case <-ctx.Done():
+		t.Fatal("no wake-up after a committed enqueue")
+	}
+	for drained := false; !drained; { // other tests' schemas share the channel
+		select {
+		case <-wake:
+		default:
+			drained = true
+		}
+	}
+	if err := s.RetryNow(ctx, m.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wake:
+	case <-ctx.Done():
+		t.Fatal("no wake-up after RetryNow")
+	}
+}

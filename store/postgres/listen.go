@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/backstophq/backstop/clock"
+	"github.com/backstophq/backstop/retry"
 )
 
 // listenBuffer is how many notifications Listen holds for a slow reader;
@@ -51,4 +54,53 @@ func closeConn(c *pgx.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = c.Close(ctx)
+}
+
+// Subscribe implements store.Notifier over LISTEN/NOTIFY: the channel
+// receives a wake-up when any process commits messages into the outbox, or
+// an operator makes messages due again (RetryNow, ReleaseStream, a replay),
+// coalesced. When the listening connection fails, Subscribe sends one
+// wake-up (notifications may have been missed) and listens again, backing
+// off while the database is unreachable. The channel is closed when ctx is
+// done.
+func (s *Store) Subscribe(ctx context.Context) (<-chan struct{}, error) {
+	names, err := s.Listen(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan struct{}, 1)
+	wake := func() {
+		select {
+		case out <- struct{}{}:
+		default:
+		}
+	}
+	go func() {
+		defer close(out)
+		backoff := retry.NewExponentialBackoff(100*time.Millisecond, 5*time.Second, true)
+		for {
+			for range names {
+				wake()
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			wake()
+			for n := 1; ; n++ {
+				if !clock.Sleep(clock.Real, backoff.Delay(n), ctx.Done()) {
+					return
+				}
+				if names, err = s.Listen(ctx); err == nil {
+					break
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// wakeRelays notifies every listening relay that messages may have become
+// claimable. It is best effort: relays also poll.
+func (s *Store) wakeRelays(ctx context.Context) {
+	_, _ = s.pool.Exec(ctx, "SELECT pg_notify($1, '')", s.Channel())
 }

@@ -43,8 +43,12 @@ func (s *Store) updateOne(ctx context.Context, what, sql string, id uuid.UUID, a
 // RetryNow makes a waiting message due now. It does not revive a
 // dead-lettered message: replay its dead-letter entry for that.
 func (s *Store) RetryNow(ctx context.Context, id uuid.UUID) error {
-	return s.updateOne(ctx, "retry now", `UPDATE `+s.n.outbox+`
+	err := s.updateOne(ctx, "retry now", `UPDATE `+s.n.outbox+`
 		SET scheduled_for = `+nowExpr+` WHERE id = $2::uuid`, id, s.now(), id.String())
+	if err == nil {
+		s.wakeRelays(ctx)
+	}
+	return err
 }
 
 // ResetAttempts sets a message's attempts to zero, giving it the full
@@ -67,6 +71,7 @@ func (s *Store) ReleaseStream(ctx context.Context, destination, stream string) (
 	if err != nil {
 		return 0, fmt.Errorf("postgres: release stream %s/%s: %w", destination, stream, err)
 	}
+	s.wakeRelays(ctx)
 	return int(tag.RowsAffected()), nil
 }
 

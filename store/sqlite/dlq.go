@@ -64,6 +64,7 @@ func (d *deadLetters) List(ctx context.Context, f *dlq.Filters) ([]*dlq.Entry, e
 }
 
 func (d *deadLetters) Replay(ctx context.Context, id string) error {
+	defer d.s.hub.Notify()
 	return d.s.write(ctx, func(tx *sql.Tx) error {
 		e, err := getEntry(ctx, d.s, tx, id)
 		if err != nil {
@@ -110,6 +111,9 @@ func (d *deadLetters) replay(ctx context.Context, tx *sql.Tx, e *dlq.Entry, now 
 }
 
 func (d *deadLetters) ReplayMatching(ctx context.Context, f *dlq.Filters, dryRun bool) ([]*dlq.Entry, error) {
+	if !dryRun {
+		defer d.s.hub.Notify()
+	}
 	pending := []string{"status = 'pending'", "replayed = 0"}
 	if dryRun {
 		var out []*dlq.Entry

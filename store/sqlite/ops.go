@@ -39,8 +39,12 @@ func (s *Store) execOne(ctx context.Context, op string, id uuid.UUID, query stri
 // RetryNow makes a waiting message due now. It does not revive a
 // dead-lettered message: replay its dead-letter entry for that.
 func (s *Store) RetryNow(ctx context.Context, id uuid.UUID) error {
-	return s.execOne(ctx, "retry now", id, `UPDATE {{prefix}}outbox SET scheduled_for = ? WHERE id = ?`,
+	err := s.execOne(ctx, "retry now", id, `UPDATE {{prefix}}outbox SET scheduled_for = ? WHERE id = ?`,
 		s.now().UnixMilli(), id.String())
+	if err == nil {
+		s.hub.Notify()
+	}
+	return err
 }
 
 // ResetAttempts sets a message's attempts to zero, giving it its full
@@ -63,6 +67,7 @@ func (s *Store) ReleaseStream(ctx context.Context, destination, stream string) (
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: release stream %s/%s: %w", destination, stream, err)
 	}
+	s.hub.Notify()
 	return int(n), nil
 }
 

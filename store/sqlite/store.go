@@ -40,6 +40,7 @@ type Store struct {
 	r        *sql.DB // read-only pool; w itself for in-memory databases
 	modeCase string  // SQL: a message's destination ordering (see claim.go)
 	queries  sync.Map
+	hub      store.Hub // wakes relays in this process (store.Notifier)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -173,7 +174,17 @@ func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, msgs ...*outbox.Messa
 		}
 		m.Seq, m.Status, m.CreatedAt = seq, outbox.StatusStored, now.Truncate(time.Millisecond)
 	}
+	// A relay woken now waits for the single writer connection, so it
+	// claims after tx commits (or rolls back).
+	s.hub.Notify()
 	return nil
+}
+
+// Subscribe implements store.Notifier: the channel receives a wake-up
+// when this process enqueues messages or an operator makes messages due
+// again (retry now, release a stream, replay a dead letter).
+func (s *Store) Subscribe(ctx context.Context) (<-chan struct{}, error) {
+	return s.hub.Subscribe(ctx)
 }
 
 // Enqueue writes msgs in a transaction of the store's own: all or none.

@@ -1,0 +1,58 @@
+// Package natstransport delivers outbox messages to NATS JetStream.
+//
+// The package lives in directory transport/nats but is named natstransport,
+// so that it and the NATS client (package nats) can be imported side by
+// side without an alias.
+//
+// Each message is published to a subject (by default
+// "backstop.<destination>.<type>") and Deliver returns only once JetStream
+// has stored it and sent its PubAck. The message id travels as Nats-Msg-Id,
+// so JetStream drops a re-send of the same message inside the stream's
+// duplicate window: a re-send after a crash is acknowledged as a duplicate
+// and Deliver reports success without storing the message twice.
+//
+// Every message carries the headers Backstop-Message-Id, Backstop-Type,
+// Backstop-Attempt and, when it has a stream, Backstop-Stream, next to its
+// own Headers (Backstop's names win over a message header of the same
+// name).
+//
+// # Failures
+//
+// Deliver's errors are marked for errorhandling's classifier, with the
+// code Classification.Code reports:
+//
+//	failure                                      code               class, blame
+//	no stream captures the subject               no_stream          transient, destination
+//	no PubAck within Config.Timeout              timeout            transient, destination
+//	caller's context cancelled                   canceled           transient, destination
+//	connection closed, draining or reconnecting  connection_closed  transient, destination
+//	a stream other than Config.Stream took it    jetstream_10060    transient, destination
+//	sealed stream                                jetstream_10109    transient, destination
+//	stream full (maximum messages or bytes
+//	exceeded, discard-new policy), other 5xx     jetstream_<code>   transient, destination
+//	anything else                                (derived)          transient, destination
+//	message larger than the stream or the
+//	server allow                                 message_too_large  permanent, message
+//	invalid subject                              invalid_subject    permanent, message
+//	invalid header name                          invalid_message    permanent, message
+//	other JetStream 4xx (such as a message's
+//	own Nats-Expected-* header not met)          jetstream_<code>   permanent, message
+//
+// A subject no stream captures is a misconfiguration of the destination,
+// not a fault of the message: it is transient and charged to the
+// destination, so the destination's circuit breaker opens and messages keep
+// their attempts while an operator creates or fixes the stream.
+//
+// # Usage
+//
+//	tr, err := natstransport.New(natstransport.Config{
+//		URL:     "nats://127.0.0.1:4222",
+//		Subject: "orders.{type}", // or SubjectFunc
+//		Stream:  "ORDERS",        // optional: checked at New
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	defer tr.Close()
+//	err = tr.Deliver(ctx, msg) // nil once JetStream acknowledged msg
+package natstransport

@@ -1,0 +1,88 @@
+package natstransport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/backstophq/backstop/errorhandling"
+)
+
+// JetStream API error codes that classify sees apart from their HTTP-like
+// status.
+const (
+	errCodeMessageTooLarge = 10054 // message size exceeds maximum allowed
+	errCodeHeaderTooLarge  = 10097 // header size exceeds maximum allowed
+	errCodeStreamNotMatch  = 10060 // expected stream does not match
+	errCodeStreamSealed    = 10109 // invalid operation on sealed stream
+)
+
+// classify marks a failed publish with its fault class, blame, reason and
+// code, as the package documentation's table says. ctx is the caller's
+// context: when it is done, the error also wraps ctx.Err().
+func classify(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		err = fmt.Errorf("%w: %w", err, cerr)
+	}
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+		return destinationFault(fmt.Errorf("%w (no JetStream stream captures the subject)", err),
+			errorhandling.ReasonTransportUnavailable, "no_stream")
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return destinationFault(err, errorhandling.ReasonTimeoutExceeded, "timeout")
+	case errors.Is(err, context.Canceled):
+		return destinationFault(err, errorhandling.ReasonTransportUnavailable, "canceled")
+	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionReconnecting),
+		errors.Is(err, nats.ErrConnectionDraining), errors.Is(err, nats.ErrDisconnected),
+		errors.Is(err, nats.ErrInvalidConnection), errors.Is(err, nats.ErrStaleConnection):
+		return destinationFault(err, errorhandling.ReasonTransportUnavailable, "connection_closed")
+	case errors.Is(err, nats.ErrMaxPayload):
+		return messageFault(err, errorhandling.ReasonValidationFailure, "message_too_large")
+	case errors.Is(err, nats.ErrBadSubject), errors.Is(err, nats.ErrBadHeaderMsg):
+		return messageFault(err, errorhandling.ReasonValidationFailure, "invalid_message")
+	case errors.As(err, &apiErr):
+		return classifyAPIError(err, apiErr)
+	}
+	// Anything else (a malformed PubAck, an I/O error): when either party
+	// could be at fault, the destination is blamed.
+	return destinationFault(err, errorhandling.ReasonTransportUnavailable, "")
+}
+
+// classifyAPIError sorts the errors JetStream answers a publish with.
+func classifyAPIError(err error, apiErr *jetstream.APIError) error {
+	code := fmt.Sprintf("jetstream_%d", apiErr.ErrorCode)
+	switch apiErr.ErrorCode {
+	case errCodeMessageTooLarge, errCodeHeaderTooLarge:
+		return messageFault(err, errorhandling.ReasonValidationFailure, "message_too_large")
+	case errCodeStreamNotMatch, errCodeStreamSealed:
+		return destinationFault(err, errorhandling.ReasonTransportUnavailable, code)
+	}
+	if apiErr.Code >= 400 && apiErr.Code < 500 {
+		// A request JetStream refuses for what it carries: the Nats-*
+		// headers a message brought (an expected sequence, a TTL).
+		return messageFault(err, errorhandling.ReasonValidationFailure, code)
+	}
+	// 5xx: the stream is full (maximum messages or bytes exceeded, with a
+	// discard-new policy), out of resources or without a leader.
+	return destinationFault(err, errorhandling.ReasonTransportUnavailable, code)
+}
+
+// destinationFault marks err as a transient fault of the destination.
+func destinationFault(err error, reason errorhandling.FailureReason, code string) error {
+	if code != "" {
+		err = errorhandling.WithCode(err, code)
+	}
+	return errorhandling.Transient(errorhandling.WithBlame(errorhandling.WithReason(err, reason), errorhandling.BlameDestination))
+}
+
+// messageFault marks err as a permanent fault of the message.
+func messageFault(err error, reason errorhandling.FailureReason, code string) error {
+	if code != "" {
+		err = errorhandling.WithCode(err, code)
+	}
+	return errorhandling.Permanent(errorhandling.WithBlame(errorhandling.WithReason(err, reason), errorhandling.BlameMessage))
+}

@@ -1,0 +1,243 @@
+package natstransport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/transport"
+)
+
+// The headers every published message carries.
+const (
+	HeaderMessageID = "Backstop-Message-Id"
+	HeaderStream    = "Backstop-Stream"
+	HeaderType      = "Backstop-Type"
+	HeaderAttempt   = "Backstop-Attempt"
+)
+
+// DefaultSubject is the subject template used when Config.Subject and
+// Config.SubjectFunc are unset.
+const DefaultSubject = "backstop.{destination}.{type}"
+
+// DefaultTimeout bounds a publish when Config.Timeout is zero.
+const DefaultTimeout = 5 * time.Second
+
+// Config configures a Transport.
+type Config struct {
+	// URL is the NATS server to dial, such as "nats://127.0.0.1:4222" (a
+	// comma-separated list for a cluster). The Transport owns that
+	// connection: it reconnects forever and Close closes it. Required
+	// unless Conn is set; ignored when Conn is set.
+	URL string
+	// Conn is an established connection to publish on instead of dialing
+	// URL. The caller owns it: Close leaves it open.
+	Conn *nats.Conn
+	// Subject is where messages are published: a fixed subject, or a
+	// template in which {destination}, {type}, {stream} and {id} are
+	// replaced by the message's fields. Empty means DefaultSubject. A
+	// message whose subject comes out invalid (an empty token, a wildcard,
+	// white space) fails with a permanent fault of the message.
+	Subject string
+	// SubjectFunc, when set, returns the subject of each message and
+	// Subject is ignored.
+	SubjectFunc func(m *outbox.Message) string
+	// Stream is the name of the JetStream stream expected to capture the
+	// subjects. When set, New fails unless the stream exists, and each
+	// publish carries Nats-Expected-Stream so that a message captured by
+	// any other stream is refused (a transient fault of the destination).
+	// Empty means any stream.
+	Stream string
+	// Timeout bounds each publish, from sending to receiving the PubAck,
+	// and New's stream check. Zero means DefaultTimeout; negative is
+	// invalid.
+	Timeout time.Duration
+}
+
+// withDefaults returns c with the zero values replaced by their defaults.
+func (c Config) withDefaults() Config {
+	if c.Subject == "" {
+		c.Subject = DefaultSubject
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	return c
+}
+
+// validate names the first bad field.
+func (c Config) validate() error {
+	switch {
+	case c.URL == "" && c.Conn == nil:
+		return errors.New("natstransport: Config.URL is required when Config.Conn is nil")
+	case c.Timeout < 0:
+		return fmt.Errorf("natstransport: Config.Timeout must not be negative (got %v)", c.Timeout)
+	case strings.ContainsAny(c.Stream, " \t\r\n.*>"):
+		return fmt.Errorf("natstransport: Config.Stream %q is not a valid stream name", c.Stream)
+	}
+	return nil
+}
+
+// Transport publishes messages to JetStream. It implements
+// transport.Transport and is safe for concurrent use.
+type Transport struct {
+	cfg       Config
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	owned     bool // nc was dialed by New; Close closes it
+	closeOnce sync.Once
+}
+
+var _ transport.Transport = (*Transport)(nil)
+
+// New connects (unless cfg.Conn is set) and, when cfg.Stream is set,
+// checks that the stream exists. A bad URL, refused credentials or a
+// missing stream are reported here, so that a misconfigured destination
+// refuses to start; failures after New are delivery faults.
+func New(cfg Config) (*Transport, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	t := &Transport{cfg: cfg, nc: cfg.Conn}
+	if t.nc == nil {
+		nc, err := nats.Connect(cfg.URL, nats.Name("backstop"), nats.MaxReconnects(-1), nats.Timeout(cfg.Timeout))
+		if err != nil {
+			return nil, fmt.Errorf("natstransport: connect to %s: %w", redact(cfg.URL), err)
+		}
+		t.nc, t.owned = nc, true
+	}
+	js, err := jetstream.New(t.nc)
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("natstransport: jetstream: %w", err)
+	}
+	t.js = js
+	if cfg.Stream != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+		defer cancel()
+		if _, err := js.Stream(ctx, cfg.Stream); err != nil {
+			t.Close()
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				return nil, fmt.Errorf("natstransport: Config.Stream: stream %q does not exist: %w", cfg.Stream, err)
+			}
+			return nil, fmt.Errorf("natstransport: Config.Stream: look up stream %q: %w", cfg.Stream, err)
+		}
+	}
+	return t, nil
+}
+
+// Deliver publishes m and waits for JetStream's PubAck. A PubAck that
+// reports a duplicate (m was already stored within the duplicate window)
+// is a success. Errors are classified as the package documentation
+// describes; when ctx is done the error wraps ctx.Err().
+func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
+	if err := ctx.Err(); err != nil {
+		return classify(ctx, fmt.Errorf("natstransport: deliver %s: %w", m.ID, err))
+	}
+	subject := t.subject(m)
+	if err := checkSubject(subject); err != nil {
+		return messageFault(fmt.Errorf("natstransport: deliver %s: %w", m.ID, err), errorhandling.ReasonValidationFailure, "invalid_subject")
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = m.Payload
+	for k, v := range m.Headers {
+		msg.Header.Set(k, v)
+	}
+	id := m.ID.String()
+	msg.Header.Set(HeaderMessageID, id)
+	msg.Header.Set(HeaderType, m.Type)
+	msg.Header.Set(HeaderAttempt, strconv.Itoa(transport.Attempt(m)))
+	if m.Stream != "" {
+		msg.Header.Set(HeaderStream, m.Stream)
+	}
+	opts := []jetstream.PublishOpt{jetstream.WithMsgID(id)}
+	if t.cfg.Stream != "" {
+		opts = append(opts, jetstream.WithExpectStream(t.cfg.Stream))
+	}
+
+	pctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
+	defer cancel()
+	if _, err := t.js.PublishMsg(pctx, msg, opts...); err != nil {
+		return classify(ctx, fmt.Errorf("natstransport: publish %s to %q: %w", m.ID, subject, err))
+	}
+	// A PubAck with Duplicate set is a success too: the stream holds m.
+	return nil
+}
+
+// Close closes the connection New dialed; a connection passed in
+// Config.Conn is left open. Close is safe to call more than once.
+func (t *Transport) Close() error {
+	t.closeOnce.Do(func() {
+		if t.owned {
+			t.nc.Close()
+		}
+	})
+	return nil
+}
+
+// subject returns where m is published.
+func (t *Transport) subject(m *outbox.Message) string {
+	if t.cfg.SubjectFunc != nil {
+		return t.cfg.SubjectFunc(m)
+	}
+	return expand(t.cfg.Subject, m)
+}
+
+// expand replaces the placeholders of template with m's fields. The
+// replacement is one pass: a field containing "{type}" is not expanded
+// again.
+func expand(template string, m *outbox.Message) string {
+	if !strings.Contains(template, "{") {
+		return template
+	}
+	return strings.NewReplacer("{destination}", m.Destination, "{type}", m.Type,
+		"{stream}", m.Stream, "{id}", m.ID.String()).Replace(template)
+}
+
+// errBadSubject is wrapped by the error of a subject checkSubject refuses.
+var errBadSubject = errors.New("invalid subject")
+
+// checkSubject refuses subjects a publish must not use: empty, with an
+// empty token, a wildcard token, white space or a control character.
+func checkSubject(s string) error {
+	if s == "" {
+		return fmt.Errorf("%w: empty", errBadSubject)
+	}
+	for _, c := range s {
+		if c <= ' ' || c == 0x7f {
+			return fmt.Errorf("%w %q: white space or control character", errBadSubject, s)
+		}
+	}
+	for _, tok := range strings.Split(s, ".") {
+		switch tok {
+		case "":
+			return fmt.Errorf("%w %q: empty token", errBadSubject, s)
+		case "*", ">":
+			return fmt.Errorf("%w %q: wildcard", errBadSubject, s)
+		}
+	}
+	return nil
+}
+
+// redact drops the credentials from a comma-separated list of server URLs.
+func redact(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			u.User = nil
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
+}

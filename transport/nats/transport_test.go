@@ -1,0 +1,251 @@
+package natstransport_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/outbox"
+	natstransport "github.com/backstophq/backstop/transport/nats"
+)
+
+// newTransport returns a transport publishing to "<prefix>.<type>" and
+// closes it when the test ends.
+func newTransport(t *testing.T, cfg natstransport.Config) *natstransport.Transport {
+	t.Helper()
+	if cfg.URL == "" && cfg.Conn == nil {
+		cfg.URL = natsURL()
+	}
+	tr, err := natstransport.New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = tr.Close() })
+	return tr
+}
+
+func TestResendIsDeduplicated(t *testing.T) {
+	t.Parallel()
+	_, js := connect(t)
+	s, prefix := newStream(t, js, jetstream.StreamConfig{Duplicates: time.Minute})
+	tr := newTransport(t, natstransport.Config{Subject: prefix + ".{type}"})
+	m := message(t)
+	ctx := ctxFor(t)
+	for i := range 3 {
+		if err := tr.Deliver(ctx, m); err != nil {
+			t.Fatalf("Deliver #%d: %v", i+1, err)
+		}
+		m.Attempts++ // a retry after a lost acknowledgement
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Fatalf("stream holds %d messages after three deliveries of one id, want 1", info.State.Msgs)
+	}
+}
+
+func TestHeaders(t *testing.T) {
+	t.Parallel()
+	_, js := connect(t)
+	s, prefix := newStream(t, js, jetstream.StreamConfig{})
+	rec := readBack(t, s)
+	tr := newTransport(t, natstransport.Config{Subject: prefix + ".{destination}.{stream}.{type}"})
+	m := message(t)
+	m.Attempts = 2
+	m.Headers = map[string]string{"X-Tenant": "acme", "Backstop-Message-Id": "forged"}
+	ctx := ctxFor(t)
+	if err := tr.Deliver(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := rec.Received(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := got[0].Headers
+	for k, want := range map[string]string{
+		"Nats-Msg-Id":         m.ID.String(),
+		"Backstop-Message-Id": m.ID.String(),
+		"Backstop-Stream":     "order-1",
+		"Backstop-Type":       "order.created",
+		"Backstop-Attempt":    "3",
+		"X-Tenant":            "acme",
+	} {
+		if h[k] != want {
+			t.Errorf("header %s = %q, want %q (all: %v)", k, h[k], want, h)
+		}
+	}
+	if !bytes.Equal(got[0].Payload, m.Payload) {
+		t.Errorf("payload = %q, want %q", got[0].Payload, m.Payload)
+	}
+}
+
+func TestSubjectFunc(t *testing.T) {
+	t.Parallel()
+	_, js := connect(t)
+	s, prefix := newStream(t, js, jetstream.StreamConfig{})
+	tr := newTransport(t, natstransport.Config{
+		SubjectFunc: func(m *outbox.Message) string { return prefix + ".custom." + m.Destination },
+	})
+	ctx := ctxFor(t)
+	if err := tr.Deliver(ctx, message(t)); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := s.GetLastMsgForSubject(ctx, prefix+".custom.orders")
+	if err != nil {
+		t.Fatalf("no message on the custom subject: %v", err)
+	}
+	if msg.Header.Get("Backstop-Type") != "order.created" {
+		t.Fatalf("headers = %v", msg.Header)
+	}
+}
+
+func TestNoStreamIsTransientDestinationFault(t *testing.T) {
+	t.Parallel()
+	connect(t)
+	tr := newTransport(t, natstransport.Config{Subject: unique("bt_nostream") + ".{type}"})
+	err := tr.Deliver(ctxFor(t), message(t))
+	wantFault(t, err, errorhandling.ClassTransient, errorhandling.BlameDestination, "no_stream")
+}
+
+func TestMessageLargerThanStreamAllowsIsPermanent(t *testing.T) {
+	t.Parallel()
+	_, js := connect(t)
+	_, prefix := newStream(t, js, jetstream.StreamConfig{MaxMsgSize: 256})
+	tr := newTransport(t, natstransport.Config{Subject: prefix + ".{type}"})
+	m := message(t)
+	m.Payload = bytes.Repeat([]byte("x"), 1024)
+	err := tr.Deliver(ctxFor(t), m)
+	wantFault(t, err, errorhandling.ClassPermanent, errorhandling.BlameMessage, "message_too_large")
+}
+
+func TestMessageLargerThanServerAllowsIsPermanent(t *testing.T) {
+	t.Parallel()
+	nc, js := connect(t)
+	_, prefix := newStream(t, js, jetstream.StreamConfig{})
+	tr := newTransport(t, natstransport.Config{Subject: prefix + ".{type}"})
+	m := message(t)
+	m.Payload = make([]byte, nc.MaxPayload()+1)
+	err := tr.Deliver(ctxFor(t), m)
+	wantFault(t, err, errorhandling.ClassPermanent, errorhandling.BlameMessage, "message_too_large")
+}
+
+func TestFullStreamIsTransientDestinationFault(t *testing.T) {
+	t.Parallel()
+	_, js := connect(t)
+	_, prefix := newStream(t, js, jetstream.StreamConfig{MaxMsgs: 1, Discard: jetstream.DiscardNew})
+	tr := newTransport(t, natstransport.Config{Subject: prefix + ".{type}"})
+	ctx := ctxFor(t)
+	if err := tr.Deliver(ctx, message(t)); err != nil {
+		t.Fatal(err)
+	}
+	err := tr.Deliver(ctx, message(t))
+	wantFault(t, err, errorhandling.ClassTransient, errorhandling.BlameDestination, "")
+	if !strings.Contains(err.Error(), "maximum messages") {
+		t.Errorf("error %q does not say the stream is full", err)
+	}
+}
+
+func TestExpectedStream(t *testing.T) {
+	t.Parallel()
+	_, js := connect(t)
+	s, _ := newStream(t, js, jetstream.StreamConfig{})
+	_, otherPrefix := newStream(t, js, jetstream.StreamConfig{})
+	name := s.CachedInfo().Config.Name
+
+	// The subject is captured by another stream than the one configured.
+	tr := newTransport(t, natstransport.Config{Subject: otherPrefix + ".{type}", Stream: name})
+	err := tr.Deliver(ctxFor(t), message(t))
+	wantFault(t, err, errorhandling.ClassTransient, errorhandling.BlameDestination, "jetstream_10060")
+
+	// A stream that does not exist is refused at New.
+	_, err = natstransport.New(natstransport.Config{URL: natsURL(), Stream: unique("MISSING")})
+	if err == nil || !strings.Contains(err.Error(), "Config.Stream") || !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("New with a missing stream = %v, want an error naming Config.Stream", err)
+	}
+}
+
+func TestInvalidSubjectIsPermanentMessageFault(t *testing.T) {
+	t.Parallel()
+	connect(t)
+	tr := newTransport(t, natstransport.Config{Subject: "bt.{stream}.{type}"})
+	m := message(t)
+	m.Stream = "" // an empty token
+	wantFault(t, tr.Deliver(ctxFor(t), m), errorhandling.ClassPermanent, errorhandling.BlameMessage, "invalid_subject")
+	m.Stream = "a b"
+	wantFault(t, tr.Deliver(ctxFor(t), m), errorhandling.ClassPermanent, errorhandling.BlameMessage, "invalid_subject")
+	m.Stream = "*"
+	wantFault(t, tr.Deliver(ctxFor(t), m), errorhandling.ClassPermanent, errorhandling.BlameMessage, "invalid_subject")
+}
+
+func TestNoAckIsTimeout(t *testing.T) {
+	t.Parallel()
+	nc, _ := connect(t)
+	// A plain subscriber takes the request and never answers, as a stream
+	// whose leader is gone would.
+	subject := unique("bt_silent") + ".x"
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	tr := newTransport(t, natstransport.Config{Subject: subject, Timeout: 50 * time.Millisecond})
+	err = tr.Deliver(ctxFor(t), message(t))
+	wantFault(t, err, errorhandling.ClassTransient, errorhandling.BlameDestination, "timeout")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err = %v, want it to wrap context.DeadlineExceeded", err)
+	}
+}
+
+func TestClosedConnectionIsTransientDestinationFault(t *testing.T) {
+	t.Parallel()
+	connect(t)
+	tr := newTransport(t, natstransport.Config{})
+	_ = tr.Close()
+	err := tr.Deliver(ctxFor(t), message(t))
+	wantFault(t, err, errorhandling.ClassTransient, errorhandling.BlameDestination, "connection_closed")
+}
+
+func TestCallerOwnedConnectionStaysOpen(t *testing.T) {
+	t.Parallel()
+	nc, js := connect(t)
+	_, prefix := newStream(t, js, jetstream.StreamConfig{})
+	tr := newTransport(t, natstransport.Config{Conn: nc, Subject: prefix + ".x"})
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if nc.IsClosed() {
+		t.Fatal("Close closed the caller's connection")
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		cfg  natstransport.Config
+		want string
+	}{
+		{natstransport.Config{}, "Config.URL"},
+		{natstransport.Config{URL: "nats://127.0.0.1:1", Timeout: -time.Second}, "Config.Timeout"},
+		{natstransport.Config{URL: "nats://127.0.0.1:1", Stream: "a.b"}, "Config.Stream"},
+		{natstransport.Config{URL: "nats://127.0.0.1:1", Timeout: 200 * time.Millisecond}, "connect"},
+		{natstransport.Config{URL: "nats://bob:secret@127.0.0.1:1", Timeout: 200 * time.Millisecond}, "connect to nats://127.0.0.1:1"},
+	} {
+		_, err := natstransport.New(c.cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New(%+v) = %v, want an error mentioning %s", c.cfg, err, c.want)
+		} else if strings.Contains(err.Error(), "secret") {
+			t.Errorf("New error %q shows the password", err)
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package rabbitmq
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/transport"
+)
+
+// maxShortString is the longest AMQP short string: routing keys, header
+// names and the type property.
+const maxShortString = 255
+
+// Deliver publishes m and waits for the broker's confirm. It returns nil
+// on a basic.ack for a message that was not returned as unroutable, and
+// otherwise an error classified as the package documentation describes;
+// when ctx is done the error wraps ctx.Err().
+func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
+	if err := ctx.Err(); err != nil {
+		return classify(ctx, fmt.Errorf("rabbitmq: deliver %s: %w", m.ID, err))
+	}
+	key := t.routingKey(m)
+	pub, err := t.publishing(m, key)
+	if err != nil {
+		return messageFault(fmt.Errorf("rabbitmq: deliver %s: %w", m.ID, err), errorhandling.ReasonValidationFailure, "invalid_message")
+	}
+	failed := func(err error) error {
+		return classify(ctx, fmt.Errorf("rabbitmq: publish %s to exchange %q with key %q: %w", m.ID, t.cfg.Exchange, key, err))
+	}
+
+	pctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
+	defer cancel()
+	pc, err := t.acquire(pctx)
+	if err != nil {
+		return failed(err)
+	}
+	reuse := false
+	defer func() { t.release(pc, reuse) }()
+
+	dc, err := pc.ch.PublishWithDeferredConfirmWithContext(pctx, t.cfg.Exchange, key, !t.cfg.AllowUnroutable, false, pub)
+	if err != nil {
+		if cerr := closedWith(pc); cerr != nil {
+			err = fmt.Errorf("%w: %w", err, cerr)
+		}
+		return failed(err)
+	}
+	select {
+	case <-dc.Done():
+	case <-pctx.Done():
+		// The channel has a confirm outstanding; release discards it.
+		return failed(fmt.Errorf("waiting for the confirm: %w", pctx.Err()))
+	}
+	if !dc.Acked() {
+		if cerr := closedWith(pc); cerr != nil {
+			// The broker closed the channel (404: no such exchange), which
+			// nacks what was in flight.
+			return failed(fmt.Errorf("channel closed: %w", cerr))
+		}
+		reuse = true
+		return failed(ErrNacked)
+	}
+	// A basic.return for the message arrives before its basic.ack.
+	if r, ok := returned(pc, pub.MessageId); ok {
+		reuse = true
+		return failed(fmt.Errorf("%w: %s (%d)", ErrUnroutable, r.ReplyText, r.ReplyCode))
+	}
+	reuse = true
+	return nil
+}
+
+// publishing builds the AMQP message of m, refusing what the protocol
+// cannot carry.
+func (t *Transport) publishing(m *outbox.Message, key string) (amqp.Publishing, error) {
+	if len(key) > maxShortString {
+		return amqp.Publishing{}, fmt.Errorf("routing key is %d bytes, longer than %d", len(key), maxShortString)
+	}
+	if len(m.Type) > maxShortString {
+		return amqp.Publishing{}, fmt.Errorf("type is %d bytes, longer than %d", len(m.Type), maxShortString)
+	}
+	headers := make(amqp.Table, len(m.Headers)+4)
+	for k, v := range m.Headers {
+		if len(k) > maxShortString {
+			return amqp.Publishing{}, fmt.Errorf("header name %.20q... is %d bytes, longer than %d", k, len(k), maxShortString)
+		}
+		headers[k] = v
+	}
+	id := m.ID.String()
+	headers[HeaderMessageID] = id
+	headers[HeaderType] = m.Type
+	headers[HeaderAttempt] = strconv.Itoa(transport.Attempt(m))
+	if m.Stream != "" {
+		headers[HeaderStream] = m.Stream
+	}
+	mode := amqp.Persistent
+	if t.cfg.NonPersistent {
+		mode = amqp.Transient
+	}
+	return amqp.Publishing{
+		Headers:      headers,
+		DeliveryMode: mode,
+		MessageId:    id,
+		Type:         m.Type,
+		Timestamp:    m.CreatedAt,
+		AppId:        "backstop",
+		Body:         m.Payload,
+	}, nil
+}
+
+// closedWith returns the error the channel was closed with, or nil while
+// it is open. The close listener is told before pending confirms are
+// nacked, so after a nack it is reliable.
+func closedWith(pc *pubChannel) *amqp.Error {
+	select {
+	case e, ok := <-pc.closes:
+		if ok && e != nil {
+			return e
+		}
+		return amqp.ErrClosed
+	default:
+	}
+	if pc.healthy() {
+		return nil
+	}
+	return amqp.ErrClosed
+}
+
+// returned drains the returns received on pc and reports the one for the
+// message id, if any. Returns of other ids (a publish given up on) are
+// dropped.
+func returned(pc *pubChannel, id string) (amqp.Return, bool) {
+	var found amqp.Return
+	ok := false
+	for {
+		select {
+		case r := <-pc.returns:
+			if r.MessageId == id {
+				found, ok = r, true
+			}
+		default:
+			return found, ok
+		}
+	}
+}

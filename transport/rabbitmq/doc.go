@@ -1,0 +1,72 @@
+// Package rabbitmq delivers outbox messages to a RabbitMQ exchange with
+// publisher confirms.
+//
+// Each message is published to Config.Exchange with a routing key (by
+// default the message's type) and Deliver returns only once the broker
+// has confirmed it (basic.ack). Messages are published persistent and
+// mandatory by default: the broker writes them to disk in durable queues
+// before confirming, and returns a message that no queue is bound to take
+// instead of dropping it silently.
+//
+// The AMQP message id is the outbox message id; its type property is the
+// message type. The header table carries Backstop-Message-Id,
+// Backstop-Type, Backstop-Attempt and, when the message has a stream,
+// Backstop-Stream (all strings), next to the message's own Headers
+// (Backstop's names win over a message header of the same name). RabbitMQ
+// does not de-duplicate: a re-send after a crash arrives twice, and
+// consumers de-duplicate by message id.
+//
+// # Connections and channels
+//
+// New dials the broker (so a bad URL or refused credentials stop the
+// program at start) and checks that the exchange exists. One connection
+// carries a small pool of channels, each in confirm mode and used by one
+// Deliver at a time, so that confirms and returns are never shared. A
+// channel the broker closes (a missing exchange) or whose Deliver did not
+// finish cleanly (a timeout) is discarded; a closed connection is dialed
+// again by the next Deliver. Nothing reconnects in the background.
+//
+// # Failures
+//
+// Deliver's errors are marked for errorhandling's classifier, with the
+// code Classification.Code reports:
+//
+//	failure                                    code               class, blame
+//	no queue bound for the key (returned)      unroutable         transient, destination
+//	exchange missing (404)                     not_found          transient, destination
+//	access refused (403)                       access_refused     transient, destination
+//	broker nack (a full reject-publish queue)  nack               transient, destination
+//	no confirm within Config.Timeout           timeout            transient, destination
+//	caller's context cancelled                 canceled           transient, destination
+//	channel or connection closed               connection_closed  transient, destination
+//	other broker exception                     amqp_<reply code>  transient, destination
+//	broker unreachable, other I/O errors       (derived)          transient, destination
+//	Deliver after Close                        closed             transient, destination
+//	broker refused the content (406, such as
+//	a body over max_message_size)              rejected           permanent, message
+//	routing key, type or header name over 255
+//	bytes                                      invalid_message    permanent, message
+//
+// An unroutable message is a fault of the destination's set-up, not of the
+// message: no binding exists yet, or a binding was removed. It is transient
+// and charged to the destination, so the destination's circuit breaker
+// opens and no message uses up its attempts while an operator fixes the
+// bindings. ErrUnroutable and ErrNacked let callers tell these cases apart.
+//
+// A broker that blocks publishers (a memory or disk alarm) shows as
+// confirm timeouts. With AllowUnroutable, an unroutable message is
+// confirmed and lost; without it (the default) it is never lost.
+//
+// # Usage
+//
+//	tr, err := rabbitmq.New(rabbitmq.Config{
+//		URL:        "amqp://guest:guest@127.0.0.1:5672/",
+//		Exchange:   "orders",
+//		RoutingKey: "{destination}.{type}", // or RoutingKeyFunc
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	defer tr.Close()
+//	err = tr.Deliver(ctx, msg) // nil once the broker confirmed msg
+package rabbitmq

@@ -1,0 +1,182 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/transport"
+)
+
+// The headers every published message carries.
+const (
+	HeaderMessageID = "Backstop-Message-Id"
+	HeaderStream    = "Backstop-Stream"
+	HeaderType      = "Backstop-Type"
+	HeaderAttempt   = "Backstop-Attempt"
+)
+
+// Defaults applied to a zero Config field.
+const (
+	// DefaultRoutingKey is the routing key template when Config.RoutingKey
+	// and Config.RoutingKeyFunc are unset: the message type.
+	DefaultRoutingKey = "{type}"
+	// DefaultTimeout bounds a publish and its confirm, and a dial.
+	DefaultTimeout = 5 * time.Second
+	// DefaultChannels is the size of the channel pool.
+	DefaultChannels = 8
+)
+
+// Config configures a Transport.
+type Config struct {
+	// URL is the broker, such as "amqp://guest:guest@127.0.0.1:5672/"
+	// (amqps:// for TLS; the path names the virtual host). Required.
+	URL string
+	// Exchange is where messages are published. Empty means the default
+	// exchange, which routes a message to the queue named by its routing
+	// key. When set, New fails unless the exchange exists.
+	Exchange string
+	// RoutingKey is a fixed routing key, or a template in which
+	// {destination}, {type}, {stream} and {id} are replaced by the
+	// message's fields. Empty means DefaultRoutingKey. A key longer than
+	// 255 bytes fails the message with a permanent fault.
+	RoutingKey string
+	// RoutingKeyFunc, when set, returns the routing key of each message
+	// and RoutingKey is ignored.
+	RoutingKeyFunc func(m *outbox.Message) string
+	// AllowUnroutable turns the mandatory flag off: a message no queue is
+	// bound to take is confirmed and dropped by the broker. False (the
+	// default) publishes mandatory, and such a message fails with
+	// ErrUnroutable.
+	AllowUnroutable bool
+	// NonPersistent publishes in the transient delivery mode (memory only,
+	// lost if the broker restarts). False (the default) publishes
+	// persistent messages.
+	NonPersistent bool
+	// Timeout bounds each publish until its confirm, and each dial. Zero
+	// means DefaultTimeout; negative is invalid.
+	Timeout time.Duration
+	// Channels is the number of channels, and so of Deliver calls in
+	// flight at once; further calls wait for a free channel. Zero means
+	// DefaultChannels; negative is invalid.
+	Channels int
+}
+
+// withDefaults returns c with the zero values replaced by their defaults.
+func (c Config) withDefaults() Config {
+	if c.RoutingKey == "" {
+		c.RoutingKey = DefaultRoutingKey
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Channels == 0 {
+		c.Channels = DefaultChannels
+	}
+	return c
+}
+
+// validate names the first bad field.
+func (c Config) validate() error {
+	switch {
+	case c.URL == "":
+		return errors.New("rabbitmq: Config.URL is required")
+	case c.Timeout < 0:
+		return fmt.Errorf("rabbitmq: Config.Timeout must not be negative (got %v)", c.Timeout)
+	case c.Channels < 0:
+		return fmt.Errorf("rabbitmq: Config.Channels must not be negative (got %d)", c.Channels)
+	case len(c.Exchange) > 255:
+		return errors.New("rabbitmq: Config.Exchange is longer than 255 bytes")
+	}
+	if _, err := amqp.ParseURI(c.URL); err != nil {
+		return fmt.Errorf("rabbitmq: Config.URL: %w", err)
+	}
+	return nil
+}
+
+// ErrClosed is returned by Deliver after Close.
+var ErrClosed = errors.New("rabbitmq: transport closed")
+
+// Transport publishes messages to a RabbitMQ exchange. It implements
+// transport.Transport and is safe for concurrent use.
+type Transport struct {
+	cfg   Config
+	slots chan struct{} // one token per channel in use
+
+	mu     sync.Mutex
+	conn   *amqp.Connection // nil or closed: dialed again on demand
+	idle   []*pubChannel
+	closed bool
+}
+
+var _ transport.Transport = (*Transport)(nil)
+
+// New dials the broker and, when cfg.Exchange is set, checks that the
+// exchange exists. A bad URL, refused credentials or a missing exchange
+// are reported here, so that a misconfigured destination refuses to start;
+// failures after New are delivery faults.
+func New(cfg Config) (*Transport, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	t := &Transport{cfg: cfg, slots: make(chan struct{}, cfg.Channels)}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+	defer cancel()
+	conn, err := t.dial(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("rabbitmq: %w", err)
+	}
+	t.conn = conn
+	if cfg.Exchange != "" {
+		ch, err := conn.Channel()
+		if err == nil {
+			err = ch.ExchangeDeclarePassive(cfg.Exchange, amqp.ExchangeDirect, false, false, false, false, nil)
+			_ = ch.Close()
+		}
+		if err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("rabbitmq: Config.Exchange: exchange %q: %w", cfg.Exchange, err)
+		}
+	}
+	return t, nil
+}
+
+// Close closes every channel and the connection. Deliver calls in flight
+// fail; later ones return ErrClosed. Close is safe to call more than once.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil
+	}
+	t.closed = true
+	t.idle = nil
+	if t.conn == nil || t.conn.IsClosed() {
+		return nil
+	}
+	// Closing the connection closes its channels.
+	if err := t.conn.CloseDeadline(time.Now().Add(t.cfg.Timeout)); err != nil && !errors.Is(err, amqp.ErrClosed) {
+		return fmt.Errorf("rabbitmq: close: %w", err)
+	}
+	return nil
+}
+
+// routingKey returns the routing key of m.
+func (t *Transport) routingKey(m *outbox.Message) string {
+	if t.cfg.RoutingKeyFunc != nil {
+		return t.cfg.RoutingKeyFunc(m)
+	}
+	if !strings.Contains(t.cfg.RoutingKey, "{") {
+		return t.cfg.RoutingKey
+	}
+	// One pass: a field containing "{type}" is not expanded again.
+	return strings.NewReplacer("{destination}", m.Destination, "{type}", m.Type,
+		"{stream}", m.Stream, "{id}", m.ID.String()).Replace(t.cfg.RoutingKey)
+}
