@@ -59,6 +59,9 @@ type Store interface {
 
 	// DLQ is the store's persistent dead-letter queue.
 	DLQ() dlq.Operator
+	// Config returns the store's configuration with its defaults applied
+	// (the destinations' policies a relay must agree with).
+	Config() Config
 	// Sweep deletes published messages older than the retention period
 	// and returns how many it deleted.
 	Sweep(ctx context.Context) (int, error)

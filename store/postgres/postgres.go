@@ -101,6 +101,9 @@ func New(pool *pgxpool.Pool, cfg store.Config, opts ...Option) (*Store, error) {
 // Pool returns the store's connection pool.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
+// Config returns the store's configuration with its defaults applied.
+func (s *Store) Config() store.Config { return s.cfg }
+
 // Close closes the pool when Open made it; otherwise it does nothing.
 func (s *Store) Close() error {
 	if s.owned {

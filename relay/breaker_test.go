@@ -1,0 +1,165 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/backstophq/backstop/circuitbreaker"
+	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/retry"
+)
+
+func TestDestinationOutageOpensBreakerAndChargesNoAttempts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var msgs []*outbox.Message
+	for i := range 10 {
+		msgs = append(msgs, msg("down", fmt.Sprintf("s%d", i), i))
+	}
+	e.enqueue(msgs...)
+	var down atomic.Bool
+	down.Store(true)
+	var failing atomic.Int64
+	rec := &recorder{fn: func(context.Context, *outbox.Message, int) error {
+		if down.Load() {
+			failing.Add(1)
+			return errorhandling.WithHTTPStatus(errors.New("503 service unavailable"), 503)
+		}
+		return nil
+	}}
+	cfg := e.config(map[string]Destination{"down": {
+		Transport: rec.transport(),
+		Breaker:   &circuitbreaker.Config{MaxFailures: 3, Timeout: time.Minute},
+	}})
+	cfg.Workers, cfg.BatchSize = 1, 10
+	rn := e.start(cfg)
+	rn.settle()
+
+	// Three failures open the breaker; the other seven claimed with them
+	// are given back unattempted, and no more are claimed.
+	if n := failing.Load(); n != 3 {
+		t.Fatalf("transport calls before the breaker opened = %d, want 3", n)
+	}
+	s := rn.r.Stats()
+	if s.Destinations["down"].Breaker != circuitbreaker.StateOpen || s.Rejected != 7 || s.Released != 10 || s.Failed != 0 {
+		t.Fatalf("stats = %+v", s)
+	}
+	claimed := s.Claimed
+	for range 3 {
+		rn.advance(15 * time.Second)
+	}
+	if s := rn.r.Stats(); s.Claimed != claimed || failing.Load() != 3 {
+		t.Fatalf("claimed while open: %d claims (was %d), %d calls", s.Claimed, claimed, failing.Load())
+	}
+
+	// Half-open: exactly one probe, which fails and re-opens it.
+	for probe := int64(4); probe <= 5; probe++ {
+		rn.advance(time.Minute)
+		if n := failing.Load(); n != probe {
+			t.Fatalf("calls after half-open = %d, want %d (one probe)", n, probe)
+		}
+		if st := rn.r.Breaker("down").State(); st != circuitbreaker.StateOpen {
+			t.Fatalf("breaker %v after a failed probe", st)
+		}
+	}
+	for _, m := range msgs {
+		got := e.get(m.ID)
+		if got == nil || got.Attempts != 0 || got.DeadLetteredAt.After(time.Time{}) {
+			t.Fatalf("an outage charged the message: %+v", got)
+		}
+	}
+	if len(e.deadLetters()) != 0 {
+		t.Fatal("an outage filled the DLQ")
+	}
+
+	// Recovery: the probe succeeds, the breaker closes, everything goes.
+	down.Store(false)
+	rn.advance(time.Minute)
+	if st := rn.r.Breaker("down").State(); st != circuitbreaker.StateClosed {
+		t.Fatalf("breaker %v after a good probe", st)
+	}
+	rn.advance(10 * time.Minute) // past every destination back-off
+	for _, m := range msgs {
+		if e.get(m.ID) != nil {
+			t.Fatalf("%s not delivered after recovery", m.Payload)
+		}
+		if n := rec.count(string(m.Payload)); n < 1 {
+			t.Fatalf("%s never reached the transport", m.Payload)
+		}
+	}
+	if got := int64(len(rec.got())); got != failing.Load()+int64(len(msgs)) {
+		t.Fatalf("transport calls = %d, want %d failing + %d good", got, failing.Load(), len(msgs))
+	}
+	if s := rn.r.Stats(); s.Delivered != 10 || s.DeadLettered != 0 || s.Destinations["down"].BreakerTrips != 3 {
+		t.Fatalf("stats = %+v", s)
+	}
+	if logs := e.logs.find("circuit breaker state changed"); len(logs) == 0 {
+		t.Fatal("the breaker's transitions were not logged through the relay's logger")
+	}
+}
+
+func TestRetryAfterHintIsRespected(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	m := msg("api", "s", 1)
+	e.enqueue(m)
+	rec := &recorder{fn: func(_ context.Context, _ *outbox.Message, call int) error {
+		if call == 1 {
+			return errorhandling.RetryAfter(errorhandling.WithHTTPStatus(errors.New("429 too many requests"), 429), 90*time.Second)
+		}
+		return nil
+	}}
+	rn := e.start(e.config(map[string]Destination{"api": {
+		Transport: rec.transport(),
+		InProcess: retry.NewConfig(3, retry.InProcessBackoff()), // a 90 s hint does not fit in one attempt
+	}}))
+	rn.settle()
+	got := e.get(m.ID)
+	if got == nil || got.Attempts != 0 || got.ScheduledFor.Before(epoch.Add(90*time.Second)) || got.Error == "" {
+		t.Fatalf("after the 429: %+v", got)
+	}
+	rn.advance(89 * time.Second)
+	if n := len(rec.got()); n != 1 {
+		t.Fatalf("retried before Retry-After: %d calls", n)
+	}
+	rn.advance(time.Second)
+	if e.get(m.ID) != nil {
+		t.Fatal("not delivered after Retry-After")
+	}
+}
+
+func TestShortRetryAfterIsWaitedInProcess(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	m := msg("api", "s", 1)
+	e.enqueue(m)
+	var retried atomic.Bool
+	rec := &recorder{fn: func(_ context.Context, _ *outbox.Message, call int) error {
+		if call == 1 {
+			return errorhandling.RetryAfter(errorhandling.WithHTTPStatus(errors.New("429"), 429), 5*time.Second)
+		}
+		retried.Store(true)
+		return nil
+	}}
+	rn := e.start(e.config(map[string]Destination{"api": {
+		Transport: rec.transport(),
+		InProcess: retry.NewConfig(3, retry.NewFixedDelay(0, false)),
+	}}))
+	// The in-process retry waits 5 s on the fake clock: move it when the
+	// wait has begun.
+	if !e.clk.WaitForTimers(3, e.ctx.Done()) { // loop, delivery timeout, retry wait
+		t.Fatal("no retry wait")
+	}
+	rn.advance(5 * time.Second)
+	if !retried.Load() || e.get(m.ID) != nil {
+		t.Fatal("not delivered by the in-process retry")
+	}
+	if s := rn.r.Stats(); s.Retries != 1 || s.Released != 0 {
+		t.Fatalf("stats = %+v", s)
+	}
+}

@@ -1,0 +1,299 @@
+package relay
+
+import (
+	"log/slog"
+	"maps"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/backstophq/backstop/circuitbreaker"
+	"github.com/backstophq/backstop/clock"
+	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/retry"
+	"github.com/backstophq/backstop/store"
+	"github.com/backstophq/backstop/tracker"
+	"github.com/backstophq/backstop/transport"
+)
+
+// Defaults applied by New to zero Config and Destination fields.
+const (
+	DefaultWorkers         = 16
+	DefaultPollInterval    = time.Second
+	DefaultMaxPollInterval = 5 * time.Second
+	DefaultShutdownTimeout = 30 * time.Second
+	DefaultTimeout         = 30 * time.Second
+	// MinPollInterval is the shortest PollInterval New accepts, so that a
+	// typo cannot turn the relay into a busy loop against the database.
+	MinPollInterval = 10 * time.Millisecond
+)
+
+// Config configures a Relay. Every zero field means the default its comment
+// gives; New applies the defaults and then validates, returning an error
+// that names the first bad field.
+type Config struct {
+	// Instance identifies this relay process to the store, which records
+	// its heartbeats and leases under Instance.ID. A zero ID means a random
+	// UUID; a zero Host the host name; a zero PID the process id; a zero
+	// StartedAt the time New was called.
+	Instance store.Instance
+
+	// Destinations maps destination names, as messages carry them in
+	// outbox.Message.Destination, to how they are delivered. At least one
+	// is required.
+	Destinations map[string]Destination
+
+	// UnknownDestination says what happens to a message whose destination
+	// is not in Destinations. The zero value is DeadLetterUnknown.
+	UnknownDestination UnknownDestinationPolicy
+
+	// Workers is the most deliveries made at once (goroutines delivering).
+	// Zero means DefaultWorkers (16).
+	Workers int
+
+	// BatchSize is the most messages one store call claims, and the most
+	// the relay holds leased at once: up to Workers are being delivered
+	// and the rest wait for a worker, so that workers are not idle while
+	// the relay talks to the store. Zero means 2 × Workers.
+	BatchSize int
+
+	// PollInterval is how soon an idle relay asks the store for work
+	// again after a claim that found some. Each claim that finds nothing
+	// doubles the wait, up to MaxPollInterval; finding work, a store
+	// notification (store.Notifier) or a finished delivery brings the
+	// relay back at once. Zero means DefaultPollInterval (1 s); values
+	// below MinPollInterval are rejected.
+	PollInterval time.Duration
+
+	// MaxPollInterval caps the idle back-off of PollInterval. It should
+	// stay well below the store's InstanceTimeout, since an idle relay
+	// heart-beats only when it polls. Zero means the larger of
+	// DefaultMaxPollInterval (5 s) and PollInterval.
+	MaxPollInterval time.Duration
+
+	// LeaseDuration is how long a claim holds a message. The relay renews
+	// the leases of the messages it holds every LeaseDuration/3, so long
+	// deliveries keep theirs. Zero means the store's LeaseDuration (30 s by
+	// default).
+	LeaseDuration time.Duration
+
+	// ShutdownTimeout is how long Run, once its context is done, waits for
+	// deliveries in progress before cancelling their contexts. Zero means
+	// DefaultShutdownTimeout (30 s).
+	ShutdownTimeout time.Duration
+
+	// Classifier decides what a delivery error means: whether it is
+	// retried, and whether the message or the destination is blamed. Its
+	// UnknownTransient setting decides errors nobody classified: permanent
+	// (dead-lettered at once, the default) or transient. Nil means
+	// errorhandling.NewErrorClassifier().
+	Classifier *errorhandling.ErrorClassifier
+
+	// Tracker is the template of the per-destination trackers that pace
+	// retries after faults blamed on a destination (a message given back
+	// waits the tracker's back-off, at most the breaker's Timeout and at
+	// least the error's retry-after hint) and report a destination
+	// failing for long to the operations log. A nil Strategy means 1 s
+	// doubling up to 5 min; a nil Logger or Clock the relay's.
+	Tracker tracker.RegistryConfig
+
+	// Store is the store's configuration, read for each destination's
+	// ordering mode and retry limit and for the default lease. Nil means
+	// the store's own (store.Store.Config), which is almost always right:
+	// set it only to make the relay see a different view on purpose.
+	Store *store.Config
+
+	// Logger receives the relay's records: operational events (permanent
+	// failures, dead letters, breaker trips, lost leases) at WARN and
+	// ERROR, routine retries and releases at DEBUG and INFO. Payloads and
+	// headers are never logged. Nil means slog.Default().
+	Logger *slog.Logger
+
+	// Metrics, when not nil, is where the relay registers its Prometheus
+	// metrics (see metrics.go; namespace "backstop"). Two relays in one
+	// process need two registries, or one wrapped with
+	// prometheus.WrapRegistererWith. Nil means no metrics are registered.
+	Metrics prometheus.Registerer
+
+	// Clock is the time source of every timer the relay sets. Nil means
+	// clock.Real. Tests pass a clock.Fake, and the same one to the store.
+	Clock clock.Clock
+}
+
+// Destination is how messages for one destination are delivered.
+type Destination struct {
+	// Transport delivers the messages. Required.
+	Transport transport.Transport
+
+	// InProcess is the short retry inside one delivery attempt, for
+	// blips. Only errors the relay's Classifier calls retryable are tried
+	// again; its own Classifier field is not used. Nil means seed 001's 3
+	// tries, 1 s and 2 s apart: retry.NewConfig(3,
+	// retry.InProcessBackoff()). A nil Clock means the relay's.
+	InProcess *retry.Config
+
+	// Breaker guards the destination. Nil means
+	// circuitbreaker.DefaultConfig() (5 failures in a row open it for
+	// 60 s). A nil Classifier means the relay's, so faults blamed on the
+	// message do not count (errors nobody classified do, as
+	// circuitbreaker.DefaultIsFailure says); a nil Logger or Clock the
+	// relay's; an empty Name the destination's name.
+	Breaker *circuitbreaker.Config
+
+	// Timeout bounds one delivery attempt: every in-process try and the
+	// waits between them. Zero means DefaultTimeout (30 s).
+	Timeout time.Duration
+
+	// Concurrency is the most deliveries to this destination in progress
+	// at once. Zero means Workers.
+	Concurrency int
+}
+
+// UnknownDestinationPolicy says what the relay does with a message for a
+// destination it has no Transport for.
+type UnknownDestinationPolicy int
+
+const (
+	// DeadLetterUnknown claims messages for every destination and
+	// dead-letters those for an unconfigured one at once, with reason
+	// ValidationFailure and the error "destination "x" is not
+	// configured": nothing waits unseen. The default.
+	DeadLetterUnknown UnknownDestinationPolicy = iota
+	// IgnoreUnknown claims only messages for the configured destinations
+	// and leaves the rest for a relay that has them: several relays
+	// sharing one store and splitting the destinations between them.
+	IgnoreUnknown
+)
+
+// withDefaults returns a copy of c with its zero fields set. Destinations
+// are copied; their pointer fields are copied before being filled in, so
+// the caller's values are never changed.
+func (c Config) withDefaults(s store.Store) Config {
+	if c.Instance.ID == "" {
+		c.Instance.ID = uuid.NewString()
+	}
+	if c.Instance.Host == "" {
+		c.Instance.Host, _ = os.Hostname()
+	}
+	if c.Instance.PID == 0 {
+		c.Instance.PID = os.Getpid()
+	}
+	c.Clock = clock.OrReal(c.Clock)
+	if c.Instance.StartedAt.IsZero() {
+		c.Instance.StartedAt = c.Clock.Now()
+	}
+	if c.Workers == 0 {
+		c.Workers = DefaultWorkers
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 2 * c.Workers
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.MaxPollInterval == 0 {
+		c.MaxPollInterval = max(DefaultMaxPollInterval, c.PollInterval)
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.Classifier == nil {
+		c.Classifier = errorhandling.NewErrorClassifier()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.Store = storeConfig(c.Store, s)
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = c.Store.LeaseDuration
+	}
+	if c.Tracker.Logger == nil {
+		c.Tracker.Logger = c.Logger
+	}
+	if c.Tracker.Clock == nil {
+		c.Tracker.Clock = c.Clock
+	}
+	if c.Tracker.Name == "" {
+		c.Tracker.Name = "destination"
+	}
+	dests := make(map[string]Destination, len(c.Destinations))
+	for name, d := range c.Destinations {
+		dests[name] = d.withDefaults(name, &c)
+	}
+	c.Destinations = dests
+	return c
+}
+
+// storeConfig returns the store configuration to use, defaults applied.
+func storeConfig(given *store.Config, s store.Store) *store.Config {
+	var sc store.Config
+	switch {
+	case given != nil:
+		sc = *given
+	case s != nil:
+		sc = s.Config()
+	}
+	sc = sc.WithDefaults()
+	return &sc
+}
+
+func (d Destination) withDefaults(name string, c *Config) Destination {
+	var in retry.Config
+	if d.InProcess != nil {
+		in = *d.InProcess
+	} else {
+		in = *retry.NewConfig(3, retry.InProcessBackoff())
+	}
+	if in.Clock == nil {
+		in.Clock = c.Clock
+	}
+	d.InProcess = &in
+
+	var br circuitbreaker.Config
+	if d.Breaker != nil {
+		br = *d.Breaker
+	} else {
+		br = *circuitbreaker.DefaultConfig()
+	}
+	if br.Classifier == nil {
+		br.Classifier = c.Classifier
+	}
+	if br.Logger == nil {
+		br.Logger = c.Logger
+	}
+	if br.Clock == nil {
+		br.Clock = c.Clock
+	}
+	if br.Name == "" {
+		br.Name = name
+	}
+	if br.HalfOpenMaxRequests == 0 {
+		br.HalfOpenMaxRequests = circuitbreaker.DefaultHalfOpenMaxRequests
+	}
+	d.Breaker = &br
+
+	if d.Timeout == 0 {
+		d.Timeout = DefaultTimeout
+	}
+	if d.Concurrency == 0 {
+		d.Concurrency = c.Workers
+	}
+	return d
+}
+
+// clone returns a copy of c that shares no mutable state with it.
+func (c Config) clone() Config {
+	sc := *c.Store
+	sc.Policies = maps.Clone(sc.Policies)
+	c.Store = &sc
+	dests := make(map[string]Destination, len(c.Destinations))
+	for name, d := range c.Destinations {
+		in, br := *d.InProcess, *d.Breaker
+		d.InProcess, d.Breaker = &in, &br
+		dests[name] = d
+	}
+	c.Destinations = dests
+	return c
+}

@@ -1,0 +1,274 @@
+// Package relay is Backstop's delivery engine: it claims messages from a
+// store, delivers them through their destination's Transport, and records
+// what happened, so that nothing is lost and nothing is dropped silently.
+//
+// One goroutine coordinates. It calls store.ProcessBatch again and again;
+// each call carries the outcomes the workers reported since the last one,
+// renews the leases of the messages still being worked, and claims as many
+// new messages as there is room for. Claimed messages go to a pool of
+// workers: the messages of one (destination, stream) claimed together are
+// delivered one after the other in Seq order by one worker, different
+// streams in parallel, up to each destination's Concurrency.
+//
+// Each delivery attempt passes the destination's circuit breaker, makes up
+// to a few quick in-process tries for blips, and ends in one of:
+//
+//   - delivered: the message is marked Published;
+//   - a retryable fault of the destination (an outage, a timeout, a 5xx, a
+//     429): the message is given back without charging an attempt, to be
+//     tried when the destination's back-off has passed; the destination's
+//     tracker and breaker count the fault, and an open breaker stops the
+//     relay claiming for that destination until a single probe succeeds;
+//   - a retryable fault of the message: an attempt is charged and the store
+//     schedules the next one; at the destination's MaxAttempts the message
+//     is dead-lettered as a poison message;
+//   - a permanent fault, or one nobody classified (unless the classifier
+//     treats unknown errors as transient): the message is dead-lettered at
+//     once with its reason.
+//
+// A failure in a strictly ordered stream gives back the later messages of
+// that stream claimed with it, undelivered (seed 000's cascade release);
+// under release ordering they go on. When Run's context ends the relay
+// stops claiming, gives back what it has not started, waits a while for
+// deliveries in progress and records every outcome before it returns.
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/backstophq/backstop/circuitbreaker"
+	"github.com/backstophq/backstop/clock"
+	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/retry"
+	"github.com/backstophq/backstop/store"
+	"github.com/backstophq/backstop/tracker"
+	"github.com/backstophq/backstop/transport"
+)
+
+// ErrAlreadyRun is returned by Run when the Relay has run before: a Relay
+// runs once.
+var ErrAlreadyRun = errors.New("relay: Run called more than once")
+
+// Relay delivers the messages of a store. Create it with New and start it
+// with Run. Its methods are safe for concurrent use.
+type Relay struct {
+	cfg        Config
+	store      store.Store
+	clk        clock.Clock
+	log        *slog.Logger
+	classifier *errorhandling.ErrorClassifier
+	dests      map[string]*destination
+	destList   []*destination // sorted by name
+	trackers   *tracker.Registry
+	metrics    *metrics
+	stats      counters
+
+	mu       sync.Mutex
+	outcomes []outcome // reported by workers, not yet taken by the loop
+	wakeCh   chan struct{}
+
+	sched            *scheduler
+	workers          sync.WaitGroup
+	stopping         atomic.Bool
+	deliverCtx       context.Context // parent of every delivery's context
+	cancelDeliveries context.CancelFunc
+
+	started atomic.Bool
+	rounds  atomic.Uint64 // rounds (steps) the loop has started
+	turned  signal        // the last round after which the loop waited
+	idle    signal        // the last round after which it waited idle
+	hooks   hooks
+}
+
+// destination is a configured destination with its machinery.
+type destination struct {
+	name        string
+	tr          transport.Transport
+	exec        *retry.Executor
+	breaker     *circuitbreaker.CircuitBreaker
+	halfOpenMax int
+	openFor     time.Duration // the breaker's Timeout
+	timeout     time.Duration
+	concurrency int
+	stats       destCounters
+	m           destMetrics
+
+	running int // tasks in progress; guarded by the scheduler's mutex
+	probes  int // probe messages in flight; owned by the loop
+}
+
+// hooks let the package's tests observe the relay without sleeping.
+type hooks struct {
+	onShutdown func() // after unstarted messages were given back
+	onCancel   func() // after deliveries were cancelled at the deadline
+}
+
+// markerClassifier is the in-process executor's classifier. The relay
+// decides what is retried with its own classifier and tells the executor
+// through the Permanent, Transient and Recognised markers, which a
+// classifier without user rules always obeys.
+var markerClassifier = errorhandling.NewErrorClassifier()
+
+// New returns a Relay delivering the messages of s as cfg says. cfg has its
+// defaults applied and is validated; the error names the first bad field.
+// When cfg.Metrics is set the relay's metrics are registered on it.
+func New(s store.Store, cfg Config) (*Relay, error) {
+	if s == nil {
+		return nil, fmt.Errorf("relay: store is nil")
+	}
+	cfg = cfg.withDefaults(s)
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	r := &Relay{
+		cfg:        cfg,
+		store:      s,
+		clk:        cfg.Clock,
+		log:        cfg.Logger,
+		classifier: cfg.Classifier,
+		dests:      make(map[string]*destination, len(cfg.Destinations)),
+		trackers:   tracker.NewRegistry(cfg.Tracker),
+		wakeCh:     make(chan struct{}, 1),
+	}
+	r.metrics = newMetrics()
+	for name, d := range cfg.Destinations {
+		r.dests[name] = r.newDestination(name, d)
+	}
+	for _, d := range r.dests {
+		r.destList = append(r.destList, d)
+	}
+	sort.Slice(r.destList, func(i, j int) bool { return r.destList[i].name < r.destList[j].name })
+	r.sched = newScheduler(r.destList)
+	if cfg.Metrics != nil {
+		if err := r.metrics.register(cfg.Metrics, r); err != nil {
+			return nil, fmt.Errorf("relay: Metrics: %w", err)
+		}
+	}
+	return r, nil
+}
+
+func (r *Relay) newDestination(name string, cfg Destination) *destination {
+	d := &destination{
+		name:        name,
+		tr:          cfg.Transport,
+		halfOpenMax: cfg.Breaker.HalfOpenMaxRequests,
+		openFor:     cfg.Breaker.Timeout,
+		timeout:     cfg.Timeout,
+		concurrency: cfg.Concurrency,
+		m:           r.metrics.forDestination(name),
+	}
+	if d.openFor == 0 {
+		d.openFor = circuitbreaker.DefaultTimeout
+	}
+	br := *cfg.Breaker
+	user := br.OnStateChange
+	br.OnStateChange = func(from, to circuitbreaker.State) {
+		if to == circuitbreaker.StateOpen {
+			d.stats.trips.Add(1)
+		}
+		if user != nil {
+			user(from, to)
+		}
+	}
+	d.breaker = circuitbreaker.New(&br)
+	in := *cfg.InProcess
+	in.Classifier = markerClassifier
+	d.exec = retry.NewExecutor(&in)
+	return d
+}
+
+// Config returns a copy of the relay's configuration, defaults applied.
+func (r *Relay) Config() Config { return r.cfg.clone() }
+
+// Breaker returns the circuit breaker of a configured destination, and nil
+// for any other name. Operators' tools read its state and may Reset it.
+func (r *Relay) Breaker(destination string) *circuitbreaker.CircuitBreaker {
+	if d, ok := r.dests[destination]; ok {
+		return d.breaker
+	}
+	return nil
+}
+
+// Run delivers messages until ctx is done, then shuts down gracefully: it
+// stops claiming, gives back the messages it has not started, waits up to
+// ShutdownTimeout for deliveries in progress (cancelling their contexts at
+// the deadline), and records every outcome in one last store call. It
+// returns nil after a clean shutdown, and an error saying what was left
+// undone otherwise. A Relay runs once; a second call returns ErrAlreadyRun.
+func (r *Relay) Run(ctx context.Context) error {
+	if !r.started.CompareAndSwap(false, true) {
+		return ErrAlreadyRun
+	}
+	r.deliverCtx, r.cancelDeliveries = context.WithCancel(context.WithoutCancel(ctx))
+	defer r.cancelDeliveries()
+	for range r.cfg.Workers {
+		r.workers.Add(1)
+		go r.work()
+	}
+	r.log.LogAttrs(ctx, slog.LevelInfo, "relay started",
+		slog.String("instance", r.cfg.Instance.ID), slog.Int("workers", r.cfg.Workers),
+		slog.Int("destinations", len(r.dests)))
+	l := newLoop(r)
+	l.run(ctx, r.subscribe(ctx))
+	err := l.shutdown()
+	r.log.LogAttrs(context.Background(), slog.LevelInfo, "relay stopped",
+		slog.String("instance", r.cfg.Instance.ID))
+	return err
+}
+
+// subscribe returns the store's wake-up channel when it has one, else nil.
+func (r *Relay) subscribe(ctx context.Context) <-chan struct{} {
+	n, ok := r.store.(store.Notifier)
+	if !ok {
+		return nil
+	}
+	ch, err := n.Subscribe(ctx)
+	if err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "store notifications unavailable; polling only",
+			slog.String("error", err.Error()))
+		return nil
+	}
+	return ch
+}
+
+// report hands outcomes to the loop and wakes it.
+func (r *Relay) report(outs ...outcome) {
+	if len(outs) == 0 {
+		return
+	}
+	r.mu.Lock()
+	r.outcomes = append(r.outcomes, outs...)
+	r.mu.Unlock()
+	r.wake()
+}
+
+// wake makes the loop run a round soon; wake-ups coalesce.
+func (r *Relay) wake() {
+	select {
+	case r.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// takeOutcomes returns and clears the reported outcomes.
+func (r *Relay) takeOutcomes() []outcome {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	outs := r.outcomes
+	r.outcomes = nil
+	return outs
+}
+
+// pendingOutcomes reports whether outcomes wait for the loop.
+func (r *Relay) pendingOutcomes() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.outcomes) > 0
+}

@@ -1,0 +1,123 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/backstophq/backstop/store"
+)
+
+const (
+	// cancelGrace is how long, on the relay's clock, shutdown waits for
+	// deliveries to return once their contexts are cancelled. A transport
+	// that ignores its context is abandoned after it, and its messages
+	// are given back.
+	cancelGrace = 5 * time.Second
+	// finalCallTimeout bounds the last store call on the wall clock.
+	finalCallTimeout = 5 * time.Second
+)
+
+// shutdown runs once Run's context is done: no more claims; queued tasks
+// are given back; deliveries in progress get ShutdownTimeout to finish
+// (their outcomes are recorded and their leases renewed meanwhile), then
+// their contexts are cancelled; a last store call records what is left.
+func (l *loop) shutdown() error {
+	r := l.r
+	r.stopping.Store(true)
+	deadline := r.clk.NewTimer(r.cfg.ShutdownTimeout)
+	defer deadline.Stop()
+	for _, t := range r.sched.close() {
+		r.report(shutdownRelease(t.dest, t.msgs)...)
+	}
+	if r.hooks.onShutdown != nil {
+		r.hooks.onShutdown()
+	}
+	r.log.LogAttrs(context.Background(), slog.LevelInfo, "relay shutting down",
+		slog.Int("in_flight", len(l.inflight)), slog.Duration("timeout", r.cfg.ShutdownTimeout))
+
+	workersDone := make(chan struct{})
+	go func() {
+		r.workers.Wait()
+		close(workersDone)
+	}()
+	deadlineC := deadline.C()
+	var graceC <-chan time.Time
+	for {
+		l.drainStep()
+		wait := r.clk.NewTimer(l.untilRenew())
+		select {
+		case <-workersDone:
+			wait.Stop()
+			return l.finish(false)
+		case <-r.wakeCh:
+		case <-wait.C():
+		case <-deadlineC:
+			deadlineC = nil
+			r.log.LogAttrs(context.Background(), slog.LevelWarn, "shutdown timeout reached; cancelling deliveries in progress",
+				slog.Int("in_flight", len(l.inflight)))
+			r.cancelDeliveries()
+			grace := r.clk.NewTimer(cancelGrace)
+			defer grace.Stop()
+			graceC = grace.C()
+			if r.hooks.onCancel != nil {
+				r.hooks.onCancel()
+			}
+		case <-graceC:
+			wait.Stop()
+			return l.finish(true)
+		}
+		wait.Stop()
+	}
+}
+
+// drainStep records outcomes and renews leases during shutdown, on a
+// context of its own since Run's is done.
+func (l *loop) drainStep() {
+	ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
+	defer cancel()
+	_, _ = l.step(ctx, false)
+}
+
+// finish makes the last store call: every outcome not yet recorded and,
+// when abandoned, a release of each message whose delivery never returned.
+func (l *loop) finish(abandoned bool) error {
+	r := l.r
+	outs := l.take()
+	stuck := 0
+	if abandoned {
+		for _, f := range l.inflight {
+			outs = append(outs, outcome{m: f.m, dest: f.dest, kind: released, cause: causeShutdown})
+			stuck++
+		}
+		clear(l.inflight)
+	}
+	defer func() {
+		r.stats.inFlight.Store(int64(len(l.inflight)))
+		n := r.rounds.Add(1)
+		r.turned.set(n)
+		r.idle.set(n)
+	}()
+	if len(outs) > 0 {
+		b := &store.Batch{Instance: r.cfg.Instance}
+		for i := range outs {
+			outs[i].addTo(b)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), finalCallTimeout)
+		defer cancel()
+		res, err := r.store.ProcessBatch(ctx, b)
+		if err != nil {
+			r.stats.storeErrors.Add(1)
+			r.log.LogAttrs(ctx, slog.LevelError, "relay could not record its last outcomes; their leases will lapse",
+				slog.Int("outcomes", len(outs)), slog.String("error", err.Error()))
+			return fmt.Errorf("relay: shutdown: recording %d outcomes: %w", len(outs), err)
+		}
+		r.stats.batches.Add(1)
+		r.recorded(outs, res)
+	}
+	if stuck > 0 {
+		return fmt.Errorf("relay: shutdown: %d deliveries did not return after their contexts were cancelled; their messages were released", stuck)
+	}
+	return nil
+}

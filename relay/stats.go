@@ -1,0 +1,146 @@
+package relay
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/backstophq/backstop/circuitbreaker"
+)
+
+// Stats is a snapshot of what a Relay has done since it was created, for
+// summaries and progress displays. Delivered, Failed, Released and
+// DeadLettered count outcomes once the store has recorded them; Retries
+// and Rejected count as they happen.
+type Stats struct {
+	// Claimed is the number of messages claimed.
+	Claimed int64
+	// Delivered is the number of messages delivered and marked Published.
+	Delivered int64
+	// Failed is the number of failed attempts charged to messages,
+	// including those that dead-lettered their message.
+	Failed int64
+	// Released is the number of messages given back without charging an
+	// attempt: faults of the destination, breaker rejections, cascade
+	// releases behind a failure, and shutdown.
+	Released int64
+	// DeadLettered is the number of messages moved to the dead-letter
+	// queue.
+	DeadLettered int64
+	// Retries is the number of in-process retries made inside attempts.
+	Retries int64
+	// Rejected is the number of deliveries an open breaker refused.
+	Rejected int64
+	// LeasesLost is the number of messages whose lease the relay found it
+	// no longer held while delivering them.
+	LeasesLost int64
+	// StoreErrors is the number of store calls that failed.
+	StoreErrors int64
+	// Batches is the number of store calls that succeeded.
+	Batches int64
+	// InFlight is the number of messages claimed and not yet recorded.
+	InFlight int64
+	// Destinations holds the counts of each configured destination.
+	Destinations map[string]DestinationStats
+}
+
+// DestinationStats are the counts of one destination.
+type DestinationStats struct {
+	// Delivered through Rejected are the destination's share of the
+	// Stats counts of the same names.
+	Delivered    int64
+	Failed       int64
+	Released     int64
+	DeadLettered int64
+	Retries      int64
+	Rejected     int64
+	// Breaker is the state of the destination's circuit breaker.
+	Breaker circuitbreaker.State
+	// BreakerTrips is how many times the breaker opened.
+	BreakerTrips int64
+}
+
+// counters are the relay-wide counts behind Stats.
+type counters struct {
+	claimed, delivered, failed, released, deadLettered  atomic.Int64
+	retries, rejected, leasesLost, storeErrors, batches atomic.Int64
+	inFlight                                            atomic.Int64
+}
+
+// destCounters are a destination's counts behind DestinationStats.
+type destCounters struct {
+	delivered, failed, released, deadLettered, retries, rejected, trips atomic.Int64
+}
+
+// Stats returns a snapshot of the relay's counts.
+func (r *Relay) Stats() Stats {
+	s := Stats{
+		Claimed:      r.stats.claimed.Load(),
+		Delivered:    r.stats.delivered.Load(),
+		Failed:       r.stats.failed.Load(),
+		Released:     r.stats.released.Load(),
+		DeadLettered: r.stats.deadLettered.Load(),
+		Retries:      r.stats.retries.Load(),
+		Rejected:     r.stats.rejected.Load(),
+		LeasesLost:   r.stats.leasesLost.Load(),
+		StoreErrors:  r.stats.storeErrors.Load(),
+		Batches:      r.stats.batches.Load(),
+		InFlight:     r.stats.inFlight.Load(),
+		Destinations: make(map[string]DestinationStats, len(r.destList)),
+	}
+	for _, d := range r.destList {
+		s.Destinations[d.name] = DestinationStats{
+			Delivered:    d.stats.delivered.Load(),
+			Failed:       d.stats.failed.Load(),
+			Released:     d.stats.released.Load(),
+			DeadLettered: d.stats.deadLettered.Load(),
+			Retries:      d.stats.retries.Load(),
+			Rejected:     d.stats.rejected.Load(),
+			Breaker:      d.breaker.State(),
+			BreakerTrips: d.stats.trips.Load(),
+		}
+	}
+	return s
+}
+
+// signal publishes the number of a round of the loop: the last one after
+// which it waited (Relay.turned), or after which it waited idle, with
+// nothing in flight and nothing to record (Relay.idle). The package's tests
+// wait on them instead of sleeping.
+type signal struct {
+	mu    sync.Mutex
+	round uint64
+	ch    chan struct{}
+}
+
+// set publishes round and wakes every waiter.
+func (s *signal) set(round uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.round = round
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
+	}
+}
+
+// wait blocks until a round after after has been published, or ctx ends.
+func (s *signal) wait(ctx context.Context, after uint64) error {
+	for {
+		s.mu.Lock()
+		if s.round > after {
+			s.mu.Unlock()
+			return nil
+		}
+		if s.ch == nil {
+			s.ch = make(chan struct{})
+		}
+		ch := s.ch
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

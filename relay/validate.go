@@ -1,0 +1,66 @@
+package relay
+
+import (
+	"fmt"
+	"sort"
+)
+
+// validate reports the first bad field of a Config that had withDefaults
+// applied.
+func (c Config) validate() error {
+	bad := func(field string, v any, problem string) error {
+		return fmt.Errorf("relay: %s %s, got %v", field, problem, v)
+	}
+	switch {
+	case len(c.Destinations) == 0:
+		return fmt.Errorf("relay: Destinations is empty; configure at least one")
+	case c.UnknownDestination != DeadLetterUnknown && c.UnknownDestination != IgnoreUnknown:
+		return bad("UnknownDestination", int(c.UnknownDestination), "is not a known policy")
+	case c.Workers < 0:
+		return bad("Workers", c.Workers, "must not be negative")
+	case c.BatchSize < 0:
+		return bad("BatchSize", c.BatchSize, "must not be negative")
+	case c.PollInterval < MinPollInterval:
+		return bad("PollInterval", c.PollInterval, "must be at least "+MinPollInterval.String())
+	case c.MaxPollInterval < c.PollInterval:
+		return bad("MaxPollInterval", c.MaxPollInterval, "must not be less than PollInterval ("+c.PollInterval.String()+")")
+	case c.MaxPollInterval >= c.Store.InstanceTimeout/2:
+		// An idle relay heart-beats only when it polls.
+		return bad("MaxPollInterval", c.MaxPollInterval, "must be less than half the store's InstanceTimeout ("+c.Store.InstanceTimeout.String()+")")
+	case c.LeaseDuration <= 0:
+		return bad("LeaseDuration", c.LeaseDuration, "must be positive")
+	case c.ShutdownTimeout < 0:
+		return bad("ShutdownTimeout", c.ShutdownTimeout, "must not be negative")
+	}
+	if err := c.Store.Validate(); err != nil {
+		return fmt.Errorf("relay: Store: %w", err)
+	}
+	names := make([]string, 0, len(c.Destinations))
+	for name := range c.Destinations {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := c.Destinations[name].validate(fmt.Sprintf("Destinations[%q]", name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d Destination) validate(field string) error {
+	switch {
+	case field == `Destinations[""]`:
+		return fmt.Errorf("relay: Destinations has an empty name")
+	case d.Transport == nil:
+		return fmt.Errorf("relay: %s.Transport is nil", field)
+	case d.Timeout < 0:
+		return fmt.Errorf("relay: %s.Timeout must not be negative, got %s", field, d.Timeout)
+	case d.Concurrency < 0:
+		return fmt.Errorf("relay: %s.Concurrency must not be negative, got %d", field, d.Concurrency)
+	}
+	if err := d.Breaker.Validate(); err != nil {
+		return fmt.Errorf("relay: %s.Breaker: %w", field, err)
+	}
+	return nil
+}

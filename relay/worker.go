@@ -1,0 +1,230 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/backstophq/backstop/circuitbreaker"
+	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/outbox"
+)
+
+// task is what one worker delivers in one go: a single message, or the
+// messages of one ordered stream claimed together, in Seq order.
+type task struct {
+	dest *destination
+	msgs []*outbox.Message
+}
+
+// scheduler hands tasks to workers, round-robin over the destinations and
+// never more than a destination's Concurrency at once.
+type scheduler struct {
+	mu     sync.Mutex
+	cond   sync.Cond
+	dests  []*destination
+	queues map[*destination][]*task
+	next   int
+	closed bool
+}
+
+func newScheduler(dests []*destination) *scheduler {
+	s := &scheduler{dests: dests, queues: make(map[*destination][]*task, len(dests))}
+	s.cond.L = &s.mu
+	return s
+}
+
+func (s *scheduler) push(t *task) {
+	s.mu.Lock()
+	s.queues[t.dest] = append(s.queues[t.dest], t)
+	s.mu.Unlock()
+	s.cond.Signal()
+}
+
+// take blocks until a task may start, and returns false once the
+// scheduler is closed.
+func (s *scheduler) take() (*task, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if s.closed {
+			return nil, false
+		}
+		for i := range s.dests {
+			k := (s.next + i) % len(s.dests)
+			d := s.dests[k]
+			q := s.queues[d]
+			if len(q) == 0 || d.running >= d.concurrency {
+				continue
+			}
+			t := q[0]
+			q[0] = nil
+			s.queues[d] = q[1:]
+			d.running++
+			s.next = (k + 1) % len(s.dests)
+			return t, true
+		}
+		s.cond.Wait()
+	}
+}
+
+func (s *scheduler) done(t *task) {
+	s.mu.Lock()
+	t.dest.running--
+	s.mu.Unlock()
+	s.cond.Broadcast()
+}
+
+// close stops handing out tasks and returns those that never started.
+func (s *scheduler) close() []*task {
+	s.mu.Lock()
+	var left []*task
+	for _, d := range s.dests {
+		left = append(left, s.queues[d]...)
+		delete(s.queues, d)
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.cond.Broadcast()
+	return left
+}
+
+// work is a worker goroutine.
+func (r *Relay) work() {
+	defer r.workers.Done()
+	for {
+		t, ok := r.sched.take()
+		if !ok {
+			return
+		}
+		r.runTask(t)
+		r.sched.done(t)
+	}
+}
+
+// runTask delivers a task's messages in order. When one fails under strict
+// ordering, the rest are given back undelivered; under release ordering
+// they go on.
+func (r *Relay) runTask(t *task) {
+	for i, m := range t.msgs {
+		if r.stopping.Load() {
+			r.report(shutdownRelease(t.dest, t.msgs[i:])...)
+			return
+		}
+		o := r.deliver(t.dest, m)
+		rest := t.msgs[i+1:]
+		if len(rest) > 0 && o.holdsStream() && r.cfg.Store.EffectiveOrdering(m) == outbox.OrderingStrict {
+			r.report(append([]outcome{o}, cascade(t.dest, rest)...)...)
+			return
+		}
+		r.report(o)
+	}
+}
+
+// shutdownRelease gives back messages that were not started.
+func shutdownRelease(d *destination, msgs []*outbox.Message) []outcome {
+	outs := make([]outcome, len(msgs))
+	for i, m := range msgs {
+		outs[i] = outcome{m: m, dest: d, kind: released, cause: causeShutdown}
+	}
+	return outs
+}
+
+// deliver makes one delivery attempt of m through its destination's
+// breaker, in-process retry and timeout.
+func (r *Relay) deliver(d *destination, m *outbox.Message) outcome {
+	permit, err := d.breaker.Allow()
+	if err != nil {
+		return r.rejected(d, m)
+	}
+	start := r.clk.Now()
+	completed, tries, last := r.attempt(d, m)
+	if tries == 0 {
+		permit.Done(context.Canceled) // no call was made: counts as nothing
+	} else {
+		permit.Done(last)
+	}
+	d.m.duration.Observe(r.clk.Now().Sub(start).Seconds())
+	return r.decide(d, m, last, completed, tries)
+}
+
+// attempt runs the in-process retry. It returns the steps reported
+// completed, the number of tries, and the error of the last try (nil on
+// success). Only errors the relay's classifier calls retryable are tried again, and
+// only while the destination's breaker stays closed and the error's
+// retry-after hint fits in the attempt's timeout.
+func (r *Relay) attempt(d *destination, m *outbox.Message) (completed outbox.Status, tries int, last error) {
+	deadline := r.clk.Now().Add(d.timeout)
+	ctx, cancel := withTimeout(r.deliverCtx, r.clk, d.timeout)
+	defer cancel()
+	_ = d.exec.Execute(ctx, func() error {
+		if tries > 0 {
+			if d.breaker.State() == circuitbreaker.StateOpen {
+				return errorhandling.Permanent(last) // stop: the destination tripped meanwhile
+			}
+			r.stats.retries.Add(1)
+			d.stats.retries.Add(1)
+			d.m.retries.Inc()
+			if r.log.Enabled(ctx, slog.LevelDebug) {
+				r.log.LogAttrs(ctx, slog.LevelDebug, "retrying delivery in-process",
+					slog.String("message_id", m.ID.String()), slog.String("destination", d.name),
+					slog.String("stream", m.Stream), slog.Int("attempt", m.Attempts+1),
+					slog.Int("try", tries+1), slog.String("error", last.Error()))
+			}
+		}
+		tries++
+		err := r.safeDeliver(ctx, d, m)
+		last = err
+		if err == nil {
+			return nil
+		}
+		if s := CompletedSteps(err); s != 0 {
+			completed |= s
+			m.Status |= s // the next try sees what is done
+		}
+		return r.inProcessVerdict(err, deadline)
+	})
+	return completed, tries, last
+}
+
+// inProcessVerdict marks err for the executor: Permanent to stop the
+// in-process retry, else Transient or Recognised (with its remedy).
+func (r *Relay) inProcessVerdict(err error, deadline time.Time) error {
+	v := r.classifier.Classify(err)
+	if !v.Retryable || (v.RetryAfter > 0 && !r.clk.Now().Add(v.RetryAfter).Before(deadline)) {
+		return errorhandling.Permanent(err)
+	}
+	var marked error
+	if v.Class == errorhandling.ClassRecognised {
+		marked = errorhandling.Recognised(err, v.Remedy)
+	} else {
+		marked = errorhandling.Transient(err)
+	}
+	if v.Code != "" {
+		marked = errorhandling.WithCode(marked, v.Code)
+	}
+	return marked
+}
+
+// safeDeliver calls the transport, turning a panic into a permanent fault
+// of the message (a bug in a handler must not take the relay down, and
+// must not crash it again on every restart): reason HandlerException, with
+// the stack in the operations log.
+func (r *Relay) safeDeliver(ctx context.Context, d *destination, m *outbox.Message) (err error) {
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		r.log.LogAttrs(ctx, slog.LevelError, "transport panicked",
+			slog.String("message_id", m.ID.String()), slog.String("destination", d.name),
+			slog.String("stream", m.Stream), slog.String("panic", fmt.Sprint(p)),
+			slog.String("stack", string(debug.Stack())))
+		err = errorhandling.WithReason(errorhandling.Permanent(fmt.Errorf("transport panicked: %v", p)),
+			errorhandling.ReasonHandlerException)
+	}()
+	return d.tr.Deliver(ctx, m)
+}
