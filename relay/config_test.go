@@ -103,6 +103,7 @@ func TestMetricsAreRegisteredAndCounted(t *testing.T) {
 		`backstop_dlq_depth`:                                             1,
 		`backstop_scheduled_backlog`:                                     0,
 		`backstop_poison_candidates`:                                     0,
+		`backstop_blocked_streams`:                                       0,
 		`backstop_in_flight`:                                             0,
 		`backstop_breaker_state{destination="orders"}`:                   0,
 		`backstop_delivery_duration_seconds_count{destination="orders"}`: 2,

@@ -29,14 +29,15 @@ import (
 //	scheduled_backlog                      gauge      messages waiting for a later try
 //	poison_candidates                      gauge      failed messages still retrying with at least
 //	                                                  half the default policy's MaxAttempts
+//	blocked_streams                        gauge      strict streams held back by a message waiting for
+//	                                                  its retry or dead-lettered (store.BlockedStreams)
 //	claim_duration_seconds                 histogram  one store round trip (ProcessBatch)
 //	delivery_duration_seconds{destination} histogram  one delivery attempt, in-process retries included
 //	end_to_end_seconds{destination}        histogram  from a message's CreatedAt to its delivery
 //
 // The store gauges are read on scrape, at most once per monitorEvery and
 // each query bounded by monitorTimeout, so that frequent scrapes cost the
-// database nothing more. Blocked streams are not counted: no store query
-// answers that cheaply; use store.StreamStatus for one stream.
+// database nothing more.
 const namespace = "backstop"
 
 const (
@@ -113,8 +114,8 @@ func (m *metrics) register(reg prometheus.Registerer, r *Relay) error {
 // monitor is the collector of the gauges read from the relay's state and
 // the store's monitoring queries.
 type monitor struct {
-	r                                              *Relay
-	inFlight, breaker, depth, oldest, backlog, poi *prometheus.Desc
+	r                                                       *Relay
+	inFlight, breaker, depth, oldest, backlog, poi, blocked *prometheus.Desc
 
 	mu   sync.Mutex
 	at   time.Time
@@ -124,7 +125,7 @@ type monitor struct {
 // monitorSnapshot holds the store gauges; a field is nil when its query
 // failed.
 type monitorSnapshot struct {
-	depth, oldest, backlog, poison *float64
+	depth, oldest, backlog, poison, blocked *float64
 }
 
 func newMonitor(r *Relay) *monitor {
@@ -139,12 +140,13 @@ func newMonitor(r *Relay) *monitor {
 		oldest:   desc("dlq_oldest_age_seconds", "Age of the oldest pending dead letter."),
 		backlog:  desc("scheduled_backlog", "Messages waiting for a later try."),
 		poi:      desc("poison_candidates", "Failed messages still retrying with many attempts."),
+		blocked:  desc("blocked_streams", "Strict streams held back by a message waiting for its retry or dead-lettered."),
 	}
 }
 
 // Describe sends the gauges' descriptors.
 func (c *monitor) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.inFlight, c.breaker, c.depth, c.oldest, c.backlog, c.poi} {
+	for _, d := range []*prometheus.Desc{c.inFlight, c.breaker, c.depth, c.oldest, c.backlog, c.poi, c.blocked} {
 		ch <- d
 	}
 }
@@ -163,7 +165,7 @@ func (c *monitor) Collect(ch chan<- prometheus.Metric) {
 	for _, g := range []struct {
 		d *prometheus.Desc
 		v *float64
-	}{{c.depth, snap.depth}, {c.oldest, snap.oldest}, {c.backlog, snap.backlog}, {c.poi, snap.poison}} {
+	}{{c.depth, snap.depth}, {c.oldest, snap.oldest}, {c.backlog, snap.backlog}, {c.poi, snap.poison}, {c.blocked, snap.blocked}} {
 		if g.v != nil {
 			gauge(g.d, *g.v)
 		}
@@ -208,6 +210,9 @@ func (c *monitor) snapshot() monitorSnapshot {
 	}
 	if ms, err := s.PoisonCandidates(ctx, max(c.r.cfg.Store.DefaultPolicy.MaxAttempts/2, 1)); err == nil {
 		snap.poison = ptr(float64(len(ms)))
+	}
+	if n, err := s.BlockedStreams(ctx); err == nil {
+		snap.blocked = ptr(float64(n))
 	}
 	c.snap = snap
 	return snap

@@ -95,6 +95,10 @@ type Monitoring interface {
 	// PoisonCandidates lists failed messages with at least minAttempts
 	// attempts, most attempts first.
 	PoisonCandidates(ctx context.Context, minAttempts int) ([]*outbox.Message, error)
+	// BlockedStreams counts the streams whose later messages are held back
+	// under strict ordering by a message that waits for its retry or sits
+	// in the dead-letter queue (and whose stream was not released).
+	BlockedStreams(ctx context.Context) (int, error)
 	// StreamStatus describes one stream: its head and why it is blocked.
 	StreamStatus(ctx context.Context, destination, stream string) (*StreamStatus, error)
 }

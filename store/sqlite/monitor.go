@@ -141,3 +141,22 @@ func wrap(op string, err error) error {
 	}
 	return fmt.Errorf("sqlite: %s: %w", op, err)
 }
+
+// BlockedStreams counts the (destination, stream) pairs in which a strict
+// message that waits for its retry, or is dead-lettered, and was not
+// released, has at least one undelivered message after it.
+func (s *Store) BlockedStreams(ctx context.Context) (int, error) {
+	var n int
+	err := retryBusy(ctx, func() error {
+		return s.r.QueryRowContext(ctx, s.sql(`SELECT count(*) FROM (
+			SELECT DISTINCT m.destination, m.stream FROM {{prefix}}outbox AS m
+			WHERE (m.status & 4) = 0 AND m.stream <> '' AND m.stream_released_at IS NULL
+			  AND (m.dead_lettered_at IS NOT NULL OR m.scheduled_for > ?)
+			  AND coalesce(nullif(m.ordering, ''), {{mode}}) = 'strict'
+			  AND EXISTS (SELECT 1 FROM {{prefix}}outbox AS l
+				WHERE l.destination = m.destination AND l.stream = m.stream AND l.seq > m.seq
+				  AND (l.status & 4) = 0 AND l.dead_lettered_at IS NULL))`),
+			s.now().UnixMilli()).Scan(&n)
+	})
+	return n, wrap("blocked streams", err)
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/retry"
 	"github.com/backstophq/backstop/store"
 )
 
@@ -16,6 +17,43 @@ var monitoringCases = []testCase{
 	{"ScheduledBacklogNextAndLatest", testBacklog},
 	{"PoisonCandidatesByMinAttempts", testPoisonCandidates},
 	{"StreamStatusExplainsWhy", testStreamStatus},
+	{"BlockedStreamsCountsHeldStrictStreams", testBlockedStreams},
+}
+
+// testBlockedStreams: a strict stream is blocked while a failed message
+// waits for its retry or sits in the dead-letter queue with later messages
+// behind it; a release-mode stream, a stream with nothing behind its
+// failure, and a released stream are not.
+func testBlockedStreams(t *testing.T, h Harness) {
+	e := newEnv(t, h, func(c *store.Config) {
+		c.Policies = map[string]store.Policy{"rel": {Strategy: retry.DurableBackoff(), MaxAttempts: 5, Ordering: outbox.OrderingRelease}}
+	})
+	count := func(what string, want int) {
+		t.Helper()
+		n, err := e.s.BlockedStreams(e.ctx)
+		noErr(t, "BlockedStreams", err)
+		eq(t, what, n, want)
+	}
+	count("nothing enqueued", 0)
+	waiting := e.enqueue(msgs(3, "d", "waiting")...)
+	dead := e.enqueue(msgs(2, "d", "dead")...)
+	alone := e.enqueue(msg("d", "alone"))
+	rel := e.enqueue(msgs(2, "rel", "r")...)
+	e.claimExactly("i", 1, waiting[0])
+	e.fail("i", store.Failure{ID: waiting[0].ID, Error: "x"})
+	e.deadLetter("i", dead[0])
+	e.claimExactly("i", 1, alone[0])
+	e.fail("i", store.Failure{ID: alone[0].ID, Error: "x"})
+	r := e.batch("i", store.Batch{Claim: store.ClaimRequest{Limit: 1, Destinations: []string{"rel"}}})
+	sameIDs(t, "claimed", r.Claimed, rel[0])
+	e.fail("i", store.Failure{ID: rel[0].ID, Error: "x"})
+	count("a waiting and a dead-lettered strict stream", 2)
+
+	_, err := e.s.ReleaseStream(e.ctx, "d", "dead")
+	noErr(t, "ReleaseStream", err)
+	count("after releasing the dead-lettered stream", 1)
+	e.clk.Advance(2 * time.Minute) // the retry is due: nothing waits any more
+	count("once the retry is due", 0)
 }
 
 // failTimes fails m n times, advancing the clock past each retry.
