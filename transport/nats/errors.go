@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/transport"
 )
 
 // JetStream API error codes that classify sees apart from their HTTP-like
@@ -30,26 +31,26 @@ func classify(ctx context.Context, err error) error {
 	var apiErr *jetstream.APIError
 	switch {
 	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
-		return destinationFault(fmt.Errorf("%w (no JetStream stream captures the subject)", err),
+		return transport.DestinationFault(fmt.Errorf("%w (no JetStream stream captures the subject)", err),
 			errorhandling.ReasonTransportUnavailable, "no_stream")
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		return destinationFault(err, errorhandling.ReasonTimeoutExceeded, "timeout")
+		return transport.DestinationFault(err, errorhandling.ReasonTimeoutExceeded, "timeout")
 	case errors.Is(err, context.Canceled):
-		return destinationFault(err, errorhandling.ReasonTransportUnavailable, "canceled")
+		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, "canceled")
 	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionReconnecting),
 		errors.Is(err, nats.ErrConnectionDraining), errors.Is(err, nats.ErrDisconnected),
 		errors.Is(err, nats.ErrInvalidConnection), errors.Is(err, nats.ErrStaleConnection):
-		return destinationFault(err, errorhandling.ReasonTransportUnavailable, "connection_closed")
+		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, "connection_closed")
 	case errors.Is(err, nats.ErrMaxPayload):
-		return messageFault(err, errorhandling.ReasonValidationFailure, "message_too_large")
+		return transport.MessageFault(err, errorhandling.ReasonValidationFailure, "message_too_large")
 	case errors.Is(err, nats.ErrBadSubject), errors.Is(err, nats.ErrBadHeaderMsg):
-		return messageFault(err, errorhandling.ReasonValidationFailure, "invalid_message")
+		return transport.MessageFault(err, errorhandling.ReasonValidationFailure, "invalid_message")
 	case errors.As(err, &apiErr):
 		return classifyAPIError(err, apiErr)
 	}
 	// Anything else (a malformed PubAck, an I/O error): when either party
 	// could be at fault, the destination is blamed.
-	return destinationFault(err, errorhandling.ReasonTransportUnavailable, "")
+	return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, "")
 }
 
 // classifyAPIError sorts the errors JetStream answers a publish with.
@@ -57,32 +58,16 @@ func classifyAPIError(err error, apiErr *jetstream.APIError) error {
 	code := fmt.Sprintf("jetstream_%d", apiErr.ErrorCode)
 	switch apiErr.ErrorCode {
 	case errCodeMessageTooLarge, errCodeHeaderTooLarge:
-		return messageFault(err, errorhandling.ReasonValidationFailure, "message_too_large")
+		return transport.MessageFault(err, errorhandling.ReasonValidationFailure, "message_too_large")
 	case errCodeStreamNotMatch, errCodeStreamSealed:
-		return destinationFault(err, errorhandling.ReasonTransportUnavailable, code)
+		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, code)
 	}
 	if apiErr.Code >= 400 && apiErr.Code < 500 {
 		// A request JetStream refuses for what it carries: the Nats-*
 		// headers a message brought (an expected sequence, a TTL).
-		return messageFault(err, errorhandling.ReasonValidationFailure, code)
+		return transport.MessageFault(err, errorhandling.ReasonValidationFailure, code)
 	}
 	// 5xx: the stream is full (maximum messages or bytes exceeded, with a
 	// discard-new policy), out of resources or without a leader.
-	return destinationFault(err, errorhandling.ReasonTransportUnavailable, code)
-}
-
-// destinationFault marks err as a transient fault of the destination.
-func destinationFault(err error, reason errorhandling.FailureReason, code string) error {
-	if code != "" {
-		err = errorhandling.WithCode(err, code)
-	}
-	return errorhandling.Transient(errorhandling.WithBlame(errorhandling.WithReason(err, reason), errorhandling.BlameDestination))
-}
-
-// messageFault marks err as a permanent fault of the message.
-func messageFault(err error, reason errorhandling.FailureReason, code string) error {
-	if code != "" {
-		err = errorhandling.WithCode(err, code)
-	}
-	return errorhandling.Permanent(errorhandling.WithBlame(errorhandling.WithReason(err, reason), errorhandling.BlameMessage))
+	return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, code)
 }

@@ -147,7 +147,7 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 	}
 	subject := t.subject(m)
 	if err := checkSubject(subject); err != nil {
-		return messageFault(fmt.Errorf("natstransport: deliver %s: %w", m.ID, err), errorhandling.ReasonValidationFailure, "invalid_subject")
+		return transport.MessageFault(fmt.Errorf("natstransport: deliver %s: %w", m.ID, err), errorhandling.ReasonValidationFailure, "invalid_subject")
 	}
 	msg := nats.NewMsg(subject)
 	msg.Data = m.Payload

@@ -8,6 +8,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/transport"
 )
 
 // ErrUnroutable is wrapped by the error of a mandatory message the broker
@@ -28,21 +29,21 @@ func classify(ctx context.Context, err error) error {
 	var amqpErr *amqp.Error
 	switch {
 	case errors.Is(err, ErrUnroutable):
-		return destinationFault(err, errorhandling.ReasonTransportUnavailable, "unroutable")
+		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, "unroutable")
 	case errors.Is(err, ErrNacked):
-		return destinationFault(err, errorhandling.ReasonTransportUnavailable, "nack")
+		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, "nack")
 	case errors.Is(err, ErrClosed):
-		return destinationFault(err, errorhandling.ReasonTransportUnavailable, "closed")
+		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, "closed")
 	case errors.Is(err, context.DeadlineExceeded):
-		return destinationFault(err, errorhandling.ReasonTimeoutExceeded, "timeout")
+		return transport.DestinationFault(err, errorhandling.ReasonTimeoutExceeded, "timeout")
 	case errors.Is(err, context.Canceled):
-		return destinationFault(err, errorhandling.ReasonTransportUnavailable, "canceled")
+		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, "canceled")
 	case errors.As(err, &amqpErr):
 		return classifyAMQPError(err, amqpErr)
 	}
 	// A refused or broken connection and anything else: when either party
 	// could be at fault, the destination is blamed.
-	return destinationFault(err, errorhandling.ReasonTransportUnavailable, "")
+	return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, "")
 }
 
 // classifyAMQPError sorts the exceptions a broker closes a channel or
@@ -50,33 +51,17 @@ func classify(ctx context.Context, err error) error {
 func classifyAMQPError(err error, e *amqp.Error) error {
 	switch e.Code {
 	case amqp.NotFound:
-		return destinationFault(err, errorhandling.ReasonTransportUnavailable, "not_found")
+		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, "not_found")
 	case amqp.AccessRefused:
-		return destinationFault(err, errorhandling.ReasonTransportUnavailable, "access_refused")
+		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, "access_refused")
 	case amqp.PreconditionFailed, amqp.ContentTooLarge:
 		// At publish, the broker refuses the message itself: larger than
 		// max_message_size, or a property it cannot accept.
-		return messageFault(err, errorhandling.ReasonValidationFailure, "rejected")
+		return transport.MessageFault(err, errorhandling.ReasonValidationFailure, "rejected")
 	case amqp.ChannelError:
 		if e == amqp.ErrClosed {
-			return destinationFault(err, errorhandling.ReasonTransportUnavailable, "connection_closed")
+			return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, "connection_closed")
 		}
 	}
-	return destinationFault(err, errorhandling.ReasonTransportUnavailable, fmt.Sprintf("amqp_%d", e.Code))
-}
-
-// destinationFault marks err as a transient fault of the destination.
-func destinationFault(err error, reason errorhandling.FailureReason, code string) error {
-	if code != "" {
-		err = errorhandling.WithCode(err, code)
-	}
-	return errorhandling.Transient(errorhandling.WithBlame(errorhandling.WithReason(err, reason), errorhandling.BlameDestination))
-}
-
-// messageFault marks err as a permanent fault of the message.
-func messageFault(err error, reason errorhandling.FailureReason, code string) error {
-	if code != "" {
-		err = errorhandling.WithCode(err, code)
-	}
-	return errorhandling.Permanent(errorhandling.WithBlame(errorhandling.WithReason(err, reason), errorhandling.BlameMessage))
+	return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, fmt.Sprintf("amqp_%d", e.Code))
 }

@@ -1,0 +1,31 @@
+package transport_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/transport"
+)
+
+func TestFaultMarkers(t *testing.T) {
+	base := errors.New("broker said no")
+	c := errorhandling.NewErrorClassifier()
+
+	v := c.Classify(transport.DestinationFault(base, errorhandling.ReasonTransportUnavailable, "nack"))
+	if v.Class != errorhandling.ClassTransient || v.Blame != errorhandling.BlameDestination ||
+		v.Reason != errorhandling.ReasonTransportUnavailable || v.Code != "nack" {
+		t.Errorf("DestinationFault classified as %+v", v)
+	}
+	v = c.Classify(transport.MessageFault(base, errorhandling.ReasonSerializationError, ""))
+	if v.Class != errorhandling.ClassPermanent || v.Blame != errorhandling.BlameMessage ||
+		v.Reason != errorhandling.ReasonSerializationError {
+		t.Errorf("MessageFault classified as %+v", v)
+	}
+	if !errors.Is(transport.MessageFault(base, errorhandling.ReasonValidationFailure, "x"), base) {
+		t.Error("MessageFault hides the original error")
+	}
+	if transport.DestinationFault(nil, 0, "") != nil || transport.MessageFault(nil, 0, "") != nil {
+		t.Error("a nil error must stay nil")
+	}
+}
