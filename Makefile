@@ -6,7 +6,7 @@ PKGS        ?= ./...
 TESTFLAGS   ?=
 BENCHFLAGS  ?= -benchmem -run '^$$'
 
-.PHONY: test vet lint gotest bench bench-breaker bench-postgres fmt
+.PHONY: test vet lint gotest bench bench-breaker bench-postgres bench-relay fmt
 
 ## test: vet, lint and run every test with the race detector.
 test: vet lint gotest
@@ -36,3 +36,9 @@ fmt:
 ## pending messages on the local PostgreSQL (BACKSTOP_BENCH_SIZES=10k,100k to limit).
 bench-postgres:
 	BACKSTOP_BENCH_POSTGRES=1 $(GO) test -run '^$$' -bench BenchmarkClaim -benchtime 300x -timeout 30m ./store/postgres/
+
+## bench-relay: relay throughput with a no-op handler on SQLite and PostgreSQL,
+## and end-to-end latency (enqueue to delivery) with wake-ups, p50/p99.
+bench-relay:
+	BACKSTOP_BENCH_POSTGRES=1 $(GO) test -run '^$$' -bench 'RelayThroughput' -benchtime 5x ./relay/
+	BACKSTOP_BENCH_POSTGRES=1 $(GO) test -run '^$$' -bench 'Latency' -benchtime 500x ./relay/
