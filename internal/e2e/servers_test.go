@@ -3,41 +3,22 @@ package e2e
 import (
 	"context"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
+
+	"github.com/backstophq/backstop/internal/testenv"
 )
 
-// The servers the tests use unless the environment names others.
-const (
-	defaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	defaultNATSURL     = "nats://127.0.0.1:4222"
-	defaultAMQPURL     = "amqp://guest:guest@127.0.0.1:5672/"
-)
+func postgresURL() string { return testenv.PostgresURL() }
+func natsURL() string     { return testenv.NATSURL() }
+func amqpURL() string     { return testenv.AMQPURL() }
 
-// serverURL returns the value of env, or def when it is unset.
-func serverURL(env, def string) string {
-	if u := os.Getenv(env); u != "" {
-		return u
-	}
-	return def
-}
-
-func postgresURL() string { return serverURL("BACKSTOP_TEST_POSTGRES_URL", defaultPostgresURL) }
-func natsURL() string     { return serverURL("BACKSTOP_TEST_NATS_URL", defaultNATSURL) }
-func amqpURL() string     { return serverURL("BACKSTOP_TEST_AMQP_URL", defaultAMQPURL) }
-
-// unreachable skips the test because a server it needs cannot be reached,
-// or fails it when CI=true: a CI run must not pass by skipping.
+// unreachable skips the test, or fails it under CI=true.
 func unreachable(t testing.TB, server, env string, err error) {
 	t.Helper()
-	msg := server + " is not reachable (set " + env + "): " + err.Error()
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testenv.Unreachable(t, server, env, err)
 }
 
 // unique returns a name no other test uses: prefix, sep and 32 hex digits.

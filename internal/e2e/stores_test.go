@@ -4,13 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/store/postgres"
@@ -97,53 +96,13 @@ func countRows(row *sql.Row) (int, error) {
 	return n, err
 }
 
-var (
-	pgAdminOnce sync.Once
-	pgAdmin     *pgxpool.Pool
-	pgAdminErr  error
-)
-
-// postgresAdmin returns a pool for creating and dropping schemas, skipping
-// the test when the server is unreachable.
-func postgresAdmin(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	pgAdminOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		cfg, err := pgxpool.ParseConfig(postgresURL())
-		if err != nil {
-			pgAdminErr = err
-			return
-		}
-		cfg.MaxConns = 2
-		if pgAdmin, pgAdminErr = pgxpool.NewWithConfig(ctx, cfg); pgAdminErr == nil {
-			pgAdminErr = pgAdmin.Ping(ctx)
-		}
-	})
-	if pgAdminErr != nil {
-		unreachable(t, "PostgreSQL at "+postgresURL(), "BACKSTOP_TEST_POSTGRES_URL", pgAdminErr)
-	}
-	return pgAdmin
-}
-
 // openPostgres creates a schema for the test alone (dropped when it ends),
 // migrates the store into it, and creates the application's orders table
 // there.
 func openPostgres(t *testing.T, cfg store.Config) *database {
 	t.Helper()
 	ctx := testContext(t)
-	admin := postgresAdmin(t)
-	schema := unique("e2e", "_")
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
+	schema := testenv.NewSchema(t, "e2e_")
 	open := func(t *testing.T) *postgres.Store {
 		t.Helper()
 		pcfg, err := pgxpool.ParseConfig(postgresURL())

@@ -2,82 +2,26 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/store/storetest"
 )
 
-// defaultTestURL is the server the tests use unless
-// BACKSTOP_TEST_POSTGRES_URL names another.
-const defaultTestURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+func testURL() string { return testenv.PostgresURL() }
 
-func testURL() string {
-	if u := os.Getenv("BACKSTOP_TEST_POSTGRES_URL"); u != "" {
-		return u
-	}
-	return defaultTestURL
-}
-
-var (
-	adminOnce sync.Once
-	adminPool *pgxpool.Pool
-	adminErr  error
-)
-
-// admin returns a pool on the test server, skipping the test when it is
-// unreachable (failing it under CI=true).
-func admin(t testing.TB) *pgxpool.Pool {
-	t.Helper()
-	adminOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		cfg, err := pgxpool.ParseConfig(testURL())
-		if err != nil {
-			adminErr = err
-			return
-		}
-		cfg.MaxConns = 4
-		if adminPool, adminErr = pgxpool.NewWithConfig(ctx, cfg); adminErr == nil {
-			adminErr = adminPool.Ping(ctx)
-		}
-	})
-	if adminErr != nil {
-		msg := "PostgreSQL unreachable at " + testURL() + " (set BACKSTOP_TEST_POSTGRES_URL): " + adminErr.Error()
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return adminPool
-}
+// admin is the shared pool on the test server (skips, or fails under CI,
+// when it is unreachable).
+func admin(t testing.TB) *pgxpool.Pool { return testenv.PostgresAdmin(t) }
 
 // newSchema creates an empty schema dropped when the test ends.
-func newSchema(t testing.TB) string {
-	t.Helper()
-	a := admin(t)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "t_" + hex.EncodeToString(b)
-	if _, err := a.Exec(context.Background(), "CREATE SCHEMA "+name); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := a.Exec(context.Background(), "DROP SCHEMA "+name+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-		}
-	})
-	return name
-}
+func newSchema(t testing.TB) string { return testenv.NewSchema(t, "t_") }
 
 // schemaPool returns a pool whose connections use schema as search_path.
 func schemaPool(t testing.TB, schema string, maxConns int32) *pgxpool.Pool {

@@ -2,7 +2,6 @@ package natstransport_test
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,17 +11,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/transport/transporttest"
 )
 
 // natsURL is the server the tests use.
-func natsURL() string {
-	if u := os.Getenv("BACKSTOP_TEST_NATS_URL"); u != "" {
-		return u
-	}
-	return "nats://127.0.0.1:4222"
-}
+func natsURL() string { return testenv.NATSURL() }
 
 // connect dials the test server for the test's own use (setting up
 // streams, reading back). It skips the test when the server is not
@@ -42,11 +37,7 @@ func connect(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 		}
 		nc.Close()
 	}
-	msg := "NATS JetStream at " + natsURL() + " is not reachable (set BACKSTOP_TEST_NATS_URL): " + err.Error()
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testenv.Unreachable(t, "NATS JetStream at "+natsURL(), testenv.NATSEnv, err)
 	return nil, nil
 }
 

@@ -3,7 +3,6 @@ package rabbitmq_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,17 +11,13 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/transport/transporttest"
 )
 
 // amqpURL is the broker the tests use.
-func amqpURL() string {
-	if u := os.Getenv("BACKSTOP_TEST_AMQP_URL"); u != "" {
-		return u
-	}
-	return "amqp://guest:guest@127.0.0.1:5672/"
-}
+func amqpURL() string { return testenv.AMQPURL() }
 
 // admin is the test's own connection to the broker, for declaring and
 // reading back.
@@ -38,11 +33,7 @@ func connect(t *testing.T) *admin {
 	t.Helper()
 	conn, err := amqp.DialConfig(amqpURL(), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
 	if err != nil {
-		msg := "RabbitMQ is not reachable (set BACKSTOP_TEST_AMQP_URL to its amqp:// URL): " + err.Error()
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testenv.Unreachable(t, "RabbitMQ at "+amqpURL(), testenv.AMQPEnv, err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return &admin{t: t, conn: conn, ch: openChannel(t, conn)}
