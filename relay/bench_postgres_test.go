@@ -5,9 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,7 +14,6 @@ import (
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/store/postgres"
-	"github.com/backstophq/backstop/transport"
 )
 
 // The PostgreSQL benchmarks run only with BACKSTOP_BENCH_POSTGRES=1,
@@ -50,7 +47,7 @@ func BenchmarkRelayThroughputPostgres(b *testing.B) {
 				s, drop := benchPostgresStore(b, url)
 				benchEnqueue(b, s, n, bc.streams)
 				b.StartTimer()
-				total += benchRunStore(b, s, n)
+				total += benchRun(b, s, n)
 				b.StopTimer()
 				drop()
 				b.StartTimer()
@@ -140,41 +137,4 @@ func benchEnqueue(b *testing.B, s store.Store, n, streams int) {
 			b.Fatal(err)
 		}
 	}
-}
-
-// benchRunStore runs a relay with the default Config on s until n
-// messages are delivered and recorded, and returns how long that took.
-func benchRunStore(b *testing.B, s store.Store, n int) time.Duration {
-	var delivered atomic.Int64
-	all := make(chan struct{})
-	r, err := New(s, Config{
-		Destinations: map[string]Destination{"noop": {Transport: transport.Func(func(context.Context, *outbox.Message) error {
-			if delivered.Add(1) == int64(n) {
-				close(all)
-			}
-			return nil
-		})}},
-		Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	start := time.Now()
-	go func() { done <- r.Run(ctx) }()
-	select {
-	case <-all:
-	case <-time.After(2 * time.Minute):
-		b.Fatalf("delivered %d of %d", delivered.Load(), n)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
-	elapsed := time.Since(start)
-	if got := r.Stats().Delivered; got != int64(n) {
-		b.Fatalf("recorded %d deliveries, want %d", got, n)
-	}
-	return elapsed
 }

@@ -62,8 +62,9 @@ func benchStore(b *testing.B, n, streams int) (*sqlite.Store, []*outbox.Message)
 	return s, msgs
 }
 
-// benchRun runs a relay until n messages are delivered and recorded.
-func benchRun(b *testing.B, s *sqlite.Store, n int) time.Duration {
+// benchRun runs a relay with the default Config on s until n messages
+// are delivered and recorded, and returns how long that took.
+func benchRun(b *testing.B, s store.Store, n int) time.Duration {
 	var delivered atomic.Int64
 	all := make(chan struct{})
 	r, err := New(s, Config{

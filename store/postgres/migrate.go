@@ -4,52 +4,15 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/backstophq/backstop/store"
 )
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
-
-// migration is one versioned schema change, from migrations/NNNN_name.sql.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations reads the embedded migrations in version order.
-func loadMigrations() ([]migration, error) {
-	paths, err := fs.Glob(migrationFiles, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var out []migration
-	for _, p := range paths {
-		base := strings.TrimSuffix(strings.TrimPrefix(p, "migrations/"), ".sql")
-		num, name, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("postgres: migration file %q is not named NNNN_name.sql", p)
-		}
-		b, err := migrationFiles.ReadFile(p)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: name, sql: string(b)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	for i := 1; i < len(out); i++ {
-		if out[i].version == out[i-1].version {
-			return nil, fmt.Errorf("postgres: two migrations have version %d", out[i].version)
-		}
-	}
-	return out, nil
-}
 
 // Migrate brings the schema to the latest version. It runs in one
 // transaction under a transaction-scoped advisory lock keyed by the
@@ -57,7 +20,7 @@ func loadMigrations() ([]migration, error) {
 // migration once; running it again is a no-op. Applied versions are
 // recorded in the <prefix>migrations table.
 func (s *Store) Migrate(ctx context.Context) error {
-	ms, err := loadMigrations()
+	ms, err := store.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		return err
 	}
@@ -66,7 +29,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	})
 }
 
-func (s *Store) migrate(ctx context.Context, tx pgx.Tx, ms []migration) error {
+func (s *Store) migrate(ctx context.Context, tx pgx.Tx, ms []store.Migration) error {
 	schema := "coalesce(current_schema(), '')"
 	if s.n.schema != "" {
 		schema = quoteLiteral(s.n.schema)
@@ -96,14 +59,14 @@ func (s *Store) migrate(ctx context.Context, tx pgx.Tx, ms []migration) error {
 	}
 	r := strings.NewReplacer("{{T}}", s.n.qual, "{{P}}", s.n.prefix)
 	for _, m := range ms {
-		if done[m.version] {
+		if done[m.Version] {
 			continue
 		}
-		if _, err := tx.Exec(ctx, r.Replace(m.sql)); err != nil {
-			return fmt.Errorf("postgres: migration %04d_%s: %w", m.version, m.name, err)
+		if _, err := tx.Exec(ctx, r.Replace(m.SQL)); err != nil {
+			return fmt.Errorf("postgres: migration %04d_%s: %w", m.Version, m.Name, err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO `+s.n.migrations+` (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
-			return fmt.Errorf("postgres: record migration %d: %w", m.version, err)
+		if _, err := tx.Exec(ctx, `INSERT INTO `+s.n.migrations+` (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			return fmt.Errorf("postgres: record migration %d: %w", m.Version, err)
 		}
 	}
 	return nil

@@ -127,7 +127,7 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	if err := stores[0].Migrate(ctx); err != nil {
 		t.Fatalf("Migrate again: %v", err)
 	}
-	ms, err := loadMigrations()
+	ms, err := store.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,8 +135,8 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v != ms[len(ms)-1].version {
-		t.Fatalf("SchemaVersion = %d, want %d", v, ms[len(ms)-1].version)
+	if v != ms[len(ms)-1].Version {
+		t.Fatalf("SchemaVersion = %d, want %d", v, ms[len(ms)-1].Version)
 	}
 	var n int
 	if err := stores[0].pool.QueryRow(ctx, "SELECT count(*) FROM backstop_migrations").Scan(&n); err != nil {

@@ -5,11 +5,10 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/backstophq/backstop/store"
 )
 
 // migrationFiles are the schema versions, applied in order. A file is named
@@ -18,42 +17,11 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migration is one schema version.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// migrations returns the embedded migrations in version order.
-func migrations() ([]migration, error) {
-	paths, err := fs.Glob(migrationFiles, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var out []migration
-	for _, p := range paths {
-		name := strings.TrimPrefix(p, "migrations/")
-		num, _, ok := strings.Cut(name, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("sqlite: migration %s: name must start with a version number", name)
-		}
-		body, err := migrationFiles.ReadFile(p)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: name, sql: string(body)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	return out, nil
-}
-
 // migrate brings the schema of the tables named with prefix up to the
 // latest version, in one transaction, and returns the versions it applied.
 // Running it again applies nothing.
 func migrate(ctx context.Context, db *sql.DB, prefix string, now time.Time) ([]int, error) {
-	ms, err := migrations()
+	ms, err := store.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		return nil, err
 	}
@@ -85,17 +53,17 @@ func migrate(ctx context.Context, db *sql.DB, prefix string, now time.Time) ([]i
 			return err
 		}
 		for _, m := range ms {
-			if done[m.version] {
+			if done[m.Version] {
 				continue
 			}
-			if _, err := tx.ExecContext(ctx, strings.ReplaceAll(m.sql, "{{prefix}}", prefix)); err != nil {
-				return fmt.Errorf("migration %s: %w", m.name, err)
+			if _, err := tx.ExecContext(ctx, strings.ReplaceAll(m.SQL, "{{prefix}}", prefix)); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO `+table+` (version, name, applied_at) VALUES (?, ?, ?)`,
-				m.version, m.name, now.UnixMilli()); err != nil {
+				m.Version, m.Name, now.UnixMilli()); err != nil {
 				return err
 			}
-			applied = append(applied, m.version)
+			applied = append(applied, m.Version)
 		}
 		return nil
 	})

@@ -31,7 +31,7 @@ func TestMigrationsAreIdempotent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, path := openTemp(t, store.Config{})
-	all, err := migrations()
+	all, err := store.LoadMigrations(migrationFiles, "migrations")
 	if err != nil || len(all) < 2 {
 		t.Fatalf("migrations() = %d, %v", len(all), err)
 	}
