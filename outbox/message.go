@@ -5,7 +5,6 @@
 package outbox
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -91,22 +90,6 @@ func (o Ordering) Validate() error {
 	return fmt.Errorf("outbox: unknown ordering %q (want strict, release or none)", string(o))
 }
 
-// MaxErrorLength is the number of characters of an error message kept with
-// a message; longer texts are cut.
-const MaxErrorLength = 2000
-
-// TruncateError cuts s to MaxErrorLength characters (runes, not bytes).
-func TruncateError(s string) string {
-	if len(s) <= MaxErrorLength {
-		return s
-	}
-	r := []rune(s)
-	if len(r) <= MaxErrorLength {
-		return s
-	}
-	return string(r[:MaxErrorLength])
-}
-
 // Message is one side effect to deliver.
 //
 // An application sets Destination, Type, Payload and optionally ID, Stream,
@@ -115,17 +98,23 @@ type Message struct {
 	// ID identifies the message; a UUIDv7 is assigned when zero.
 	ID uuid.UUID
 	// Destination names where the message goes (a configured webhook,
-	// broker subject or handler). Required.
+	// broker subject or handler). Required: printable UTF-8, at most
+	// Limits.MaxDestinationLen bytes.
 	Destination string
 	// Stream is the ordering key: messages of one stream are delivered in
-	// the order they were written. Empty means no ordering.
+	// the order they were written. Empty means no ordering. Printable
+	// UTF-8, at most Limits.MaxStreamLen bytes.
 	Stream string
 	// Type is the application's name for the message, such as
-	// "order.created". Required.
+	// "order.created". Required: printable UTF-8, at most
+	// Limits.MaxTypeLen bytes.
 	Type string
-	// Payload is the body, delivered as is.
+	// Payload is the body, delivered as is; at most
+	// Limits.MaxPayloadBytes.
 	Payload []byte
-	// Headers are delivered with the payload (HTTP headers, broker headers).
+	// Headers are delivered with the payload (HTTP headers, broker
+	// headers). Names are HTTP tokens; values are UTF-8 without control
+	// characters other than tab; see Limits for how many and how large.
 	Headers map[string]string
 	// Ordering overrides the destination's ordering mode for this message.
 	Ordering Ordering
@@ -143,8 +132,8 @@ type Message struct {
 	Attempts int
 	// FailureReason is the reason of the last failure.
 	FailureReason errorhandling.FailureReason
-	// Error is the text of the last failure, at most MaxErrorLength
-	// characters.
+	// Error is the text of the last failure, cleaned by TruncateError:
+	// valid UTF-8, no NUL, at most MaxErrorLength characters.
 	Error string
 	// Fingerprint groups the last failure with failures like it.
 	Fingerprint string
@@ -159,30 +148,13 @@ type Message struct {
 	DeadLetteredAt time.Time
 }
 
-// ErrInvalidMessage is matched (errors.Is) by every validation error.
-var ErrInvalidMessage = errors.New("outbox: invalid message")
+// Prepare validates m against the default Limits and assigns a UUIDv7
+// when its ID is zero. Stores call it for every message they enqueue.
+func (m *Message) Prepare() error { return m.PrepareLimits(Limits{}) }
 
-// Validate checks the fields an application sets and names the first bad
-// one.
-func (m *Message) Validate() error {
-	switch {
-	case m == nil:
-		return fmt.Errorf("%w: nil message", ErrInvalidMessage)
-	case m.Destination == "":
-		return fmt.Errorf("%w: destination is required", ErrInvalidMessage)
-	case m.Type == "":
-		return fmt.Errorf("%w: type is required", ErrInvalidMessage)
-	}
-	if err := m.Ordering.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidMessage, err)
-	}
-	return nil
-}
-
-// Prepare validates m and assigns a UUIDv7 when its ID is zero. Stores call
-// it for every message they enqueue.
-func (m *Message) Prepare() error {
-	if err := m.Validate(); err != nil {
+// PrepareLimits is Prepare with the given limits (see ValidateLimits).
+func (m *Message) PrepareLimits(l Limits) error {
+	if err := m.ValidateLimits(l); err != nil {
 		return err
 	}
 	if m.ID == uuid.Nil {
