@@ -29,6 +29,8 @@ func TestDefaultIsFailure(t *testing.T) {
 		{"permanent", errorhandling.Permanent(errBoom), false},
 		{"blame message", errorhandling.WithBlame(errBoom, errorhandling.BlameMessage), false},
 		{"http 400", errorhandling.WithHTTPStatus(errBoom, 400), false},
+		{"http 401: a credential refused", errorhandling.WithHTTPStatus(errBoom, 401), true},
+		{"http 404: a wrong route", errorhandling.WithHTTPStatus(errBoom, 404), true},
 		{"permanent blamed on destination", errorhandling.WithBlame(errorhandling.Permanent(errBoom), errorhandling.BlameDestination), true},
 	} {
 		if got := DefaultIsFailure(nil, tc.err); got != tc.want {
@@ -42,7 +44,7 @@ func TestMessageFaultsDoNotTrip(t *testing.T) {
 	cb, _ := newTest(t, Config{MaxFailures: 2})
 	run(t, cb, 5, errorhandling.Permanent(errBoom))
 	run(t, cb, 5, errorhandling.WithBlame(errBoom, errorhandling.BlameMessage))
-	run(t, cb, 5, errorhandling.WithHTTPStatus(errBoom, 404))
+	run(t, cb, 5, errorhandling.WithHTTPStatus(errBoom, 422))
 	wantState(t, cb, StateClosed)
 	s := cb.GetStats()
 	if s.TotalFailures != 0 || s.TotalSuccesses != 15 {

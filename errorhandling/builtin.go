@@ -36,7 +36,7 @@ func (c *ErrorClassifier) classifyBuiltin(err error) (Classification, bool) {
 		return Classification{Class: ClassTransient, Blame: BlameDestination, Rule: "context"}, true
 	}
 	if status, ok := HTTPStatusOf(err); ok {
-		// A status outside 4xx and 5xx says nothing; the later rules decide.
+		// A 1xx or 2xx says nothing; the later rules decide.
 		if v, ok := classifyHTTPStatus(status); ok {
 			return v, true
 		}
@@ -63,22 +63,46 @@ func (c *ErrorClassifier) classifyBuiltin(err error) (Classification, bool) {
 	return Classification{}, false
 }
 
-// classifyHTTPStatus: 408, 425, 429 and 5xx are transient faults of the
-// destination (408 and 504 with reason TimeoutExceeded); other 4xx are
-// permanent faults of the message; anything else (a 2xx or 3xx reported as
-// an error) is left to the other rules.
+// classifyHTTPStatus applies the HTTP status table of Classify. The
+// refusals of every message alike (refusalCode) get reason
+// DependencyFailure: the destination answered but cannot be used as
+// configured, which is apart from TransportUnavailable (it could not be
+// reached, or was overloaded).
 func classifyHTTPStatus(status int) (Classification, bool) {
+	v := Classification{Class: ClassTransient, Blame: BlameDestination, Reason: ReasonTransportUnavailable, Rule: "http_status"}
 	switch {
-	case status == 408 || status == 425 || status == 429 || (status >= 500 && status <= 599):
-		reason := ReasonTransportUnavailable
-		if status == 408 || status == 504 {
-			reason = ReasonTimeoutExceeded
-		}
-		return Classification{Class: ClassTransient, Blame: BlameDestination, Reason: reason, Rule: "http_status"}, true
+	case refusalCode(status) != "":
+		v.Reason = ReasonDependencyFailure
+	case status == 408 || status == 504:
+		v.Reason = ReasonTimeoutExceeded
+	case status == 425 || status == 429 || (status >= 500 && status <= 599) || (status >= 300 && status <= 399):
 	case status >= 400 && status <= 499:
-		return Classification{Class: ClassPermanent, Blame: BlameMessage, Reason: ReasonValidationFailure, Rule: "http_status"}, true
+		v = Classification{Class: ClassPermanent, Blame: BlameMessage, Reason: ReasonValidationFailure, Rule: "http_status"}
+	default:
+		return Classification{}, false
 	}
-	return Classification{}, false
+	return v, true
+}
+
+// refusalCode names the statuses by which a destination refuses every
+// message alike (a credential or a route is wrong), and returns "" for
+// others.
+func refusalCode(status int) string {
+	switch status {
+	case 401:
+		return "unauthorized"
+	case 403:
+		return "forbidden"
+	case 404:
+		return "not_found"
+	case 405:
+		return "method_not_allowed"
+	case 410:
+		return "gone"
+	case 421:
+		return "misdirected_request"
+	}
+	return ""
 }
 
 // classifySQLState sorts PostgreSQL error codes. Transient, blamed on the
@@ -129,7 +153,8 @@ func classifyNetwork(err error) (Classification, bool) {
 }
 
 // deriveCode names well-known errors with the codes of
-// BuiltinRetryableCodes, plus "http_NNN" and "sqlstate_XXXXX".
+// BuiltinRetryableCodes, the refusal codes of classifyHTTPStatus, and
+// "http_NNN" and "sqlstate_XXXXX".
 func deriveCode(err error) string {
 	var ne net.Error
 	switch {
@@ -149,6 +174,9 @@ func deriveCode(err error) string {
 			return "service_unavailable"
 		case 408, 504:
 			return "timeout"
+		}
+		if code := refusalCode(status); code != "" {
+			return code
 		}
 		return fmt.Sprintf("http_%d", status)
 	}

@@ -74,10 +74,13 @@ type Blame int
 // The parties a fault can be charged to.
 const (
 	// BlameDestination charges the service being called: outages,
-	// timeouts, refused connections, 5xx, 429.
+	// timeouts, refused connections, 5xx, 429, and refusals of every
+	// message alike such as a revoked credential or a wrong route (401,
+	// 403, 404, 405, 410, 421).
 	BlameDestination Blame = iota
 	// BlameMessage charges the message or parameter: validation,
-	// serialization, other 4xx, constraint violations.
+	// serialization, 400, 413, 415, 422 and the other 4xx, constraint
+	// violations.
 	BlameMessage
 )
 

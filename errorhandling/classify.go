@@ -19,7 +19,8 @@ type Classification struct {
 	// Reason is the failure reason to record.
 	Reason FailureReason
 	// Code is a short name such as "timeout", "rate_limit",
-	// "connection_refused" or "http_404"; empty when none applies.
+	// "connection_refused", "unauthorized" or "http_422"; empty when none
+	// applies.
 	Code string
 	// RetryAfter is the shortest wait before the next try that the error
 	// asked for (a 429's Retry-After); zero when none.
@@ -147,7 +148,22 @@ func (c *ErrorClassifier) UnknownTransient() bool {
 // or Recognised marker; then the built-in rules in this order: an explicit
 // error code (WithCode) that IsRetryable; context errors; an HTTP status;
 // a PostgreSQL SQLSTATE; network errors; JSON decoding errors; a failure
-// reason attached with WithReason. Reason, blame and code attached with
+// reason attached with WithReason.
+//
+// HTTP statuses are sorted by who can fix them:
+//
+//	status                        class      blame        reason                code
+//	401 403 404 405 410 421       transient  destination  DependencyFailure     unauthorized, forbidden, not_found,
+//	                                                                            method_not_allowed, gone, misdirected_request
+//	408, 504                      transient  destination  TimeoutExceeded       timeout
+//	425, 429, other 5xx           transient  destination  TransportUnavailable  http_425, rate_limit, service_unavailable (503), http_5xx
+//	3xx                           transient  destination  TransportUnavailable  http_3xx
+//	400 413 415 422, other 4xx    permanent  message      ValidationFailure     http_4xx
+//
+// A credential that stopped working or a route that is wrong refuses
+// every message alike; the messages are fine and wait, with their attempts
+// intact, while the destination's breaker is open. A 1xx or 2xx says
+// nothing and is left to the later rules. Reason, blame and code attached with
 // WithReason, WithBlame and WithCode always override what a rule says.
 func (c *ErrorClassifier) Classify(err error) Classification {
 	if err == nil {

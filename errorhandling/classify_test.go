@@ -95,6 +95,8 @@ func TestClassifyBuiltin(t *testing.T) {
 		{"json syntax", syntaxErr, permanentMsg(eh.ReasonSerializationError, "", "json")},
 		{"json type", fmt.Errorf("decode: %w", typeErr), permanentMsg(eh.ReasonSerializationError, "", "json")},
 		{"status 200 falls through", eh.WithHTTPStatus(syntaxErr, 200), permanentMsg(eh.ReasonSerializationError, "http_200", "json")},
+		{"status 101 falls through", eh.WithHTTPStatus(errors.New("switching"), 101), want{eh.ClassUnknown, false, msg, eh.ReasonUnknown, "http_101", ""}},
+		{"status 600 falls through", eh.WithHTTPStatus(errors.New("odd"), 600), want{eh.ClassUnknown, false, msg, eh.ReasonUnknown, "http_600", ""}},
 		{"reason validation", eh.WithReason(errors.New("bad"), eh.ReasonValidationFailure), permanentMsg(eh.ReasonValidationFailure, "", "reason")},
 		{"reason dependency", eh.WithReason(errors.New("down"), eh.ReasonDependencyFailure), transientDest(eh.ReasonDependencyFailure, "", "reason")},
 		{"reason handler", eh.WithReason(errors.New("?"), eh.ReasonHandlerException), want{eh.ClassUnknown, false, msg, eh.ReasonHandlerException, "", ""}},
@@ -118,18 +120,32 @@ func TestClassifyHTTPStatus(t *testing.T) {
 		status int
 		want   want
 	}{
+		{300, transientDest(eh.ReasonTransportUnavailable, "http_300", "http_status")},
+		{301, transientDest(eh.ReasonTransportUnavailable, "http_301", "http_status")},
+		{308, transientDest(eh.ReasonTransportUnavailable, "http_308", "http_status")},
 		{400, permanentMsg(eh.ReasonValidationFailure, "http_400", "http_status")},
-		{401, permanentMsg(eh.ReasonValidationFailure, "http_401", "http_status")},
-		{404, permanentMsg(eh.ReasonValidationFailure, "http_404", "http_status")},
+		{401, transientDest(eh.ReasonDependencyFailure, "unauthorized", "http_status")},
+		{402, permanentMsg(eh.ReasonValidationFailure, "http_402", "http_status")},
+		{403, transientDest(eh.ReasonDependencyFailure, "forbidden", "http_status")},
+		{404, transientDest(eh.ReasonDependencyFailure, "not_found", "http_status")},
+		{405, transientDest(eh.ReasonDependencyFailure, "method_not_allowed", "http_status")},
+		{406, permanentMsg(eh.ReasonValidationFailure, "http_406", "http_status")},
 		{408, transientDest(eh.ReasonTimeoutExceeded, "timeout", "http_status")},
 		{409, permanentMsg(eh.ReasonValidationFailure, "http_409", "http_status")},
+		{410, transientDest(eh.ReasonDependencyFailure, "gone", "http_status")},
+		{413, permanentMsg(eh.ReasonValidationFailure, "http_413", "http_status")},
+		{415, permanentMsg(eh.ReasonValidationFailure, "http_415", "http_status")},
+		{421, transientDest(eh.ReasonDependencyFailure, "misdirected_request", "http_status")},
 		{422, permanentMsg(eh.ReasonValidationFailure, "http_422", "http_status")},
 		{425, transientDest(eh.ReasonTransportUnavailable, "http_425", "http_status")},
 		{429, transientDest(eh.ReasonTransportUnavailable, "rate_limit", "http_status")},
+		{451, permanentMsg(eh.ReasonValidationFailure, "http_451", "http_status")},
+		{499, permanentMsg(eh.ReasonValidationFailure, "http_499", "http_status")},
 		{500, transientDest(eh.ReasonTransportUnavailable, "http_500", "http_status")},
 		{502, transientDest(eh.ReasonTransportUnavailable, "http_502", "http_status")},
 		{503, transientDest(eh.ReasonTransportUnavailable, "service_unavailable", "http_status")},
 		{504, transientDest(eh.ReasonTimeoutExceeded, "timeout", "http_status")},
+		{599, transientDest(eh.ReasonTransportUnavailable, "http_599", "http_status")},
 	}
 	c := eh.NewErrorClassifier()
 	for _, tt := range tests {

@@ -10,7 +10,7 @@ import (
 func ExampleErrorClassifier_Classify() {
 	classifier := errorhandling.NewErrorClassifier()
 
-	for _, status := range []int{503, 404} {
+	for _, status := range []int{503, 401, 422} {
 		err := errorhandling.WithHTTPStatus(fmt.Errorf("POST /hooks/orders: status %d", status), status)
 		v := classifier.Classify(err)
 		fmt.Printf("%d: class=%s retryable=%t blame=%s reason=%s code=%s\n",
@@ -18,7 +18,8 @@ func ExampleErrorClassifier_Classify() {
 	}
 	// Output:
 	// 503: class=transient retryable=true blame=destination reason=TransportUnavailable code=service_unavailable
-	// 404: class=permanent retryable=false blame=message reason=ValidationFailure code=http_404
+	// 401: class=transient retryable=true blame=destination reason=DependencyFailure code=unauthorized
+	// 422: class=permanent retryable=false blame=message reason=ValidationFailure code=http_422
 }
 
 func ExamplePermanent() {

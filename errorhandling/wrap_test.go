@@ -22,14 +22,15 @@ func TestClassifyMarkers(t *testing.T) {
 		{"transient", eh.Transient(base), transientDest(eh.ReasonTransportUnavailable, "", "marker")},
 		{"recognised", eh.Recognised(base, nil), want{eh.ClassRecognised, true, dest, eh.ReasonTransportUnavailable, "", "marker"}},
 		{"permanent beats builtin", eh.Permanent(context.DeadlineExceeded), permanentMsg(eh.ReasonValidationFailure, "timeout", "marker")},
-		{"transient beats builtin", eh.Transient(eh.WithHTTPStatus(base, 404)), transientDest(eh.ReasonTransportUnavailable, "http_404", "marker")},
+		{"transient beats builtin", eh.Transient(eh.WithHTTPStatus(base, 422)), transientDest(eh.ReasonTransportUnavailable, "http_422", "marker")},
+		{"permanent beats builtin refusal", eh.Permanent(eh.WithHTTPStatus(base, 404)), permanentMsg(eh.ReasonValidationFailure, "not_found", "marker")},
 		{"permanent beats retryable code", eh.Permanent(eh.WithCode(base, "timeout")), permanentMsg(eh.ReasonValidationFailure, "timeout", "marker")},
 		{"explicit reason", eh.WithReason(eh.Transient(base), eh.ReasonDependencyFailure), transientDest(eh.ReasonDependencyFailure, "", "marker")},
-		{"explicit code", eh.WithCode(eh.WithHTTPStatus(base, 404), "gone"), permanentMsg(eh.ReasonValidationFailure, "gone", "http_status")},
+		{"explicit code", eh.WithCode(eh.WithHTTPStatus(base, 422), "bad_order"), permanentMsg(eh.ReasonValidationFailure, "bad_order", "http_status")},
 		{"explicit blame", eh.WithBlame(eh.Permanent(base), dest), want{perm, false, dest, eh.ReasonTransportUnavailable, "", "marker"}},
 		{"explicit blame on 5xx", eh.WithBlame(eh.WithHTTPStatus(base, 500), msg), want{trans, true, msg, eh.ReasonTransportUnavailable, "http_500", "http_status"}},
 		{"outer code wins", eh.WithCode(eh.WithCode(base, "timeout"), "odd"), want{eh.ClassUnknown, false, msg, eh.ReasonUnknown, "odd", ""}},
-		{"outer status wins", eh.WithHTTPStatus(eh.WithHTTPStatus(base, 503), 404), permanentMsg(eh.ReasonValidationFailure, "http_404", "http_status")},
+		{"outer status wins", eh.WithHTTPStatus(eh.WithHTTPStatus(base, 503), 400), permanentMsg(eh.ReasonValidationFailure, "http_400", "http_status")},
 	}
 	c := eh.NewErrorClassifier()
 	for _, tt := range tests {

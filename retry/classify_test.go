@@ -46,7 +46,8 @@ func TestExecuteRetriesUnknownStopsOnBuiltinPermanent(t *testing.T) {
 		"unknown":   {errFlaky, retry.Exhausted, 3},
 		"transient": {errorhandling.Transient(errFlaky), retry.Exhausted, 3},
 		"http 503":  {errorhandling.WithHTTPStatus(errFlaky, 503), retry.Exhausted, 3},
-		"http 404":  {errorhandling.WithHTTPStatus(errFlaky, 404), retry.Permanent, 1},
+		"http 422":  {errorhandling.WithHTTPStatus(errFlaky, 422), retry.Permanent, 1},
+		"http 401":  {errorhandling.WithHTTPStatus(errFlaky, 401), retry.Exhausted, 3},
 		"reason":    {errorhandling.WithReason(errFlaky, errorhandling.ReasonValidationFailure), retry.Permanent, 1},
 	} {
 		fn, calls := failing(-1, c.err)

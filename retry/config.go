@@ -44,7 +44,7 @@ type Config struct {
 	// the built-in rules (errorhandling.NewErrorClassifier). Whatever the
 	// classifier, an unknown error is retried here; an error it calls
 	// ClassPermanent (a marker, a user rule, or a built-in rule such as an
-	// HTTP 404) stops the executor at once.
+	// HTTP 422) stops the executor at once.
 	Classifier *errorhandling.ErrorClassifier
 	// MaxRemedies is how many times a recognised fault's remedy is run in
 	// one Execute before the fault is promoted to transient and backed

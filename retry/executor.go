@@ -137,7 +137,7 @@ func run(ctx context.Context, s *settings, fn func() error) error {
 
 // classOf returns how the executor treats a classified error: permanent
 // or recognised when the classifier says so (a marker, a user rule, or a
-// built-in rule such as an HTTP 404 or a constraint violation), transient
+// built-in rule such as an HTTP 422 or a constraint violation), transient
 // otherwise. An unknown error is retried: seed 004's "unknown is permanent"
 // is the relay's policy, not the executor's.
 func classOf(v errorhandling.Classification) errorhandling.Class {

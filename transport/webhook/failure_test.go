@@ -82,7 +82,7 @@ func TestRetryAfter(t *testing.T) {
 }
 
 func TestClientErrorsArePermanentMessageFaults(t *testing.T) {
-	for _, status := range []int{400, 401, 404, 409, 422} {
+	for _, status := range []int{400, 409, 413, 415, 422} {
 		tr, _ := serve(t, answer(status, `{"error":"invalid order"}`), webhook.Config{})
 		v, err := deliver(t, tr)
 		wantVerdict(t, v, permanent, msg, errorhandling.ReasonValidationFailure)

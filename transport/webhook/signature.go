@@ -137,9 +137,9 @@ func VerifyRequest(r *http.Request, secret []byte, tolerance time.Duration) ([]b
 // RequireSignature returns a handler that passes to next only requests
 // whose signature verifies (VerifyRequest), with their body readable
 // again. It answers others 401 Unauthorized, a body over MaxVerifyBody
-// 413, and a body it cannot read 400. The sender treats 401 and 413 as
-// permanent faults of the message, so a receiver whose key is wrong
-// dead-letters messages that an operator can replay once it is fixed.
+// 413, and a body it cannot read 400. The sender treats 401 as a fault of
+// the destination (messages wait, their attempts intact, until the keys
+// agree again) and 413 as a permanent fault of the message.
 func RequireSignature(secret []byte, tolerance time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, err := VerifyRequest(r, secret, tolerance)
