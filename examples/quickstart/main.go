@@ -35,7 +35,7 @@ const (
 	destinationName = "fulfilment"
 )
 
-var secret = []byte("quickstart-signing-key")
+var secret = []byte("whsec_cXVpY2tzdGFydC1zaWduaW5nLWtleSEh") // a Standard Webhooks secret: whsec_ + base64 of the key
 
 func main() {
 	if err := run(context.Background(), os.Stdout, os.Stdout); err != nil {

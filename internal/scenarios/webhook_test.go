@@ -197,8 +197,7 @@ func (h *hook) serve(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	if err := webhook.Verify(secret, r.Header.Get(webhook.HeaderTimestamp), r.Header.Get(webhook.HeaderSignature),
-		body, h.e.clk.Now(), 0); err != nil {
+	if err := webhook.Verify(secret, r.Header, body, h.e.clk.Now(), 0); err != nil {
 		h.e.t.Errorf("webhook request for %q: %v", body, err)
 	}
 	rq := received{

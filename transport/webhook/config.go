@@ -6,10 +6,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/backstophq/backstop/clock"
+	"github.com/backstophq/backstop/outbox"
 )
 
 // Defaults of Config.
@@ -31,16 +31,19 @@ type Config struct {
 	// URL is where every message is POSTed: an absolute http or https URL.
 	// Required. Its query and user info are never written into errors.
 	URL string
-	// Secret is the HMAC-SHA256 key that signs every request (the
-	// Backstop-Signature header); receivers verify it with Verify. Empty
+	// Secret signs every request as the Standard Webhooks specification
+	// says (the webhook-signature header), so that receivers verify it
+	// with Verify or any Standard Webhooks library. Give it as "whsec_"
+	// followed by the key in base64, the form those libraries take; any
+	// other value is used as the key's raw bytes (see DecodeSecret). Empty
 	// means requests are not signed: only do that when the receiver
 	// authenticates Backstop another way (Headers, mutual TLS).
 	Secret []byte
 	// AdditionalSecrets are more keys to sign with, for rotating keys:
-	// each adds one "v1=" signature to Backstop-Signature, and a receiver
-	// accepts the request when any of them verifies with its key. Rotate
-	// by adding the new key here, moving receivers to it, then making it
-	// Secret and dropping the old one. Ignored when Secret is empty.
+	// each adds one signature to webhook-signature, and a receiver accepts
+	// the request when any of them verifies with its key. Rotate by adding
+	// the new key here, moving receivers to it, then making it Secret and
+	// dropping the old one. Requires Secret; nil means none.
 	AdditionalSecrets [][]byte
 	// Timeout bounds one delivery, from dialling to reading the response.
 	// Zero means DefaultTimeout; negative is invalid. A delivery that runs
@@ -49,9 +52,22 @@ type Config struct {
 	Timeout time.Duration
 	// Headers are sent with every request (such as an Authorization
 	// header the destination requires). They override the message's
-	// headers of the same name; the Backstop-* headers override both, so
-	// Headers may not name them. Nil means none.
+	// headers of the same name. They may not name the headers the
+	// transport sets (webhook-id, webhook-timestamp, webhook-signature,
+	// Backstop-*) nor those HTTP itself manages (Host, Content-Length,
+	// Connection, Transfer-Encoding...). Nil means none.
 	Headers map[string]string
+	// Limits bound the messages the transport sends; zero fields mean
+	// outbox's defaults (a payload of at most 1 MiB, 64 headers...). A
+	// message over a limit, or with content HTTP cannot carry, fails
+	// before any request is made, as a permanent fault of the message.
+	// Receivers that use VerifyRequest read at most MaxVerifyBody (1 MiB):
+	// raise MaxPayloadBytes only for receivers that accept more.
+	Limits outbox.Limits
+	// StatusOverrides change what some statuses mean for this
+	// destination; the first override covering a status decides, before
+	// errorhandling's built-in table. Nil means none.
+	StatusOverrides []StatusOverride
 	// Client sends the requests. Nil means a client of this package's own:
 	// no cookie jar, a connection pool sized for concurrent deliveries to
 	// one host, proxies from the environment, and redirects not followed
@@ -62,7 +78,7 @@ type Config struct {
 	// kept in the error's text, to say what the destination objected to.
 	// Zero means DefaultMaxResponseBody; negative is invalid.
 	MaxResponseBody int64
-	// Clock gives the time of the Backstop-Timestamp header and of
+	// Clock gives the time of the webhook-timestamp header and of
 	// Retry-After dates. Nil means the wall clock.
 	Clock clock.Clock
 }
@@ -95,39 +111,38 @@ func (c Config) validate() (*url.URL, error) {
 	if c.MaxResponseBody < 0 {
 		return nil, fmt.Errorf("%w: Config.MaxResponseBody is negative (%d)", ErrInvalidConfig, c.MaxResponseBody)
 	}
+	if err := c.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: Config.Limits: %w", ErrInvalidConfig, err)
+	}
 	for name, value := range c.Headers {
-		if err := checkHeader(name, value); err != nil {
-			return nil, fmt.Errorf("%w: Config.Headers: %v", ErrInvalidConfig, err)
-		}
-		if isReserved(name) {
-			return nil, fmt.Errorf("%w: Config.Headers: %s is set by the transport", ErrInvalidConfig, http.CanonicalHeaderKey(name))
+		if err := checkConfigHeader(name, value); err != nil {
+			return nil, fmt.Errorf("%w: Config.Headers: %w", ErrInvalidConfig, err)
 		}
 	}
 	return u, nil
 }
 
-// isReserved reports whether name is one of the headers the transport sets.
-func isReserved(name string) bool {
-	return strings.HasPrefix(strings.ToLower(name), "backstop-")
-}
-
-// checkHeader refuses names that are not HTTP tokens and values that
-// hold control characters other than tab.
-func checkHeader(name, value string) error {
-	if name == "" {
-		return errors.New("empty header name")
-	}
-	for _, r := range name {
-		if r >= 0x7f || r <= ' ' || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r) {
-			return fmt.Errorf("header name %q is not a valid HTTP token", name)
+// keys decodes Secret and AdditionalSecrets, naming the first bad one.
+func (c Config) keys() ([][]byte, error) {
+	if len(c.Secret) == 0 {
+		if len(c.AdditionalSecrets) > 0 {
+			return nil, fmt.Errorf("%w: Config.AdditionalSecrets is set but Config.Secret is empty", ErrInvalidConfig)
 		}
+		return nil, nil
 	}
-	for _, r := range value {
-		if (r < ' ' && r != '\t') || r == 0x7f {
-			return fmt.Errorf("header %s holds a control character", name)
+	keys := make([][]byte, 0, 1+len(c.AdditionalSecrets))
+	for i, s := range append([][]byte{c.Secret}, c.AdditionalSecrets...) {
+		key, err := DecodeSecret(s)
+		if err != nil {
+			field := "Config.Secret"
+			if i > 0 {
+				field = fmt.Sprintf("Config.AdditionalSecrets[%d]", i-1)
+			}
+			return nil, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, field, err)
 		}
+		keys = append(keys, key)
 	}
-	return nil
+	return keys, nil
 }
 
 // redact returns u without user info, query or fragment, for error texts.

@@ -3,9 +3,10 @@ package webhook_test
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,79 +21,126 @@ const (
 	msg       = errorhandling.BlameMessage
 )
 
-func TestSuccessStatuses(t *testing.T) {
-	for _, status := range []int{200, 201, 202, 204, 299} {
-		tr, _ := serve(t, answer(status, "ok"), webhook.Config{})
-		if _, err := deliver(t, tr); err != nil {
-			t.Errorf("%d: Deliver = %v, want nil", status, err)
-		}
+// TestEveryStatusClass runs each kind of answer through a real local
+// server and the default classifier.
+func TestEveryStatusClass(t *testing.T) {
+	t.Parallel()
+	type verdict struct {
+		class  errorhandling.Class
+		blame  errorhandling.Blame
+		reason errorhandling.FailureReason
+		code   string
 	}
-}
-
-func TestServiceUnavailableIsTransientDestination(t *testing.T) {
-	tr, _ := serve(t, answer(503, "maintenance"), webhook.Config{})
-	v, err := deliver(t, tr)
-	wantVerdict(t, v, transient, dest, errorhandling.ReasonTransportUnavailable)
-	if v.Code != "service_unavailable" {
-		t.Errorf("Code = %q", v.Code)
+	destination := func(reason errorhandling.FailureReason, code string) *verdict {
+		return &verdict{transient, dest, reason, code}
 	}
-	var se *webhook.StatusError
-	if !errors.As(err, &se) || se.StatusCode != 503 || se.Body != "maintenance" {
-		t.Fatalf("StatusError = %+v", se)
+	message := func(code string) *verdict {
+		return &verdict{permanent, msg, errorhandling.ReasonValidationFailure, code}
 	}
-	if _, ok := errorhandling.RetryAfterOf(err); ok {
-		t.Error("retry-after hint without a Retry-After header")
-	}
-}
-
-func TestTransientStatuses(t *testing.T) {
-	for _, status := range []int{408, 425, 429, 500, 502, 504} {
-		tr, _ := serve(t, answer(status, ""), webhook.Config{})
-		v, _ := deliver(t, tr)
-		if v.Class != transient || v.Blame != dest || !v.Retryable {
-			t.Errorf("%d: verdict %s/%s retryable=%v", status, v.Class, v.Blame, v.Retryable)
-		}
-	}
-}
-
-func TestRetryAfter(t *testing.T) {
 	for _, c := range []struct {
-		name, value string
-		want        time.Duration // 0: no hint
+		status int
+		want   *verdict // nil: delivered
 	}{
-		{"seconds", "7", 7 * time.Second},
-		{"http date", epoch.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second},
-		{"capped", "86400", webhook.MaxRetryAfter},
-		{"capped date", epoch.Add(48 * time.Hour).Format(http.TimeFormat), webhook.MaxRetryAfter},
-		{"past date", epoch.Add(-time.Minute).Format(http.TimeFormat), 0},
-		{"zero", "0", 0},
-		{"negative", "-5", 0},
-		{"garbage", "soon", 0},
+		{200, nil}, {201, nil}, {202, nil}, {204, nil}, {299, nil},
+		{301, destination(errorhandling.ReasonTransportUnavailable, "http_301")},
+		{302, destination(errorhandling.ReasonTransportUnavailable, "http_302")},
+		{307, destination(errorhandling.ReasonTransportUnavailable, "http_307")},
+		{308, destination(errorhandling.ReasonTransportUnavailable, "http_308")},
+		{400, message("http_400")},
+		{401, destination(errorhandling.ReasonDependencyFailure, "unauthorized")},
+		{403, destination(errorhandling.ReasonDependencyFailure, "forbidden")},
+		{404, destination(errorhandling.ReasonDependencyFailure, "not_found")},
+		{405, destination(errorhandling.ReasonDependencyFailure, "method_not_allowed")},
+		{408, destination(errorhandling.ReasonTimeoutExceeded, "timeout")},
+		{409, message("http_409")},
+		{410, destination(errorhandling.ReasonDependencyFailure, "gone")},
+		{413, message("http_413")},
+		{415, message("http_415")},
+		{418, message("http_418")},
+		{421, destination(errorhandling.ReasonDependencyFailure, "misdirected_request")},
+		{422, message("http_422")},
+		{425, destination(errorhandling.ReasonTransportUnavailable, "http_425")},
+		{429, destination(errorhandling.ReasonTransportUnavailable, "rate_limit")},
+		{451, message("http_451")},
+		{500, destination(errorhandling.ReasonTransportUnavailable, "http_500")},
+		{502, destination(errorhandling.ReasonTransportUnavailable, "http_502")},
+		{503, destination(errorhandling.ReasonTransportUnavailable, "service_unavailable")},
+		{504, destination(errorhandling.ReasonTimeoutExceeded, "timeout")},
+		{599, destination(errorhandling.ReasonTransportUnavailable, "http_599")},
+		{600, destination(errorhandling.ReasonTransportUnavailable, "http_600")},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			tr, _ := serve(t, answer(429, "slow down", "Retry-After", c.value), webhook.Config{})
+		t.Run(strconv.Itoa(c.status), func(t *testing.T) {
+			t.Parallel()
+			tr, _ := serve(t, answer(c.status, `{"error":"the reason"}`, "Location", "https://new.example.com/h"), webhook.Config{})
 			v, err := deliver(t, tr)
-			wantVerdict(t, v, transient, dest, errorhandling.ReasonTransportUnavailable)
-			got, ok := errorhandling.RetryAfterOf(err)
-			if ok != (c.want != 0) || got != c.want || v.RetryAfter != c.want {
-				t.Fatalf("RetryAfter = %v (%v), classified %v, want %v", got, ok, v.RetryAfter, c.want)
+			if c.want == nil {
+				if err != nil {
+					t.Fatalf("Deliver = %v, want nil", err)
+				}
+				return
+			}
+			wantVerdict(t, v, c.want.class, c.want.blame, c.want.reason)
+			if v.Code != c.want.code {
+				t.Errorf("Code = %q, want %q", v.Code, c.want.code)
+			}
+			var se *webhook.StatusError
+			if !errors.As(err, &se) || se.StatusCode != c.status {
+				t.Fatalf("error %v does not wrap a StatusError for %d", err, c.status)
+			}
+			if c.status >= 400 && !strings.Contains(err.Error(), "the reason") {
+				t.Errorf("error %q lacks the response body", err)
+			}
+			if redirect := c.status >= 300 && c.status <= 399; errors.Is(err, webhook.ErrRedirect) != redirect {
+				t.Errorf("errors.Is(err, ErrRedirect) = %v for %d", !redirect, c.status)
 			}
 		})
 	}
 }
 
-func TestClientErrorsArePermanentMessageFaults(t *testing.T) {
-	for _, status := range []int{400, 409, 413, 415, 422} {
-		tr, _ := serve(t, answer(status, `{"error":"invalid order"}`), webhook.Config{})
+// TestInformationalAsFinalAnswer: a 101 ends the exchange without a
+// usable answer; the destination misbehaves.
+func TestInformationalAsFinalAnswer(t *testing.T) {
+	t.Parallel()
+	tr, _ := serve(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusSwitchingProtocols)
+	}, webhook.Config{Timeout: 5 * time.Second})
+	v, err := deliver(t, tr)
+	wantVerdict(t, v, transient, dest, errorhandling.ReasonTransportUnavailable)
+	var se *webhook.StatusError
+	if !errors.As(err, &se) || se.StatusCode != 101 {
+		t.Fatalf("error %v: want a StatusError for 101", err)
+	}
+}
+
+// TestCredentialStopsWorking: a destination accepts, then refuses the
+// key: the later messages wait as faults of the destination.
+func TestCredentialStopsWorking(t *testing.T) {
+	t.Parallel()
+	var revoked atomic.Bool
+	tr, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		if revoked.Load() {
+			http.Error(w, "invalid API key", http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}, webhook.Config{Headers: map[string]string{"Authorization": "Bearer k1"}})
+	for i := range 3 {
+		if _, err := deliver(t, tr); err != nil {
+			t.Fatalf("Deliver #%d before the key was revoked: %v", i, err)
+		}
+	}
+	revoked.Store(true)
+	for i := range 3 {
 		v, err := deliver(t, tr)
-		wantVerdict(t, v, permanent, msg, errorhandling.ReasonValidationFailure)
-		if !strings.Contains(err.Error(), "invalid order") {
-			t.Errorf("%d: error %q lacks the body", status, err)
+		wantVerdict(t, v, transient, dest, errorhandling.ReasonDependencyFailure)
+		if v.Code != "unauthorized" || !strings.Contains(err.Error(), "invalid API key") {
+			t.Fatalf("Deliver #%d after: code %q, error %v", i, v.Code, err)
 		}
 	}
 }
 
 func TestErrorTextHasStatusAndTruncatedBody(t *testing.T) {
+	t.Parallel()
 	body := "database\n\tconnection pool exhausted; " + strings.Repeat("x", 100)
 	tr, _ := serve(t, answer(500, body), webhook.Config{
 		MaxResponseBody: 40,
@@ -112,49 +160,12 @@ func TestErrorTextHasStatusAndTruncatedBody(t *testing.T) {
 	}
 }
 
-func TestRedirectIsTransientDestinationFault(t *testing.T) {
+func TestRedirectNamesLocationWithoutQuery(t *testing.T) {
+	t.Parallel()
 	tr, _ := serve(t, answer(301, "", "Location", "https://new.example.com/hooks?key=abc"), webhook.Config{})
-	v, err := deliver(t, tr)
-	wantVerdict(t, v, transient, dest, errorhandling.ReasonTransportUnavailable)
-	if !errors.Is(err, webhook.ErrRedirect) {
-		t.Fatalf("error %v does not match ErrRedirect", err)
-	}
+	_, err := deliver(t, tr)
 	if text := err.Error(); !strings.Contains(text, "https://new.example.com/hooks") || strings.Contains(text, "key=abc") {
 		t.Fatalf("error %q: want the Location without its query", text)
-	}
-}
-
-func TestConnectionRefusedIsTransientDestination(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	tr, err := webhook.New(webhook.Config{URL: "http://" + addr + "/hooks?token=s3cret"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	v, err := deliver(t, tr)
-	wantVerdict(t, v, transient, dest, errorhandling.ReasonTransportUnavailable)
-	if v.Code != "connection_refused" {
-		t.Errorf("Code = %q (error %v)", v.Code, err)
-	}
-	if strings.Contains(err.Error(), "s3cret") {
-		t.Errorf("error %q leaks the URL's token", err)
-	}
-}
-
-func TestDNSFailureIsTransientDestination(t *testing.T) {
-	tr, err := webhook.New(webhook.Config{URL: "http://backstop-no-such-host.invalid/hooks"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	v, _ := deliver(t, tr)
-	if v.Class != transient || v.Blame != dest {
-		t.Fatalf("verdict %s/%s", v.Class, v.Blame)
 	}
 }
 
@@ -172,6 +183,7 @@ func blocking(started chan<- struct{}, release <-chan struct{}) http.HandlerFunc
 }
 
 func TestTimeoutIsTransientDestination(t *testing.T) {
+	t.Parallel()
 	started, release := make(chan struct{}, 1), make(chan struct{})
 	defer close(release)
 	tr, _ := serve(t, blocking(started, release), webhook.Config{Timeout: 50 * time.Millisecond})
@@ -186,6 +198,7 @@ func TestTimeoutIsTransientDestination(t *testing.T) {
 }
 
 func TestCallerCancelIsNotATimeout(t *testing.T) {
+	t.Parallel()
 	started, release := make(chan struct{}, 1), make(chan struct{})
 	defer close(release)
 	tr, _ := serve(t, blocking(started, release), webhook.Config{})
@@ -200,15 +213,8 @@ func TestCallerCancelIsNotATimeout(t *testing.T) {
 	}
 }
 
-func TestBadMessageHeaderIsPermanentMessageFault(t *testing.T) {
-	tr, _ := serve(t, answer(204, ""), webhook.Config{})
-	m := message()
-	m.Headers = map[string]string{"X-Note": "line1\nline2"}
-	err := tr.Deliver(context.Background(), m)
-	wantVerdict(t, errorhandling.NewErrorClassifier().Classify(err), permanent, msg, errorhandling.ReasonValidationFailure)
-}
-
 func TestDeliverAfterClose(t *testing.T) {
+	t.Parallel()
 	tr, _ := serve(t, answer(204, ""), webhook.Config{})
 	if err := tr.Close(); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,8 +30,9 @@ type captured struct {
 }
 
 func TestRequestHeaders(t *testing.T) {
+	t.Parallel()
 	h, got := capture()
-	secret := []byte("s1")
+	secret := []byte("whsec_c2VjcmV0LWtleS1mb3ItdGhlLWhlYWRlcnMtdGVzdA==")
 	tr, fake := serve(t, h, webhook.Config{
 		Secret:  secret,
 		Headers: map[string]string{"Authorization": "Bearer config", "X-Env": "prod"},
@@ -39,9 +41,11 @@ func TestRequestHeaders(t *testing.T) {
 	m := message()
 	m.Attempts = 2
 	m.Headers = map[string]string{
-		"x-tenant":            "acme",
-		"X-Env":               "overridden by config",
-		"Backstop-Message-Id": "forged",
+		"x-tenant":          "acme",
+		"X-Env":             "overridden by config",
+		"webhook-id":        "forged",
+		"Webhook-Signature": "v1,forged",
+		"Backstop-Type":     "forged",
 	}
 	if err := tr.Deliver(context.Background(), m); err != nil {
 		t.Fatal(err)
@@ -49,18 +53,22 @@ func TestRequestHeaders(t *testing.T) {
 	c := <-got
 	ts := strconv.FormatInt(epoch.Add(42*time.Second).Unix(), 10)
 	for name, want := range map[string]string{
-		"Content-Type":          "application/json",
-		"User-Agent":            "Backstop-Webhook/1",
-		"Authorization":         "Bearer config",
-		"X-Env":                 "prod",
-		"X-Tenant":              "acme",
-		webhook.HeaderMessageID: m.ID.String(),
-		webhook.HeaderStream:    "order-42",
-		webhook.HeaderType:      "order.created",
-		webhook.HeaderAttempt:   "3",
-		webhook.HeaderTimestamp: ts,
+		"Content-Type":        "application/json",
+		"User-Agent":          "Backstop-Webhook/1",
+		"Authorization":       "Bearer config",
+		"X-Env":               "prod",
+		"X-Tenant":            "acme",
+		"webhook-id":          m.ID.String(),
+		"webhook-timestamp":   ts,
+		webhook.HeaderStream:  "order-42",
+		webhook.HeaderType:    "order.created",
+		webhook.HeaderAttempt: "3",
+		"Backstop-Message-Id": "", // replaced by webhook-id
+		"Backstop-Timestamp":  "",
+		"Backstop-Signature":  "",
 	} {
-		if v := c.header.Values(name); len(v) != 1 || v[0] != want {
+		v := c.header.Values(name)
+		if (want == "" && len(v) != 0) || (want != "" && (len(v) != 1 || v[0] != want)) {
 			t.Errorf("%s = %q, want %q", name, v, want)
 		}
 	}
@@ -68,12 +76,16 @@ func TestRequestHeaders(t *testing.T) {
 		t.Errorf("request %s %q, want POST of the payload", c.method, c.body)
 	}
 	sig := c.header.Get(webhook.HeaderSignature)
-	if err := webhook.Verify(secret, ts, sig, c.body, fake.Now(), time.Minute); err != nil {
-		t.Errorf("Verify(%s) = %v", sig, err)
+	if !strings.HasPrefix(sig, "v1,") || strings.Contains(sig, " ") {
+		t.Errorf("webhook-signature = %q, want one v1 signature", sig)
+	}
+	if err := webhook.Verify(secret, c.header, c.body, fake.Now(), time.Minute); err != nil {
+		t.Errorf("Verify = %v", err)
 	}
 }
 
 func TestContentTypeAndStreamOptional(t *testing.T) {
+	t.Parallel()
 	h, got := capture()
 	tr, _ := serve(t, h, webhook.Config{})
 	m := message()
@@ -92,7 +104,7 @@ func TestContentTypeAndStreamOptional(t *testing.T) {
 	if _, ok := c.header[webhook.HeaderSignature]; ok {
 		t.Errorf("%s sent without a secret", webhook.HeaderSignature)
 	}
-	if c.header.Get(webhook.HeaderTimestamp) == "" {
-		t.Errorf("%s missing", webhook.HeaderTimestamp)
+	if c.header.Get(webhook.HeaderTimestamp) == "" || c.header.Get(webhook.HeaderMessageID) == "" {
+		t.Errorf("webhook-id or webhook-timestamp missing: %v", c.header)
 	}
 }

@@ -24,10 +24,11 @@ var (
 	// redirected as a GET loses its body, and a signed request sent on to
 	// another host is not what was configured. A redirect means
 	// Config.URL is out of date: a fault of the destination, not of the
-	// message. It is transient and blamed on the destination, so the
-	// destination's breaker opens and messages wait in the outbox, with
-	// their attempts intact, until an operator fixes the URL. A classifier
-	// rule matching ErrRedirect can treat it otherwise.
+	// message. errorhandling's table makes it transient and blames the
+	// destination, so the destination's breaker opens and messages wait in
+	// the outbox, with their attempts intact, until an operator fixes the
+	// URL. Config.StatusOverrides or a classifier rule matching
+	// ErrRedirect can treat it otherwise.
 	ErrRedirect = errors.New("webhook: destination redirected")
 	// ErrClosed is matched by the error of Deliver after Close.
 	ErrClosed = errors.New("webhook: transport closed")
@@ -76,11 +77,18 @@ func (e *StatusError) Error() string {
 
 // outcome reads resp and maps it to Deliver's result.
 func (t *Transport) outcome(resp *http.Response) error {
-	defer func() {
-		_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
-		_ = resp.Body.Close()
-	}()
 	code := resp.StatusCode
+	if code < 200 {
+		// A 1xx as the final answer (101 Switching Protocols): its body is
+		// the raw connection, which would block a read. Closing it closes
+		// the connection.
+		_ = resp.Body.Close()
+	} else {
+		defer func() {
+			_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
+			_ = resp.Body.Close()
+		}()
+	}
 	if code >= 200 && code <= 299 {
 		return nil
 	}
@@ -88,24 +96,24 @@ func (t *Transport) outcome(resp *http.Response) error {
 	if se.Status == "" {
 		se.Status = strconv.Itoa(code)
 	}
-	se.Body, se.Truncated = excerpt(resp.Body, t.maxBody)
 	var err error = se
-	switch {
-	case code >= 300 && code <= 399:
+	if code >= 200 {
+		se.Body, se.Truncated = excerpt(resp.Body, t.maxBody)
+	}
+	if code >= 300 && code <= 399 {
 		if loc, lerr := resp.Location(); lerr == nil {
 			se.Location = redact(loc)
 		}
-		err = errorhandling.WithBlame(errorhandling.Transient(fmt.Errorf("%w: %w", ErrRedirect, se)), errorhandling.BlameDestination)
-		return errorhandling.WithHTTPStatus(err, code)
-	case code >= 400 && code <= 599:
-		// The classifier maps the status: 408, 425, 429 and 5xx transient
-		// and blamed on the destination, other 4xx permanent and blamed
-		// on the message.
-		err = errorhandling.WithHTTPStatus(err, code)
-	default:
-		// 1xx as a final answer, or a status HTTP does not define: the
-		// destination misbehaves.
-		err = errorhandling.Transient(errorhandling.WithHTTPStatus(err, code))
+		err = fmt.Errorf("%w: %w", ErrRedirect, se)
+	}
+	err = errorhandling.WithHTTPStatus(err, code)
+	if rule, ok := matchStatus(t.overrides, code); ok {
+		err = rule.mark(err)
+	} else if code < 300 || code > 599 {
+		// A 1xx as the final answer, or a status HTTP does not define:
+		// the destination misbehaves. errorhandling's table covers 3xx
+		// to 5xx.
+		err = errorhandling.WithBlame(errorhandling.Transient(err), errorhandling.BlameDestination)
 	}
 	if d, ok := retryAfter(resp.Header.Get("Retry-After"), t.clock.Now()); ok {
 		err = errorhandling.RetryAfter(err, d)
@@ -139,8 +147,9 @@ func retryAfter(v string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	var d time.Duration
-	if secs, err := strconv.ParseUint(v, 10, 64); err == nil {
-		if secs > uint64(MaxRetryAfter/time.Second) {
+	if secs, err := strconv.ParseUint(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		// Delta-seconds too large for 64 bits is still delta-seconds.
+		if err != nil || secs > uint64(MaxRetryAfter/time.Second) {
 			return MaxRetryAfter, true
 		}
 		d = time.Duration(secs) * time.Second

@@ -18,34 +18,13 @@ import (
 	"github.com/backstophq/backstop/transport"
 )
 
-// The headers the transport sets on every request. A message's own
-// headers cannot override them.
-const (
-	// HeaderMessageID carries the message id: receivers de-duplicate
-	// re-sends with it (delivery is at least once).
-	HeaderMessageID = "Backstop-Message-Id"
-	// HeaderStream carries the message's stream; absent when it has none.
-	HeaderStream = "Backstop-Stream"
-	// HeaderType carries the message's type.
-	HeaderType = "Backstop-Type"
-	// HeaderAttempt carries the number of this delivery attempt, from 1.
-	HeaderAttempt = "Backstop-Attempt"
-	// HeaderTimestamp carries the time of sending in Unix seconds; it is
-	// part of what is signed.
-	HeaderTimestamp = "Backstop-Timestamp"
-	// HeaderSignature carries one or more comma-separated "v1=" HMAC
-	// signatures; absent when Config.Secret is empty.
-	HeaderSignature = "Backstop-Signature"
-)
-
-// userAgent is sent unless the message or Config.Headers set one.
-const userAgent = "Backstop-Webhook/1"
-
 // Transport POSTs messages to one URL. It is safe for concurrent use.
 type Transport struct {
 	url       string // as configured, for requests
 	target    string // redacted, for errors
-	secrets   [][]byte
+	keys      [][]byte
+	limits    outbox.Limits
+	overrides []statusRule
 	timeout   time.Duration
 	headers   http.Header
 	client    *http.Client
@@ -65,22 +44,25 @@ func New(cfg Config) (*Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Transport{
-		url:     cfg.URL,
-		target:  redact(u),
-		timeout: cfg.Timeout,
-		headers: make(http.Header, len(cfg.Headers)),
-		client:  cfg.Client,
-		maxBody: cfg.MaxResponseBody,
-		clock:   cfg.Clock,
+	keys, err := cfg.keys()
+	if err != nil {
+		return nil, err
 	}
-	if len(cfg.Secret) > 0 {
-		t.secrets = append(t.secrets, bytes.Clone(cfg.Secret))
-		for _, s := range cfg.AdditionalSecrets {
-			if len(s) > 0 {
-				t.secrets = append(t.secrets, bytes.Clone(s))
-			}
-		}
+	overrides, err := parseOverrides(cfg.StatusOverrides)
+	if err != nil {
+		return nil, err
+	}
+	t := &Transport{
+		url:       cfg.URL,
+		target:    redact(u),
+		keys:      keys,
+		limits:    cfg.Limits,
+		overrides: overrides,
+		timeout:   cfg.Timeout,
+		headers:   make(http.Header, len(cfg.Headers)),
+		client:    cfg.Client,
+		maxBody:   cfg.MaxResponseBody,
+		clock:     cfg.Clock,
 	}
 	for k, v := range cfg.Headers {
 		t.headers.Set(k, v)
@@ -97,18 +79,29 @@ func New(cfg Config) (*Transport, error) {
 // never the payload or a secret) and how errorhandling's classifier is to
 // treat it:
 //
-//   - 408, 425, 429 and 5xx: a transient fault of the destination, with
-//     the response's Retry-After as errorhandling.RetryAfter.
-//   - Other 4xx: a permanent fault of the message.
-//   - 3xx: a transient fault of the destination, matching ErrRedirect.
+//   - A message that fails outbox validation under Config.Limits (a
+//     control character in its stream or type, a header name that is not
+//     an HTTP token, a header value with a line break, a payload over the
+//     limit...), that names a header HTTP manages itself (Host,
+//     Connection...), or that holds two headers differing only in case:
+//     a permanent fault of the message with reason ValidationFailure and
+//     code "invalid_message", matching outbox.ErrInvalidMessage. Nothing
+//     is sent.
+//   - A status covered by Config.StatusOverrides: as the override says.
+//   - 3xx, 401, 403, 404, 405, 408, 410, 421, 425, 429 and 5xx: a
+//     transient fault of the destination (errorhandling's table), with
+//     the response's Retry-After as errorhandling.RetryAfter. A 3xx also
+//     matches ErrRedirect.
+//   - 400, 413, 415, 422 and the other 4xx: a permanent fault of the
+//     message.
+//   - A 1xx as the final answer, or a status above 599: a transient
+//     fault of the destination.
 //   - No response (refused or reset connections, DNS and TLS failures,
 //     Config.Timeout running out): a transient fault of the destination;
 //     a timeout matches ErrTimeout and context.DeadlineExceeded and has
 //     reason TimeoutExceeded.
 //   - ctx done: an error wrapping ctx.Err(), which does not match
 //     ErrTimeout. When ctx is done before the call, nothing is sent.
-//   - A header of m that HTTP cannot carry: a permanent fault of the
-//     message.
 //
 // Errors wrap a *StatusError when the destination answered.
 func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
@@ -118,59 +111,24 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 	if t.closed.Load() {
 		return errorhandling.Transient(fmt.Errorf("%w: deliver %s", ErrClosed, m.ID))
 	}
+	if err := checkMessage(m, t.limits); err != nil {
+		return transport.MessageFault(fmt.Errorf("webhook: message %s cannot be sent: %w", m.ID, err),
+			errorhandling.ReasonValidationFailure, "invalid_message")
+	}
 	dctx, cancel := context.WithTimeoutCause(ctx, t.timeout, ErrTimeout)
 	defer cancel()
-	req, err := t.request(dctx, m)
+	req, err := http.NewRequestWithContext(dctx, http.MethodPost, t.url, bytes.NewReader(m.Payload))
 	if err != nil {
-		return err
+		// The URL was checked by New: this is the destination's set-up.
+		return transport.DestinationFault(fmt.Errorf("webhook: build request for %s: %w", t.target, err),
+			errorhandling.ReasonDependencyFailure, "invalid_config")
 	}
+	t.setHeaders(req.Header, m, strconv.FormatInt(t.clock.Now().Unix(), 10))
 	resp, err := t.client.Do(req)
 	if err != nil {
 		return t.noResponse(ctx, dctx, err)
 	}
 	return t.outcome(resp)
-}
-
-// request builds the POST for m.
-func (t *Transport) request(ctx context.Context, m *outbox.Message) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(m.Payload))
-	if err != nil {
-		return nil, errorhandling.WithBlame(errorhandling.Permanent(fmt.Errorf("webhook: build request: %w", err)), errorhandling.BlameDestination)
-	}
-	h := req.Header
-	for k, v := range m.Headers {
-		if err := checkHeader(k, v); err != nil {
-			return nil, errorhandling.WithReason(errorhandling.Permanent(
-				fmt.Errorf("webhook: message %s: %v", m.ID, err)), errorhandling.ReasonValidationFailure)
-		}
-		h.Set(k, v)
-	}
-	for k, v := range t.headers {
-		h[k] = v
-	}
-	if h.Get("Content-Type") == "" {
-		h.Set("Content-Type", "application/json")
-	}
-	if h.Get("User-Agent") == "" {
-		h.Set("User-Agent", userAgent)
-	}
-	for k := range h {
-		if isReserved(k) {
-			delete(h, k)
-		}
-	}
-	h.Set(HeaderMessageID, m.ID.String())
-	if m.Stream != "" {
-		h.Set(HeaderStream, m.Stream)
-	}
-	h.Set(HeaderType, m.Type)
-	h.Set(HeaderAttempt, strconv.Itoa(transport.Attempt(m)))
-	ts := strconv.FormatInt(t.clock.Now().Unix(), 10)
-	h.Set(HeaderTimestamp, ts)
-	if len(t.secrets) > 0 {
-		h.Set(HeaderSignature, sign(t.secrets, ts, m.Payload))
-	}
-	return req, nil
 }
 
 // noResponse explains a request that got no response.
