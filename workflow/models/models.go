@@ -56,18 +56,21 @@ type Task struct {
 type TaskState string
 
 // The task states. A task instance starts pending and ends in one of the
-// terminal states: success, failed, upstream_failed or skipped.
+// terminal states: success, failed, upstream_failed or skipped. Between
+// attempts it is up_for_retry.
 const (
 	// TaskStatePending: waiting for its upstream tasks or for a worker.
 	TaskStatePending TaskState = "pending"
 	// TaskStateRunning: an attempt is in progress.
 	TaskStateRunning TaskState = "running"
+	// TaskStateUpForRetry: an attempt failed and another is scheduled.
+	TaskStateUpForRetry TaskState = "up_for_retry"
 	// TaskStateSuccess: an attempt succeeded.
 	TaskStateSuccess TaskState = "success"
 	// TaskStateFailed: the last allowed attempt failed.
 	TaskStateFailed TaskState = "failed"
 	// TaskStateUpstreamFailed: not run because an upstream task failed
-	// (the skip_downstream propagation policy).
+	// (the skip_downstream and allow_partial propagation policies).
 	TaskStateUpstreamFailed TaskState = "upstream_failed"
 	// TaskStateSkipped: not run for another reason, such as the run being
 	// stopped by the fail propagation policy.
@@ -77,7 +80,7 @@ const (
 // Valid reports whether s is one of the task states.
 func (s TaskState) Valid() bool {
 	switch s {
-	case TaskStatePending, TaskStateRunning, TaskStateSuccess, TaskStateFailed,
+	case TaskStatePending, TaskStateRunning, TaskStateUpForRetry, TaskStateSuccess, TaskStateFailed,
 		TaskStateUpstreamFailed, TaskStateSkipped:
 		return true
 	}
@@ -156,6 +159,13 @@ func (s RunState) Valid() bool {
 // Terminal reports whether s is final: anything but running.
 func (s RunState) Terminal() bool {
 	return s.Valid() && s != RunStateRunning
+}
+
+// Succeeded reports whether s is a successful end: success, or
+// partial_success (every critical task succeeded and partial success was
+// allowed).
+func (s RunState) Succeeded() bool {
+	return s == RunStateSuccess || s == RunStatePartialSuccess
 }
 
 // DAGRun is one execution of a DAG.

@@ -16,6 +16,7 @@ func TestTaskStates(t *testing.T) {
 	}{
 		{models.TaskStatePending, "pending", false},
 		{models.TaskStateRunning, "running", false},
+		{models.TaskStateUpForRetry, "up_for_retry", false},
 		{models.TaskStateSuccess, "success", true},
 		{models.TaskStateFailed, "failed", true},
 		{models.TaskStateUpstreamFailed, "upstream_failed", true},
@@ -51,8 +52,14 @@ func TestRunStates(t *testing.T) {
 		}
 	}
 	for _, s := range []models.RunState{"", "partial", "pending"} {
-		if s.Valid() || s.Terminal() {
-			t.Errorf("RunState(%q) valid or terminal", s)
+		if s.Valid() || s.Terminal() || s.Succeeded() {
+			t.Errorf("RunState(%q) valid, terminal or succeeded", s)
+		}
+	}
+	for s, want := range map[models.RunState]bool{models.RunStateRunning: false, models.RunStateSuccess: true,
+		models.RunStateFailed: false, models.RunStatePartialSuccess: true} {
+		if s.Succeeded() != want {
+			t.Errorf("RunState(%q).Succeeded() = %v", s, !want)
 		}
 	}
 }

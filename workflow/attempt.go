@@ -1,0 +1,62 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+)
+
+// result is how one attempt's function returned.
+type result struct {
+	taskID  string
+	attempt int
+	err     error
+	tc      *TaskContext
+	// cause is why the attempt's context was cancelled, nil if it was
+	// not: ErrRunStopped, the driver's reason to stop, or a timeout.
+	cause error
+}
+
+// errAttemptTimeout cancels an attempt that ran past its task's Timeout.
+var errAttemptTimeout = errors.New("attempt timed out")
+
+// runAttempt calls the task's function under its timeout (timed by the
+// engine's clock), turns a panic into a *PanicError, and sends the result.
+// It holds one token of e.sem, which it gives back before sending.
+func (e *Engine) runAttempt(ctx context.Context, cancel context.CancelCauseFunc, tc *TaskContext, out chan<- result) {
+	defer cancel(nil)
+	stop := make(chan struct{})
+	if d := tc.task.Timeout; d > 0 {
+		timer := e.cfg.Clock.NewTimer(d)
+		go func() {
+			select {
+			case <-timer.C():
+				cancel(errAttemptTimeout)
+			case <-stop:
+				timer.Stop()
+			case <-ctx.Done():
+				timer.Stop()
+			}
+		}()
+	}
+	err := call(ctx, tc)
+	close(stop)
+	r := result{taskID: tc.task.ID, attempt: tc.attempt, err: err, tc: tc}
+	if ctx.Err() != nil {
+		r.cause = context.Cause(ctx)
+		if errors.Is(r.cause, errAttemptTimeout) && err != nil {
+			r.err = &TimeoutError{TaskID: tc.task.ID, Timeout: tc.task.Timeout, Err: err}
+		}
+	}
+	<-e.sem
+	out <- r
+}
+
+// call runs the task's function, recovering a panic.
+func call(ctx context.Context, tc *TaskContext) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v}
+		}
+	}()
+	return tc.task.Run(ctx, tc)
+}

@@ -1,0 +1,162 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/backstophq/backstop/dlq"
+	"github.com/backstophq/backstop/workflow/models"
+)
+
+// deadLetter handles a task that failed for good: OnTaskFailure, then
+// AddFailedTask, then the entry's ID is stored with the task. It returns
+// the entry's ID, empty when dead-lettering failed (logged).
+func (dr *driver) deadLetter(ctx context.Context, ti *models.TaskInstance, err error) string {
+	e := dr.e
+	if err == nil {
+		err = errors.New(ti.Error)
+	}
+	if cb := dr.d.prop.OnTaskFailure; cb != nil {
+		var task *models.Task
+		for _, t := range dr.d.model.Tasks {
+			if t.ID == ti.TaskID {
+				task = &t
+			}
+		}
+		if cbErr := cb(ctx, task, ti, err); cbErr != nil {
+			e.log.LogAttrs(ctx, slog.LevelWarn, "OnTaskFailure failed", slog.String("run_id", dr.runID),
+				slog.String("dag_id", dr.d.id), slog.String("task_id", ti.TaskID), slog.String("error", cbErr.Error()))
+		}
+	}
+	e.entries.expect(ti.ID)
+	addErr := e.dlqm.AddFailedTask(ctx, ti, dr.d.Model(), err)
+	id := e.entries.take(ti.ID)
+	if addErr == nil && id == "" {
+		id, addErr = dr.findEntry(ctx, ti)
+	}
+	if addErr == nil && id == "" {
+		addErr = errors.New("the dead-letter queue did not report the entry it added")
+	}
+	if addErr == nil {
+		addErr = e.st.SetDeadLetter(ctx, dr.runID, ti.TaskID, id)
+	}
+	if addErr != nil {
+		e.log.LogAttrs(ctx, slog.LevelError, "dead-lettering a failed task failed", slog.String("run_id", dr.runID),
+			slog.String("dag_id", dr.d.id), slog.String("task_id", ti.TaskID), slog.Int("attempt", ti.Attempt),
+			slog.String("error", addErr.Error()))
+		return ""
+	}
+	return id
+}
+
+// findEntry looks in the dead-letter queue for the entry of the attempt.
+func (dr *driver) findEntry(ctx context.Context, ti *models.TaskInstance) (string, error) {
+	entries, err := dr.e.dlq.List(ctx, &dlq.Filters{DAGID: dr.d.id, TaskID: ti.TaskID})
+	if err != nil {
+		return "", err
+	}
+	for _, en := range entries {
+		if en.TaskInstanceID == ti.ID {
+			return en.ID, nil
+		}
+	}
+	return "", nil
+}
+
+// settleFailures finishes, once per driver, what a crash may have cut
+// short: a failed task without its dead letter is dead-lettered (unless
+// the queue has it already), and the dead letter a terminal task was
+// replayed from is marked replayed and resolved.
+func (dr *driver) settleFailures() {
+	for _, t := range dr.snap.Tasks {
+		if dr.handled[t.TaskID] || !t.State.Terminal() {
+			continue
+		}
+		if t.State == models.TaskStateFailed && t.DeadLetter == "" {
+			dr.handled[t.TaskID] = true
+			ti := dr.instance(t.TaskID, t.Attempt, t.Error, t.EndedAt)
+			id, err := dr.findEntry(dr.ctx, ti)
+			if err == nil && id != "" {
+				err = dr.e.st.SetDeadLetter(dr.ctx, dr.runID, t.TaskID, id)
+			} else if err == nil {
+				id = dr.deadLetter(dr.ctx, ti, nil)
+			}
+			if err != nil {
+				dr.e.log.LogAttrs(dr.ctx, slog.LevelError, "dead-lettering a failed task failed",
+					slog.String("run_id", dr.runID), slog.String("task_id", t.TaskID), slog.String("error", err.Error()))
+			}
+			t.DeadLetter = id
+		}
+		if t.ReplayOf != "" {
+			dr.handled[t.TaskID] = true
+			dr.settleReplay(dr.ctx, t.ReplayOf, dr.instance(t.TaskID, t.Attempt, t.Error, t.EndedAt), t.State, t.DeadLetter)
+		}
+	}
+}
+
+// settleReplay marks the dead letter a task was replayed from as replayed
+// and, once the task has ended, resolves it with a note saying how the
+// replay went.
+func (dr *driver) settleReplay(ctx context.Context, entryID string, ti *models.TaskInstance, state models.TaskState, newEntry string) {
+	if entryID == "" {
+		return
+	}
+	q := dr.e.dlq
+	entry, err := q.Get(ctx, entryID)
+	if err == nil && !entry.Replayed {
+		if err = q.Replay(ctx, entryID); errors.Is(err, dlq.ErrAlreadyReplayed) {
+			err = nil
+		}
+	}
+	if err == nil && entry.Status == dlq.StatusPending {
+		notes := fmt.Sprintf("replayed by workflow instance %s: task %s of run %s succeeded on attempt %d",
+			dr.e.cfg.InstanceID, ti.TaskID, dr.runID, ti.Attempt)
+		if state == models.TaskStateFailed {
+			notes = fmt.Sprintf("replayed by workflow instance %s: task %s of run %s failed again on attempt %d; new dead letter %s",
+				dr.e.cfg.InstanceID, ti.TaskID, dr.runID, ti.Attempt, newEntry)
+		}
+		err = q.Resolve(ctx, entryID, notes)
+	}
+	if err != nil {
+		dr.e.log.LogAttrs(ctx, slog.LevelWarn, "settling a replayed dead letter failed", slog.String("run_id", dr.runID),
+			slog.String("task_id", ti.TaskID), slog.String("dlq_id", entryID), slog.String("error", err.Error()))
+	}
+}
+
+// entryIDs hands the ID of the entry the dead-letter manager adds for an
+// attempt to the driver waiting for it (AddFailedTask does not return it).
+type entryIDs struct {
+	mu  sync.Mutex
+	ids map[string]string // task instance ID -> entry ID, "" until added
+}
+
+// expect says an entry for the task instance is about to be added.
+func (e *entryIDs) expect(tiID string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ids == nil {
+		e.ids = map[string]string{}
+	}
+	e.ids[tiID] = ""
+}
+
+// added is the manager's OnEntryAdded callback.
+func (e *entryIDs) added(entry *dlq.Entry) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.ids[entry.TaskInstanceID]; ok && entry.TaskInstanceID != "" {
+		e.ids[entry.TaskInstanceID] = entry.ID
+	}
+}
+
+// take returns the entry's ID and forgets the instance.
+func (e *entryIDs) take(tiID string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	id := e.ids[tiID]
+	delete(e.ids, tiID)
+	return id
+}

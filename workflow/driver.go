@@ -1,0 +1,294 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/backstophq/backstop/workflow/models"
+	"github.com/backstophq/backstop/workflow/wfstore"
+)
+
+// driver drives one run in this engine: it evaluates the stored states,
+// applies what follows from them, starts ready tasks, records their
+// outcomes, and renews the run's lease, until the run ends.
+type driver struct {
+	e       *Engine
+	d       *DAG
+	runID   string
+	ctx     context.Context         // the caller's: its end stops the driver
+	runCtx  context.Context         // parent of the attempts' contexts
+	cancel  context.CancelCauseFunc // cancels runCtx
+	snap    *wfstore.Snapshot
+	running map[string]*inflight // by task ID
+	results chan result
+	renewed time.Time // when the lease was last taken or renewed
+	slot    bool      // holds an attempt token won in wait
+	stopped string    // under fail: the failed task whose failure cancelled the running attempts
+	handled map[string]bool
+}
+
+// inflight is an attempt running in this engine.
+type inflight struct {
+	attempt int
+	cancel  context.CancelCauseFunc
+}
+
+// drive takes the run's lease and drives it until it ends.
+func (e *Engine) drive(ctx context.Context, d *DAG, runID string) (*Run, error) {
+	if !e.enter(runID) {
+		return nil, fmt.Errorf("%w: run %s is being driven by this engine", ErrRunActive, runID)
+	}
+	defer e.leave(runID)
+	return e.driveEntered(ctx, d, runID)
+}
+
+// driveEntered is drive for a caller that has entered the run already.
+func (e *Engine) driveEntered(ctx context.Context, d *DAG, runID string) (*Run, error) {
+	l := e.lease()
+	if err := e.st.AcquireRun(ctx, runID, l); err != nil {
+		if errors.Is(err, wfstore.ErrRunEnded) {
+			snap, lerr := e.st.Load(ctx, runID)
+			if lerr != nil {
+				return nil, fmt.Errorf("workflow: run %s: %w", runID, lerr)
+			}
+			return e.report(d, snap)
+		}
+		return nil, fmt.Errorf("workflow: run %s: %w", runID, err)
+	}
+	runCtx, cancel := context.WithCancelCause(ctx)
+	dr := &driver{e: e, d: d, runID: runID, ctx: ctx, runCtx: runCtx, cancel: cancel,
+		running: map[string]*inflight{}, results: make(chan result, len(d.order)), renewed: l.Now,
+		handled: map[string]bool{}}
+	defer cancel(nil)
+	return dr.run()
+}
+
+func (dr *driver) run() (*Run, error) {
+	if err := dr.load(); err != nil {
+		return dr.abort(err)
+	}
+	if dr.snap.Run.DAGHash != dr.d.hash {
+		return dr.abort(fmt.Errorf("%w: run %s of DAG %s", ErrDAGChanged, dr.runID, dr.d.id))
+	}
+	dr.settleLost()
+	for {
+		if err := dr.load(); err != nil {
+			return dr.abort(err)
+		}
+		dr.settleFailures()
+		p := evaluate(dr.d, dr.snap, dr.e.cfg.Clock.Now())
+		if len(p.marks) > 0 {
+			if err := dr.mark(p.marks); err != nil {
+				return dr.abort(err)
+			}
+			continue
+		}
+		if p.stopCause != "" && dr.stopped == "" {
+			dr.stopped = p.stopCause
+			cause := fmt.Errorf("%w: task %s failed under fail", ErrRunStopped, p.stopCause)
+			for _, f := range dr.running {
+				f.cancel(cause)
+			}
+		}
+		if p.done && len(dr.running) == 0 {
+			return dr.finish(p)
+		}
+		blocked, err := dr.startReady(p.ready)
+		if err != nil {
+			return dr.abort(err)
+		}
+		if err := dr.wait(p.nextDue, blocked); err != nil {
+			return dr.abort(err)
+		}
+	}
+}
+
+// load reads the run's stored state.
+func (dr *driver) load() error {
+	snap, err := dr.e.st.Load(dr.ctx, dr.runID)
+	if err != nil {
+		return fmt.Errorf("workflow: run %s: %w", dr.runID, err)
+	}
+	dr.snap = snap
+	return nil
+}
+
+// mark stores the marks of a plan and reports them.
+func (dr *driver) mark(marks []wfstore.Mark) error {
+	if _, err := dr.e.st.Mark(dr.ctx, dr.runID, dr.e.lease(), marks); err != nil {
+		return fmt.Errorf("workflow: run %s: %w", dr.runID, err)
+	}
+	now := dr.e.cfg.Clock.Now()
+	for _, m := range marks {
+		dr.e.log.LogAttrs(dr.ctx, slog.LevelInfo, "task not run", slog.String("run_id", dr.runID),
+			slog.String("dag_id", dr.d.id), slog.String("task_id", m.TaskID), slog.String("state", string(m.To)),
+			slog.String("reason", m.Reason))
+		dr.e.emit(Event{Time: now, RunID: dr.runID, DAGID: dr.d.id, TaskID: m.TaskID, TaskState: m.To, Reason: m.Reason})
+	}
+	return nil
+}
+
+// startReady starts the ready tasks for which a token is free, and reports
+// whether some had to wait for one.
+func (dr *driver) startReady(ready []string) (blocked bool, err error) {
+	for _, id := range ready {
+		if _, ok := dr.running[id]; ok {
+			continue
+		}
+		if !dr.slot {
+			select {
+			case dr.e.sem <- struct{}{}:
+			default:
+				return true, nil
+			}
+		}
+		dr.slot = false
+		if err := dr.start(id); err != nil {
+			<-dr.e.sem
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// start records the next attempt of a task and runs it in a goroutine
+// that holds one token.
+func (dr *driver) start(id string) error {
+	t := dr.snap.Task(id)
+	l := dr.e.lease()
+	attempt := t.Attempt + 1
+	if err := dr.e.st.StartAttempt(dr.ctx, dr.runID, id, attempt, l); err != nil {
+		return fmt.Errorf("workflow: run %s: %w", dr.runID, err)
+	}
+	results := map[string][]byte{}
+	for _, other := range dr.snap.Tasks {
+		if other.State == models.TaskStateSuccess {
+			results[other.TaskID] = other.Result
+		}
+	}
+	task := dr.d.task(id)
+	tc := &TaskContext{dag: dr.d, task: task, runID: dr.runID, attempt: attempt, started: l.Now,
+		input: dr.snap.Run.Input, results: results,
+		logger: dr.e.cfg.Logger.With(slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id),
+			slog.String("task_id", id), slog.Int("attempt", attempt))}
+	ctx, cancel := context.WithCancelCause(dr.runCtx)
+	dr.running[id] = &inflight{attempt: attempt, cancel: cancel}
+	dr.e.log.LogAttrs(dr.ctx, slog.LevelDebug, "task started", slog.String("run_id", dr.runID),
+		slog.String("dag_id", dr.d.id), slog.String("task_id", id), slog.Int("attempt", attempt))
+	dr.e.emit(Event{Time: l.Now, RunID: dr.runID, DAGID: dr.d.id, TaskID: id, Attempt: attempt,
+		TaskState: models.TaskStateRunning})
+	go dr.e.runAttempt(ctx, cancel, tc, dr.results)
+	return nil
+}
+
+// wait blocks until an attempt ends, a retry falls due, the lease is to be
+// renewed, a token frees up (when wantSlot), or the caller's context ends.
+func (dr *driver) wait(nextDue time.Time, wantSlot bool) error {
+	clk := dr.e.cfg.Clock
+	renewAt := dr.renewed.Add(dr.e.cfg.LeaseDuration / 3)
+	wake := renewAt
+	if !nextDue.IsZero() && nextDue.Before(wake) {
+		wake = nextDue
+	}
+	if clk.Now().Before(wake) {
+		timer := clk.NewTimer(wake.Sub(clk.Now()))
+		defer timer.Stop()
+		fired := timer.C()
+		if !clk.Now().Before(wake) {
+			// The clock moved past wake while the timer was made, which
+			// may then be set for later: do not wait for it.
+			now := make(chan time.Time, 1)
+			now <- wake
+			fired = now
+		}
+		var sem chan struct{}
+		if wantSlot {
+			sem = dr.e.sem
+		}
+		select {
+		case r := <-dr.results:
+			if err := dr.record(dr.ctx, r); err != nil {
+				return err
+			}
+		case sem <- struct{}{}:
+			dr.slot = true
+		case <-fired:
+		case <-dr.ctx.Done():
+			return context.Cause(dr.ctx)
+		}
+	}
+	if now := clk.Now(); !now.Before(renewAt) {
+		l := dr.e.lease()
+		if err := dr.e.st.RenewRun(dr.ctx, dr.runID, l); err != nil {
+			return fmt.Errorf("workflow: run %s: %w", dr.runID, err)
+		}
+		dr.renewed = l.Now
+	}
+	return nil
+}
+
+// finish ends the run as the plan says and calls OnDAGFailure when it
+// failed.
+func (dr *driver) finish(p plan) (*Run, error) {
+	dr.release()
+	ended, err := dr.e.st.EndRun(dr.ctx, dr.runID, dr.e.lease(), p.state, p.reason)
+	if err != nil {
+		return nil, fmt.Errorf("workflow: run %s: %w", dr.runID, err)
+	}
+	if err := dr.load(); err != nil {
+		return nil, err
+	}
+	r, runErr := dr.e.report(dr.d, dr.snap)
+	if !ended {
+		return r, runErr
+	}
+	level := slog.LevelInfo
+	if p.state == models.RunStateFailed {
+		level = slog.LevelWarn
+	}
+	dr.e.log.LogAttrs(dr.ctx, level, "run ended", slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id),
+		slog.String("state", string(p.state)), slog.String("reason", p.reason))
+	dr.e.emit(Event{Time: r.EndedAt, RunID: dr.runID, DAGID: dr.d.id, RunState: p.state, Reason: p.reason})
+	if cb := dr.d.prop.OnDAGFailure; cb != nil && p.state == models.RunStateFailed {
+		run := &models.DAGRun{ID: r.ID, DAGID: r.DAGID, State: r.State, StartedAt: r.CreatedAt, EndedAt: r.EndedAt}
+		if err := cb(dr.ctx, run, runErr); err != nil {
+			dr.e.log.LogAttrs(dr.ctx, slog.LevelWarn, "OnDAGFailure failed", slog.String("run_id", dr.runID),
+				slog.String("dag_id", dr.d.id), slog.String("error", err.Error()))
+		}
+	}
+	return r, runErr
+}
+
+// abort stops the driver on err: running attempts are cancelled, their
+// outcomes recorded (an interrupted one is not a failure), and the run is
+// released for another instance unless the lease was lost.
+func (dr *driver) abort(err error) (*Run, error) {
+	dr.cancel(err)
+	bg, cancel := context.WithTimeout(context.WithoutCancel(dr.ctx), 30*time.Second)
+	defer cancel()
+	for len(dr.running) > 0 {
+		if rerr := dr.record(bg, <-dr.results); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}
+	dr.release()
+	if !errors.Is(err, wfstore.ErrLeaseLost) {
+		if rerr := dr.e.st.ReleaseRun(bg, dr.runID, dr.e.cfg.InstanceID); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}
+	dr.e.log.LogAttrs(bg, slog.LevelWarn, "run interrupted", slog.String("run_id", dr.runID),
+		slog.String("dag_id", dr.d.id), slog.String("error", err.Error()))
+	return nil, err
+}
+
+// release gives back a token won in wait and not used.
+func (dr *driver) release() {
+	if dr.slot {
+		dr.slot = false
+		<-dr.e.sem
+	}
+}

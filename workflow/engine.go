@@ -1,0 +1,238 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/backstophq/backstop/dlq"
+	"github.com/backstophq/backstop/workflow/wfstore"
+)
+
+// Engine runs DAGs durably. Runs and their tasks' states are kept in a
+// wfstore.Store (wfsqlite, wfpostgres), so that a run interrupted by a crash
+// resumes where it was, on restart or on another instance, without running
+// again a task that succeeded. An Engine is safe for concurrent use; DAGs
+// must be registered before their runs are started or resumed.
+type Engine struct {
+	st   wfstore.Store
+	cfg  Config
+	log  *slog.Logger
+	dlq  dlq.Operator
+	dlqm *dlq.Manager
+	sem  chan struct{} // one token per running attempt
+	// entries passes dead-letter IDs from the manager's callback.
+	entries entryIDs
+
+	mu     sync.Mutex
+	dags   map[string]*DAG
+	active map[string]bool // runs driven by this engine now
+}
+
+// NewEngine returns an engine keeping its runs in st. cfg has its defaults
+// applied; a bad field is named in the error.
+func NewEngine(st wfstore.Store, cfg Config) (*Engine, error) {
+	if st == nil {
+		return nil, errors.New("workflow: nil store")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{st: st, cfg: cfg, log: cfg.Logger.With(slog.String("instance_id", cfg.InstanceID)),
+		dlq: cfg.DLQ, dlqm: cfg.DLQManager, sem: make(chan struct{}, cfg.MaxConcurrentTasks),
+		dags: map[string]*DAG{}, active: map[string]bool{}}
+	if e.dlq == nil {
+		e.dlq = st.DLQ()
+	}
+	if e.dlqm == nil {
+		e.dlqm = dlq.NewManager(e.dlq, 0, dlq.WithLogger(cfg.Logger), dlq.WithClassifier(cfg.Classifier))
+	}
+	e.dlqm.OnEntryAdded(e.entries.added)
+	return e, nil
+}
+
+// InstanceID returns the ID this engine holds runs under.
+func (e *Engine) InstanceID() string { return e.cfg.InstanceID }
+
+// DeadLetters returns the manager that dead-letters failed tasks, to
+// register alert callbacks on (OnEntryAdded, OnThresholdReached).
+func (e *Engine) DeadLetters() *dlq.Manager { return e.dlqm }
+
+// Register makes DAGs known to the engine, so their runs can be started and
+// resumed. Registering a DAG again with the same shape replaces it (new
+// functions, retries, timeouts); a different DAG under a registered ID is an
+// error.
+func (e *Engine) Register(dags ...*DAG) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, d := range dags {
+		if d == nil {
+			return errors.New("workflow: Register: nil DAG")
+		}
+		if old, ok := e.dags[d.id]; ok && old.hash != d.hash {
+			return fmt.Errorf("workflow: Register: DAG %s is registered with other tasks, edges or policy", d.id)
+		}
+	}
+	for _, d := range dags {
+		e.dags[d.id] = d
+	}
+	return nil
+}
+
+func (e *Engine) dag(id string) (*DAG, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d, ok := e.dags[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownDAG, id)
+	}
+	return d, nil
+}
+
+// RunOptions are the choices of one run.
+type RunOptions struct {
+	// ID names the run. Empty means a new UUIDv7. Giving an ID makes
+	// starting idempotent: Run with the ID of a run that exists resumes
+	// it, or reports it when it has ended, instead of starting another.
+	ID string
+	// Input is stored with the run, as JSON, for its tasks to read with
+	// TaskContext.Input. Nil means none.
+	Input any
+}
+
+// Start stores a new run of the DAG and returns its ID without running
+// it: an instance calling Work (this one or another sharing the database)
+// picks it up. With the ID of an existing run it returns that ID and
+// changes nothing.
+func (e *Engine) Start(ctx context.Context, dagID string, opts RunOptions) (string, error) {
+	id, err := e.create(ctx, dagID, opts, "")
+	if errors.Is(err, wfstore.ErrRunExists) {
+		return id, nil
+	}
+	return id, err
+}
+
+// Run starts a run of the DAG and drives it until it ends, then returns
+// it. When the run ends failed the error is a *RunError (matching
+// ErrRunFailed) and the *Run is returned too; a partial_success run
+// returns no error. If opts.ID names an existing run, Run resumes it (or
+// returns it as it ended). If ctx ends first, running attempts are
+// cancelled and recorded as interrupted (not counted as failures), the
+// run is released for another instance, and ctx's error is returned.
+func (e *Engine) Run(ctx context.Context, dagID string, opts RunOptions) (*Run, error) {
+	id, err := e.create(ctx, dagID, opts, e.cfg.InstanceID)
+	if errors.Is(err, wfstore.ErrRunExists) {
+		return e.Resume(ctx, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	d, err := e.dag(dagID)
+	if err != nil {
+		return nil, err
+	}
+	return e.drive(ctx, d, id)
+}
+
+// create stores a new run, held by owner when not empty.
+func (e *Engine) create(ctx context.Context, dagID string, opts RunOptions, owner string) (string, error) {
+	d, err := e.dag(dagID)
+	if err != nil {
+		return "", err
+	}
+	id := opts.ID
+	if id == "" {
+		u, err := uuid.NewV7()
+		if err != nil {
+			return "", fmt.Errorf("workflow: new run ID: %w", err)
+		}
+		id = u.String()
+	}
+	var input []byte
+	if opts.Input != nil {
+		if input, err = json.Marshal(opts.Input); err != nil {
+			return "", fmt.Errorf("workflow: run input: %w", err)
+		}
+	}
+	run := &wfstore.Run{ID: id, DAGID: d.id, DAGHash: d.hash, Input: input}
+	l := e.lease()
+	l.Owner = owner
+	if err := e.st.CreateRun(ctx, run, d.TaskIDs(), l); err != nil {
+		return id, err
+	}
+	e.log.LogAttrs(ctx, slog.LevelInfo, "run started", slog.String("run_id", id), slog.String("dag_id", d.id))
+	return id, nil
+}
+
+// Resume takes over a run that has not ended and drives it until it ends,
+// as Run does. Attempts another instance left running (it crashed) are
+// recorded as lost, not failed, and run again. It fails with
+// wfstore.ErrLeased while another live instance holds the run, and with
+// ErrRunActive while this engine drives it. A run that has ended is
+// returned as it is (with a *RunError if it failed).
+func (e *Engine) Resume(ctx context.Context, runID string) (*Run, error) {
+	snap, err := e.st.Load(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("workflow: resume: %w", err)
+	}
+	d, err := e.dag(snap.Run.DAGID)
+	if err != nil {
+		return nil, err
+	}
+	if snap.Run.State.Terminal() {
+		return e.report(d, snap)
+	}
+	return e.drive(ctx, d, runID)
+}
+
+// Get returns the run as stored now, whichever instance drives it. It
+// does not need the DAG to be registered (tasks are then listed by ID).
+func (e *Engine) Get(ctx context.Context, runID string) (*Run, error) {
+	snap, err := e.st.Load(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("workflow: get run: %w", err)
+	}
+	d, _ := e.dag(snap.Run.DAGID)
+	return newRun(d, snap, e.cfg.Clock.Now()), nil
+}
+
+// report returns the run and, when it failed, its *RunError.
+func (e *Engine) report(d *DAG, snap *wfstore.Snapshot) (*Run, error) {
+	r := newRun(d, snap, e.cfg.Clock.Now())
+	return r, r.Err()
+}
+
+// lease returns this instance's lease at the clock's now.
+func (e *Engine) lease() wfstore.Lease {
+	return wfstore.Lease{Owner: e.cfg.InstanceID, Now: e.cfg.Clock.Now(), TTL: e.cfg.LeaseDuration}
+}
+
+// enter marks a run as driven here, or reports that it is already.
+func (e *Engine) enter(runID string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.active[runID] {
+		return false
+	}
+	e.active[runID] = true
+	return true
+}
+
+func (e *Engine) leave(runID string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.active, runID)
+}
+
+// emit calls OnEvent.
+func (e *Engine) emit(ev Event) {
+	if e.cfg.OnEvent != nil {
+		e.cfg.OnEvent(ev)
+	}
+}

@@ -1,0 +1,179 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/retry"
+	"github.com/backstophq/backstop/workflow/models"
+	"github.com/backstophq/backstop/workflow/wfstore"
+)
+
+// record stores the outcome of an attempt that ran in this engine and what
+// follows from it for the task: success (with its result and side effects),
+// a retry, a final failure (then dead-lettered), a cancellation by the fail
+// policy, or an interruption that is not the task's fault.
+func (dr *driver) record(ctx context.Context, r result) error {
+	delete(dr.running, r.taskID)
+	t := dr.snap.Task(r.taskID)
+	now := dr.e.cfg.Clock.Now()
+	f := &wfstore.Finish{RunID: dr.runID, TaskID: r.taskID, Attempt: r.attempt, Owner: dr.e.cfg.InstanceID,
+		Now: now, Failures: t.Failures}
+	switch {
+	case r.err == nil:
+		f.Outcome, f.State = wfstore.OutcomeSuccess, models.TaskStateSuccess
+		f.Result, f.Messages, f.TxFuncs = r.tc.collected()
+	case errors.Is(r.cause, ErrRunStopped):
+		f.Outcome, f.State, f.Cause = wfstore.OutcomeCancelled, models.TaskStateSkipped, dr.stopped
+		f.Reason, f.Error = reasonCancelled(dr.stopped), outbox.TruncateError(r.err.Error())
+	case r.cause != nil && !errors.Is(r.cause, errAttemptTimeout):
+		f.Outcome, f.State, f.NextAttemptAt = wfstore.OutcomeLost, models.TaskStateUpForRetry, now
+		f.Error = "interrupted: " + r.cause.Error()
+		f.Reason = fmt.Sprintf("up for retry: attempt %d was interrupted (%s); it runs again and does not count as a failure",
+			r.attempt, r.cause)
+	default:
+		dr.fail(f, r.err)
+	}
+	err := dr.e.st.FinishAttempt(ctx, f)
+	if err != nil && f.Outcome == wfstore.OutcomeSuccess && !errors.Is(err, wfstore.ErrConflict) && ctx.Err() == nil {
+		// The success could not be committed (a message or an OnCommit
+		// function failed): the attempt failed, and nothing it wrote
+		// exists.
+		r.err = fmt.Errorf("recording the success: %w", err)
+		f = &wfstore.Finish{RunID: f.RunID, TaskID: f.TaskID, Attempt: f.Attempt, Owner: f.Owner, Now: now,
+			Failures: t.Failures}
+		dr.fail(f, r.err)
+		err = dr.e.st.FinishAttempt(ctx, f)
+	}
+	if err != nil {
+		if errors.Is(err, wfstore.ErrConflict) {
+			err = fmt.Errorf("%w: %w", wfstore.ErrLeaseLost, err)
+		}
+		return fmt.Errorf("workflow: run %s: %w", dr.runID, err)
+	}
+	dr.logFinish(ctx, f)
+	dr.e.emit(Event{Time: now, RunID: dr.runID, DAGID: dr.d.id, TaskID: f.TaskID, Attempt: f.Attempt,
+		TaskState: f.State, Reason: f.Reason, NextAttemptAt: f.NextAttemptAt})
+	switch f.State {
+	case models.TaskStateFailed:
+		dr.handled[f.TaskID] = true
+		ti := dr.instance(f.TaskID, f.Attempt, f.Error, now)
+		id := dr.deadLetter(ctx, ti, r.err)
+		dr.settleReplay(ctx, t.ReplayOf, ti, models.TaskStateFailed, id)
+	case models.TaskStateSuccess:
+		dr.settleReplay(ctx, t.ReplayOf, dr.instance(f.TaskID, f.Attempt, "", now), models.TaskStateSuccess, "")
+	}
+	return nil
+}
+
+// fail fills f for a failed attempt: a retry if the error is not permanent,
+// the task has retries left and its strategy gives a delay; otherwise a
+// final failure, with the reason in words.
+func (dr *driver) fail(f *wfstore.Finish, err error) {
+	task := dr.d.task(f.TaskID)
+	f.Outcome = wfstore.OutcomeFailed
+	f.Failures++
+	f.Error = outbox.TruncateError(err.Error())
+	v := dr.e.cfg.Classifier.Classify(err)
+	permanent := v.Class == errorhandling.ClassPermanent
+	delay := retry.Stop
+	if !permanent && f.Failures <= task.Retries {
+		strategy := task.Strategy
+		if strategy == nil {
+			strategy = retry.DefaultExponentialBackoff()
+		}
+		if delay = strategy.Delay(f.Failures); delay >= 0 {
+			delay = max(delay, v.RetryAfter)
+		}
+	}
+	switch {
+	case delay >= 0:
+		f.State, f.NextAttemptAt = models.TaskStateUpForRetry, f.Now.Add(delay)
+		f.Reason = fmt.Sprintf("up for retry: attempt %d failed (%s); retry %d of %d at %s", f.Attempt, f.Error,
+			f.Failures, task.Retries, f.NextAttemptAt.Format(time.RFC3339))
+	case permanent:
+		f.State = models.TaskStateFailed
+		f.Reason = fmt.Sprintf("failed: %s (attempt %d; permanent error, not retried)", f.Error, f.Attempt)
+	case task.Retries == 0:
+		f.State = models.TaskStateFailed
+		f.Reason = fmt.Sprintf("failed: %s (attempt %d; no retries allowed)", f.Error, f.Attempt)
+	case f.Failures > task.Retries:
+		f.State = models.TaskStateFailed
+		f.Reason = fmt.Sprintf("failed: %s (attempt %d; gave up after %d failed attempts, %d %s allowed)", f.Error,
+			f.Attempt, f.Failures, task.Retries, plural(task.Retries, "retry", "retries"))
+	default:
+		f.State = models.TaskStateFailed
+		f.Reason = fmt.Sprintf("failed: %s (attempt %d; the retry strategy stopped after %d failed %s)", f.Error,
+			f.Attempt, f.Failures, plural(f.Failures, "attempt", "attempts"))
+	}
+}
+
+// logFinish writes the record of an attempt's end: failures for good at
+// WARN, retries at INFO, the rest at DEBUG.
+func (dr *driver) logFinish(ctx context.Context, f *wfstore.Finish) {
+	level, msg := slog.LevelDebug, "task ended"
+	switch f.State {
+	case models.TaskStateFailed:
+		level, msg = slog.LevelWarn, "task failed"
+	case models.TaskStateUpForRetry:
+		level, msg = slog.LevelInfo, "task up for retry"
+	}
+	attrs := []slog.Attr{slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id),
+		slog.String("task_id", f.TaskID), slog.Int("attempt", f.Attempt), slog.String("state", string(f.State))}
+	if f.Reason != "" {
+		attrs = append(attrs, slog.String("reason", f.Reason))
+	}
+	if f.Error != "" {
+		attrs = append(attrs, slog.String("error", f.Error))
+	}
+	dr.e.log.LogAttrs(ctx, level, msg, attrs...)
+}
+
+// settleLost records, when a run is taken over, the attempts a previous
+// holder left running as lost: the task is up for retry at once and the
+// attempt does not count as a failure. A previous holder that records
+// its outcome first wins.
+func (dr *driver) settleLost() {
+	now := dr.e.cfg.Clock.Now()
+	for _, t := range dr.snap.Tasks {
+		if t.State != models.TaskStateRunning {
+			continue
+		}
+		f := &wfstore.Finish{RunID: dr.runID, TaskID: t.TaskID, Attempt: t.Attempt, Owner: t.Owner, Now: now,
+			Outcome: wfstore.OutcomeLost, State: models.TaskStateUpForRetry, Failures: t.Failures, NextAttemptAt: now,
+			Error: fmt.Sprintf("lost: instance %s stopped holding the run during the attempt", t.Owner),
+			Reason: fmt.Sprintf("up for retry: attempt %d was lost when instance %s stopped; it runs again and does not count as a failure",
+				t.Attempt, t.Owner)}
+		err := dr.e.st.FinishAttempt(dr.ctx, f)
+		if err != nil && !errors.Is(err, wfstore.ErrConflict) {
+			dr.e.log.LogAttrs(dr.ctx, slog.LevelWarn, "recording a lost attempt failed", slog.String("run_id", dr.runID),
+				slog.String("task_id", t.TaskID), slog.Int("attempt", t.Attempt), slog.String("error", err.Error()))
+			continue
+		}
+		if err == nil {
+			dr.logFinish(dr.ctx, f)
+			dr.e.emit(Event{Time: now, RunID: dr.runID, DAGID: dr.d.id, TaskID: t.TaskID, Attempt: t.Attempt,
+				TaskState: f.State, Reason: f.Reason, NextAttemptAt: now})
+		}
+	}
+}
+
+// instance returns an attempt as plain data.
+func (dr *driver) instance(taskID string, attempt int, errText string, ended time.Time) *models.TaskInstance {
+	ti := &models.TaskInstance{ID: instanceID(dr.runID, taskID, attempt), TaskID: taskID, DAGRunID: dr.runID,
+		DAGID: dr.d.id, Attempt: attempt, State: models.TaskStateFailed, EndedAt: ended, Error: errText}
+	if errText == "" {
+		ti.State = models.TaskStateSuccess
+	}
+	for _, a := range dr.snap.Attempts {
+		if a.TaskID == taskID && a.Number == attempt {
+			ti.StartedAt = a.StartedAt
+		}
+	}
+	return ti
+}

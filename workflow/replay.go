@@ -1,0 +1,81 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/backstophq/backstop/dlq"
+	"github.com/backstophq/backstop/workflow/models"
+	"github.com/backstophq/backstop/workflow/wfstore"
+)
+
+// ReplayTask repairs a run through the dead-letter queue: it reads the
+// entry entryID (through Config.DLQ), takes the entry's failed task back to
+// pending (its failures no longer count; its attempt numbers go on, and
+// the run's history keeps the earlier attempts), takes the tasks that
+// were upstream_failed or skipped because of it back to pending, marks the
+// entry replayed, and drives the run until it ends again, so that a
+// repaired run can still finish successfully. The entry is then resolved,
+// with a note saying whether the task succeeded or failed again (a new
+// failure is dead-lettered as a new entry).
+//
+// The run must have ended. ReplayTask fails with an error matching
+// dlq.ErrNotFound for an unknown entry, ErrNotReplayable when the entry is
+// not a workflow task's or its task is no longer failed with it (already
+// replayed), ErrRunActive while the run runs, and ErrUnknownDAG when the
+// DAG is not registered. Like Run, it returns the run with a *RunError when
+// the run fails again.
+func (e *Engine) ReplayTask(ctx context.Context, entryID string) (*Run, error) {
+	entry, err := e.dlq.Get(ctx, entryID)
+	if err != nil {
+		return nil, fmt.Errorf("workflow: replay %s: %w", entryID, err)
+	}
+	if entry.DAGRunID == "" || entry.TaskID == "" {
+		return nil, fmt.Errorf("%w: entry %s is not a workflow task's", ErrNotReplayable, entryID)
+	}
+	d, err := e.dag(entry.DAGID)
+	if err != nil {
+		return nil, err
+	}
+	runID := entry.DAGRunID
+	if !e.enter(runID) {
+		return nil, fmt.Errorf("%w: run %s is being driven by this engine", ErrRunActive, runID)
+	}
+	defer e.leave(runID)
+	err = e.st.Reopen(ctx, &wfstore.Reopen{RunID: runID, TaskID: entry.TaskID, EntryID: entryID, Lease: e.lease(),
+		Reason: "pending: replayed from dead letter " + entryID})
+	if errors.Is(err, wfstore.ErrConflict) {
+		return nil, e.whyNotReplayable(ctx, entry, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("workflow: replay %s: %w", entryID, err)
+	}
+	e.log.LogAttrs(ctx, slog.LevelInfo, "task replayed", slog.String("run_id", runID), slog.String("dag_id", d.id),
+		slog.String("task_id", entry.TaskID), slog.String("dlq_id", entryID))
+	e.emit(Event{Time: e.cfg.Clock.Now(), RunID: runID, DAGID: d.id, RunState: models.RunStateRunning,
+		Reason: fmt.Sprintf("task %s replayed from dead letter %s", entry.TaskID, entryID)})
+	if err := e.dlq.Replay(ctx, entryID); err != nil && !errors.Is(err, dlq.ErrAlreadyReplayed) {
+		e.log.LogAttrs(ctx, slog.LevelWarn, "marking a dead letter replayed failed", slog.String("run_id", runID),
+			slog.String("dlq_id", entryID), slog.String("error", err.Error()))
+	}
+	return e.driveEntered(ctx, d, runID)
+}
+
+// whyNotReplayable explains a Reopen conflict.
+func (e *Engine) whyNotReplayable(ctx context.Context, entry *dlq.Entry, conflict error) error {
+	snap, err := e.st.Load(ctx, entry.DAGRunID)
+	if err != nil {
+		return fmt.Errorf("%w: entry %s: %w", ErrNotReplayable, entry.ID, err)
+	}
+	if snap.Run.State == models.RunStateRunning {
+		return fmt.Errorf("%w: run %s has not ended; replay its dead letters once it has", ErrRunActive, entry.DAGRunID)
+	}
+	t := snap.Task(entry.TaskID)
+	if t == nil {
+		return fmt.Errorf("%w: run %s has no task %s", ErrNotReplayable, entry.DAGRunID, entry.TaskID)
+	}
+	return fmt.Errorf("%w: task %s of run %s is %s, not failed with dead letter %s: %w",
+		ErrNotReplayable, entry.TaskID, entry.DAGRunID, t.State, entry.ID, conflict)
+}

@@ -1,0 +1,95 @@
+package wfsqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/backstophq/backstop/workflow/models"
+	"github.com/backstophq/backstop/workflow/wfstore"
+)
+
+// Loading a run: three reads by primary key (prefix), in one transaction so
+// that the tasks and attempts agree.
+const (
+	selectRun = `SELECT id, dag_id, dag_hash, state, reason, input, coalesce(owner, ''), lease_expiry,
+		created_at, ended_at FROM {{prefix}}wf_runs WHERE id = ?`
+	selectTasks = `SELECT task_id, state, attempt, failures, next_attempt_at, coalesce(owner, ''), started_at,
+		ended_at, error, reason, cause, result, dead_letter, replay_of
+		FROM {{prefix}}wf_tasks WHERE run_id = ? ORDER BY task_id`
+	selectAttempts = `SELECT task_id, attempt, owner, started_at, ended_at, outcome, error
+		FROM {{prefix}}wf_attempts WHERE run_id = ? ORDER BY task_id, attempt`
+)
+
+// Load implements wfstore.Store.
+func (s *Store) Load(ctx context.Context, runID string) (*wfstore.Snapshot, error) {
+	var snap *wfstore.Snapshot
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		snap, err = s.load(ctx, tx, runID)
+		return err
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s", wfstore.ErrNotFound, runID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("wfsqlite: load run %s: %w", runID, err)
+	}
+	return snap, nil
+}
+
+func (s *Store) load(ctx context.Context, tx *sql.Tx, runID string) (*wfstore.Snapshot, error) {
+	snap := &wfstore.Snapshot{}
+	r := &snap.Run
+	var state string
+	var lease int64
+	var created sql.NullInt64
+	var ended sql.NullInt64
+	if err := tx.QueryRowContext(ctx, s.q(selectRun), runID).Scan(&r.ID, &r.DAGID, &r.DAGHash, &state, &r.Reason,
+		&r.Input, &r.Owner, &lease, &created, &ended); err != nil {
+		return nil, err
+	}
+	r.State = models.RunState(state)
+	r.LeaseExpiry = fromMs(sql.NullInt64{Int64: lease, Valid: true})
+	r.CreatedAt, r.EndedAt = fromMs(created), fromMs(ended)
+
+	rows, err := tx.QueryContext(ctx, s.q(selectTasks), runID)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		t := wfstore.Task{RunID: runID}
+		var next, started, ended sql.NullInt64
+		if err := rows.Scan(&t.TaskID, &state, &t.Attempt, &t.Failures, &next, &t.Owner, &started, &ended,
+			&t.Error, &t.Reason, &t.Cause, &t.Result, &t.DeadLetter, &t.ReplayOf); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		t.State = models.TaskState(state)
+		t.NextAttemptAt, t.StartedAt, t.EndedAt = fromMs(next), fromMs(started), fromMs(ended)
+		snap.Tasks = append(snap.Tasks, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+
+	rows, err = tx.QueryContext(ctx, s.q(selectAttempts), runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		a := wfstore.Attempt{RunID: runID}
+		var started, ended sql.NullInt64
+		var outcome string
+		if err := rows.Scan(&a.TaskID, &a.Number, &a.Owner, &started, &ended, &outcome, &a.Error); err != nil {
+			return nil, err
+		}
+		a.Outcome = wfstore.Outcome(outcome)
+		a.StartedAt, a.EndedAt = fromMs(started), fromMs(ended)
+		snap.Attempts = append(snap.Attempts, a)
+	}
+	return snap, rows.Err()
+}

@@ -1,0 +1,167 @@
+package wfsqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/backstophq/backstop/workflow/models"
+	"github.com/backstophq/backstop/workflow/wfstore"
+)
+
+const (
+	insertRun = `INSERT INTO {{prefix}}wf_runs (id, dag_id, dag_hash, state, input, owner, lease_expiry, created_at)
+		VALUES (?, ?, ?, 'running', ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
+	insertTask = `INSERT INTO {{prefix}}wf_tasks (run_id, task_id, state) VALUES (?, ?, 'pending')`
+
+	// acquireRun takes a running run nobody holds, whose lease lapsed, or
+	// that the caller holds (by primary key).
+	acquireRun = `UPDATE {{prefix}}wf_runs SET owner = ?, lease_expiry = ?
+		WHERE id = ? AND state = 'running' AND (owner IS NULL OR owner = ? OR lease_expiry < ?)`
+	renewRun = `UPDATE {{prefix}}wf_runs SET lease_expiry = ?
+		WHERE id = ? AND state = 'running' AND owner = ?`
+	releaseRun = `UPDATE {{prefix}}wf_runs SET owner = NULL, lease_expiry = 0
+		WHERE id = ? AND state = 'running' AND owner = ?`
+	endRun = `UPDATE {{prefix}}wf_runs SET state = ?, reason = ?, ended_at = ?, owner = NULL, lease_expiry = 0
+		WHERE id = ? AND state = 'running' AND owner = ?`
+	runState = `SELECT state, coalesce(owner, ''), lease_expiry FROM {{prefix}}wf_runs WHERE id = ?`
+
+	// selectAbandoned is served by the partial index wf_runs_abandoned.
+	selectAbandoned = `SELECT id FROM {{prefix}}wf_runs
+		WHERE state = 'running' AND lease_expiry < ? ORDER BY lease_expiry, id LIMIT ?`
+
+	// The three steps of Reopen, by primary key and, for the dependents,
+	// within one run's rows.
+	reopenTask = `UPDATE {{prefix}}wf_tasks SET state = 'pending', failures = 0, dead_letter = '', replay_of = ?,
+		reason = ?, cause = '', error = '', next_attempt_at = NULL
+		WHERE run_id = ? AND task_id = ? AND state = 'failed' AND dead_letter = ?
+		  AND EXISTS (SELECT 1 FROM {{prefix}}wf_runs WHERE id = ? AND state <> 'running')`
+	reopenDependents = `UPDATE {{prefix}}wf_tasks SET state = 'pending', reason = '', cause = ''
+		WHERE run_id = ? AND cause = ? AND state IN ('upstream_failed', 'skipped')`
+	reopenRun = `UPDATE {{prefix}}wf_runs SET state = 'running', reason = '', ended_at = NULL, owner = ?, lease_expiry = ?
+		WHERE id = ?`
+)
+
+// CreateRun implements wfstore.Store.
+func (s *Store) CreateRun(ctx context.Context, run *wfstore.Run, tasks []string, l wfstore.Lease) error {
+	var lease int64
+	if l.Owner != "" {
+		lease = l.Expiry().UnixMilli()
+	}
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		n, err := affected(tx.ExecContext(ctx, s.q(insertRun), run.ID, run.DAGID, run.DAGHash, run.Input,
+			nullString(l.Owner), lease, l.Now.UnixMilli()))
+		if err != nil {
+			return fmt.Errorf("wfsqlite: create run %s: %w", run.ID, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: %s", wfstore.ErrRunExists, run.ID)
+		}
+		for _, id := range tasks {
+			if _, err := tx.ExecContext(ctx, s.q(insertTask), run.ID, id); err != nil {
+				return fmt.Errorf("wfsqlite: create task %s of run %s: %w", id, run.ID, err)
+			}
+		}
+		return nil
+	})
+}
+
+// AcquireRun implements wfstore.Store.
+func (s *Store) AcquireRun(ctx context.Context, runID string, l wfstore.Lease) error {
+	n, err := s.exec(ctx, acquireRun, l.Owner, l.Expiry().UnixMilli(), runID, l.Owner, l.Now.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("wfsqlite: acquire run %s: %w", runID, err)
+	}
+	if n == 1 {
+		return nil
+	}
+	return s.whyNotHeld(ctx, runID, wfstore.ErrLeased)
+}
+
+// whyNotHeld explains why a change that needs a running run failed:
+// ErrNotFound, ErrRunEnded, or otherwise held (the error given).
+func (s *Store) whyNotHeld(ctx context.Context, runID string, held error) error {
+	var state, owner string
+	var expiry int64
+	err := s.db.QueryRowContext(ctx, s.q(runState), runID).Scan(&state, &owner, &expiry)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%w: %s", wfstore.ErrNotFound, runID)
+	case err != nil:
+		return fmt.Errorf("wfsqlite: run %s: %w", runID, err)
+	case models.RunState(state) != models.RunStateRunning:
+		return fmt.Errorf("%w: run %s is %s", wfstore.ErrRunEnded, runID, state)
+	}
+	return fmt.Errorf("%w: run %s is held by %q until %s", held, runID, owner,
+		time.UnixMilli(expiry).UTC().Format(time.RFC3339Nano))
+}
+
+// RenewRun implements wfstore.Store.
+func (s *Store) RenewRun(ctx context.Context, runID string, l wfstore.Lease) error {
+	n, err := s.exec(ctx, renewRun, l.Expiry().UnixMilli(), runID, l.Owner)
+	if err != nil {
+		return fmt.Errorf("wfsqlite: renew run %s: %w", runID, err)
+	}
+	if n == 0 {
+		return s.whyNotHeld(ctx, runID, wfstore.ErrLeaseLost)
+	}
+	return nil
+}
+
+// ReleaseRun implements wfstore.Store.
+func (s *Store) ReleaseRun(ctx context.Context, runID, owner string) error {
+	if _, err := s.exec(ctx, releaseRun, runID, owner); err != nil {
+		return fmt.Errorf("wfsqlite: release run %s: %w", runID, err)
+	}
+	return nil
+}
+
+// EndRun implements wfstore.Store.
+func (s *Store) EndRun(ctx context.Context, runID string, l wfstore.Lease, state models.RunState, reason string) (bool, error) {
+	n, err := s.exec(ctx, endRun, string(state), reason, l.Now.UnixMilli(), runID, l.Owner)
+	if err != nil {
+		return false, fmt.Errorf("wfsqlite: end run %s: %w", runID, err)
+	}
+	return n == 1, nil
+}
+
+// Abandoned implements wfstore.Store.
+func (s *Store) Abandoned(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(selectAbandoned), now.UnixMilli(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("wfsqlite: abandoned runs: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// Reopen implements wfstore.Store.
+func (s *Store) Reopen(ctx context.Context, r *wfstore.Reopen) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		n, err := affected(tx.ExecContext(ctx, s.q(reopenTask), r.EntryID, r.Reason, r.RunID, r.TaskID, r.EntryID, r.RunID))
+		if err != nil {
+			return fmt.Errorf("wfsqlite: reopen %s/%s: %w", r.RunID, r.TaskID, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: run %s has not ended, or task %s is not failed with dead letter %s",
+				wfstore.ErrConflict, r.RunID, r.TaskID, r.EntryID)
+		}
+		if _, err := tx.ExecContext(ctx, s.q(reopenDependents), r.RunID, r.TaskID); err != nil {
+			return fmt.Errorf("wfsqlite: reopen dependents of %s/%s: %w", r.RunID, r.TaskID, err)
+		}
+		if _, err := tx.ExecContext(ctx, s.q(reopenRun), r.Lease.Owner, r.Lease.Expiry().UnixMilli(), r.RunID); err != nil {
+			return fmt.Errorf("wfsqlite: reopen run %s: %w", r.RunID, err)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,127 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+
+	"github.com/backstophq/backstop/clock"
+	"github.com/backstophq/backstop/dlq"
+	"github.com/backstophq/backstop/workflow/models"
+	"github.com/backstophq/backstop/workflow/wfstore"
+)
+
+// abandonedBatch is how many abandoned runs one pass of Work takes at most.
+const abandonedBatch = 100
+
+// Work drives, until ctx ends, the runs that need an instance: runs
+// created with Start, and runs whose instance stopped renewing its lease
+// (it crashed or lost the database), once the lease has lapsed. Every
+// PollInterval, and once at the start, it looks for them and resumes those
+// of registered DAGs, each in its own goroutine; with several instances on
+// one database, each run is taken by one of them. It also finishes the
+// replays of workflow dead letters that were replayed through the
+// dead-letter queue itself (see ReplayMarked). When ctx ends, Work waits for
+// the runs it drives to stop (their attempts are interrupted, not failed)
+// and returns nil.
+func (e *Engine) Work(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		e.pass(ctx, &wg)
+		if !clock.Sleep(e.cfg.Clock, e.cfg.PollInterval, ctx.Done()) {
+			return nil
+		}
+	}
+}
+
+// pass takes the abandoned runs and the pending replays once.
+func (e *Engine) pass(ctx context.Context, wg *sync.WaitGroup) {
+	ids, err := e.st.Abandoned(ctx, e.cfg.Clock.Now(), abandonedBatch)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.LogAttrs(ctx, slog.LevelWarn, "looking for abandoned runs failed", slog.String("error", err.Error()))
+		}
+		return
+	}
+	for _, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := e.Resume(ctx, id)
+			e.logResume(ctx, id, err)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if _, err := e.ReplayMarked(ctx); err != nil && ctx.Err() == nil {
+			e.log.LogAttrs(ctx, slog.LevelWarn, "finishing replays failed", slog.String("error", err.Error()))
+		}
+	}()
+}
+
+// logResume logs what a resume of Work came to; losing the race for a run
+// to another instance is normal.
+func (e *Engine) logResume(ctx context.Context, runID string, err error) {
+	switch {
+	case err == nil, errors.Is(err, ErrRunFailed), errors.Is(err, wfstore.ErrLeased),
+		errors.Is(err, ErrRunActive), errors.Is(err, ErrUnknownDAG), ctx.Err() != nil:
+		return
+	}
+	e.log.LogAttrs(ctx, slog.LevelWarn, "resuming a run failed", slog.String("run_id", runID),
+		slog.String("error", err.Error()))
+}
+
+// ReplayMarked finishes the replays that the dead-letter queue started but
+// cannot carry out itself: entries of registered DAGs' tasks marked
+// replayed (by an operator's dlq Replay or ReplayMatching) and still
+// pending, whose task is still failed with that entry in a run that has
+// ended. Each is repaired as ReplayTask does; the returned runs are those
+// repaired, whatever their outcome. Work calls it on every pass.
+func (e *Engine) ReplayMarked(ctx context.Context) ([]*Run, error) {
+	e.mu.Lock()
+	var dagIDs []string
+	for id := range e.dags {
+		dagIDs = append(dagIDs, id)
+	}
+	e.mu.Unlock()
+	replayed := true
+	var runs []*Run
+	var errs []error
+	for _, dagID := range dagIDs {
+		entries, err := e.dlq.List(ctx, &dlq.Filters{DAGID: dagID, Status: dlq.StatusPending, Replayed: &replayed})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, en := range entries {
+			if !e.awaitsReplay(ctx, en) {
+				continue
+			}
+			r, err := e.ReplayTask(ctx, en.ID)
+			if r != nil {
+				runs = append(runs, r)
+			}
+			if err != nil && !errors.Is(err, ErrRunFailed) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return runs, errors.Join(errs...)
+}
+
+// awaitsReplay reports whether the entry's task is still failed with it in
+// a run that has ended.
+func (e *Engine) awaitsReplay(ctx context.Context, en *dlq.Entry) bool {
+	if en.DAGRunID == "" || en.TaskID == "" {
+		return false
+	}
+	snap, err := e.st.Load(ctx, en.DAGRunID)
+	if err != nil {
+		return false
+	}
+	t := snap.Task(en.TaskID)
+	return snap.Run.State.Terminal() && t != nil && t.State == models.TaskStateFailed && t.DeadLetter == en.ID
+}
