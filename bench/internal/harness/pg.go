@@ -1,0 +1,62 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// schemaPrefix starts the name of every schema the benchmark creates, so
+// that leftovers of a killed run can be found and dropped.
+const schemaPrefix = "backstop_bench_"
+
+// schemaFor names the schema of case c in round r: short, because River
+// takes schema names of at most 46 characters.
+func schemaFor(c Case, round int) string {
+	h := fnv.New32a()
+	h.Write([]byte(c.Name()))
+	return fmt.Sprintf("%s%08x_r%d", schemaPrefix, h.Sum32(), round+1)
+}
+
+// withConn runs fn on a new connection to url.
+func withConn(ctx context.Context, url string, fn func(*pgx.Conn) error) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return fmt.Errorf("PostgreSQL at %s: %w", url, err)
+	}
+	defer conn.Close(ctx)
+	return fn(conn)
+}
+
+// createSchema creates schema, dropping any leftover of the same name.
+func createSchema(ctx context.Context, url, schema string) error {
+	return withConn(ctx, url, func(c *pgx.Conn) error {
+		id := pgx.Identifier{schema}.Sanitize()
+		if _, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+id+" CASCADE"); err != nil {
+			return err
+		}
+		_, err := c.Exec(ctx, "CREATE SCHEMA "+id)
+		return err
+	})
+}
+
+// dropSchema drops schema and everything in it.
+func dropSchema(ctx context.Context, url, schema string) error {
+	return withConn(ctx, url, func(c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		return err
+	})
+}
+
+// checkpoint forces a PostgreSQL checkpoint, so that a drain starts with
+// the preload's dirty pages written out, whichever system it measures.
+func checkpoint(url string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		return withConn(ctx, url, func(c *pgx.Conn) error {
+			_, err := c.Exec(ctx, "CHECKPOINT")
+			return err
+		})
+	}
+}
