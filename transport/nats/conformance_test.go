@@ -28,6 +28,9 @@ func TestConformance(t *testing.T) {
 			}
 			return tr, rec
 		},
-		Features: transporttest.Features{Dedup: true, Headers: true, Ordered: true},
+		Features: transporttest.Features{Dedup: true, Headers: true, Ordered: true, ValidatesMessages: true},
+		// Each would make JetStream refuse or alter the publish if it
+		// got through.
+		ReservedHeaders: []string{"Nats-Msg-Id", "Nats-Expected-Last-Sequence", "Nats-Expected-Last-Msg-Id", "nats-rollup", "Nats-TTL"},
 	})
 }

@@ -14,7 +14,10 @@
 // Every message carries the headers Backstop-Message-Id, Backstop-Type,
 // Backstop-Attempt and, when it has a stream, Backstop-Stream, next to its
 // own Headers (Backstop's names win over a message header of the same
-// name).
+// name). A message's headers whose names start with "Nats-" (in any case:
+// Nats-Expected-Last-Sequence, Nats-Rollup, Nats-TTL...) are dropped,
+// because JetStream acts on them; Config.AllowReservedHeaders lets them
+// through, except Nats-Msg-Id, which is always the message id.
 //
 // # Failures
 //
@@ -31,10 +34,14 @@
 //	stream full (maximum messages or bytes
 //	exceeded, discard-new policy), other 5xx     jetstream_<code>   transient, destination
 //	anything else                                (derived)          transient, destination
+//	a message outbox validation refuses under
+//	Config.Limits (a control character in its
+//	stream or type, a header name that is not a
+//	token, a header value with a line break, a
+//	payload over 1 MiB by default)               invalid_message    permanent, message
 //	message larger than the stream or the
 //	server allow                                 message_too_large  permanent, message
 //	invalid subject                              invalid_subject    permanent, message
-//	invalid header name                          invalid_message    permanent, message
 //	other JetStream 4xx (such as a message's
 //	own Nats-Expected-* header not met)          jetstream_<code>   permanent, message
 //

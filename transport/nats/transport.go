@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,14 +15,6 @@ import (
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/transport"
-)
-
-// The headers every published message carries.
-const (
-	HeaderMessageID = "Backstop-Message-Id"
-	HeaderStream    = "Backstop-Stream"
-	HeaderType      = "Backstop-Type"
-	HeaderAttempt   = "Backstop-Attempt"
 )
 
 // DefaultSubject is the subject template used when Config.Subject and
@@ -62,6 +53,22 @@ type Config struct {
 	// and New's stream check. Zero means DefaultTimeout; negative is
 	// invalid.
 	Timeout time.Duration
+	// Limits bound the messages the transport publishes; zero fields mean
+	// outbox's defaults (a payload of at most 1 MiB, NATS's own default
+	// max_payload). A message over a limit, or that outbox validation
+	// refuses, fails before publishing as a permanent fault of the
+	// message. The server's max_payload still applies: a larger payload
+	// fails with code message_too_large, also the message's fault.
+	Limits outbox.Limits
+	// AllowReservedHeaders lets a message's Nats-* headers through, such
+	// as Nats-Expected-Last-Sequence for optimistic concurrency or
+	// Nats-TTL; Nats-Msg-Id (the message id) and, with Stream,
+	// Nats-Expected-Stream are the transport's whatever this says. False
+	// (the default) drops every header of a message whose name starts
+	// with "Nats-" in any case: JetStream acts on them, and a message
+	// must not change how the stream stores it unless the destination
+	// says so.
+	AllowReservedHeaders bool
 }
 
 // withDefaults returns c with the zero values replaced by their defaults.
@@ -84,6 +91,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("natstransport: Config.Timeout must not be negative (got %v)", c.Timeout)
 	case strings.ContainsAny(c.Stream, " \t\r\n.*>"):
 		return fmt.Errorf("natstransport: Config.Stream %q is not a valid stream name", c.Stream)
+	}
+	if err := c.Limits.Validate(); err != nil {
+		return fmt.Errorf("natstransport: Config.Limits: %w", err)
 	}
 	return nil
 }
@@ -145,22 +155,18 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 	if err := ctx.Err(); err != nil {
 		return classify(ctx, fmt.Errorf("natstransport: deliver %s: %w", m.ID, err))
 	}
+	if err := m.ValidateLimits(t.cfg.Limits); err != nil {
+		return transport.MessageFault(fmt.Errorf("natstransport: message %s cannot be published: %w", m.ID, err),
+			errorhandling.ReasonValidationFailure, "invalid_message")
+	}
 	subject := t.subject(m)
 	if err := checkSubject(subject); err != nil {
 		return transport.MessageFault(fmt.Errorf("natstransport: deliver %s: %w", m.ID, err), errorhandling.ReasonValidationFailure, "invalid_subject")
 	}
 	msg := nats.NewMsg(subject)
 	msg.Data = m.Payload
-	for k, v := range m.Headers {
-		msg.Header.Set(k, v)
-	}
 	id := m.ID.String()
-	msg.Header.Set(HeaderMessageID, id)
-	msg.Header.Set(HeaderType, m.Type)
-	msg.Header.Set(HeaderAttempt, strconv.Itoa(transport.Attempt(m)))
-	if m.Stream != "" {
-		msg.Header.Set(HeaderStream, m.Stream)
-	}
+	setHeaders(msg.Header, m, t.cfg.AllowReservedHeaders, t.cfg.Stream != "")
 	opts := []jetstream.PublishOpt{jetstream.WithMsgID(id)}
 	if t.cfg.Stream != "" {
 		opts = append(opts, jetstream.WithExpectStream(t.cfg.Stream))

@@ -130,7 +130,8 @@ func TestMessageLargerThanServerAllowsIsPermanent(t *testing.T) {
 	t.Parallel()
 	nc, js := connect(t)
 	_, prefix := newStream(t, js, jetstream.StreamConfig{})
-	tr := newTransport(t, natstransport.Config{Subject: prefix + ".{type}"})
+	// Limits above the server's, so that the server's max_payload decides.
+	tr := newTransport(t, natstransport.Config{Subject: prefix + ".{type}", Limits: outbox.Limits{MaxPayloadBytes: 64 << 20}})
 	m := message(t)
 	m.Payload = make([]byte, nc.MaxPayload()+1)
 	err := tr.Deliver(ctxFor(t), m)
@@ -238,6 +239,7 @@ func TestNewValidates(t *testing.T) {
 		{natstransport.Config{}, "Config.URL"},
 		{natstransport.Config{URL: "nats://127.0.0.1:1", Timeout: -time.Second}, "Config.Timeout"},
 		{natstransport.Config{URL: "nats://127.0.0.1:1", Stream: "a.b"}, "Config.Stream"},
+		{natstransport.Config{URL: "nats://127.0.0.1:1", Limits: outbox.Limits{MaxHeaders: -1}}, "Config.Limits"},
 		{natstransport.Config{URL: "nats://127.0.0.1:1", Timeout: 200 * time.Millisecond}, "connect"},
 		{natstransport.Config{URL: "nats://bob:secret@127.0.0.1:1", Timeout: 200 * time.Millisecond}, "connect to nats://127.0.0.1:1"},
 	} {

@@ -45,6 +45,11 @@
 //     Features.Ordered.
 //   - Close returns nil; a second Close must not panic (its error is not
 //     checked).
+//   - Printable Unicode in the stream and header values arrives intact.
+//   - When Features.ValidatesMessages, a message outbox validation refuses
+//     fails as a permanent fault of the message and nothing arrives.
+//   - A message's value for a header of Harness.ReservedHeaders never
+//     arrives.
 package transporttest
 
 import (
@@ -98,6 +103,12 @@ type Features struct {
 	// Ordered: messages of one stream delivered sequentially arrive in
 	// order.
 	Ordered bool
+	// ValidatesMessages: Deliver refuses a message that outbox
+	// validation refuses (a control character in its stream or type, a
+	// header that is not a token or holds a line break, a payload over
+	// outbox.DefaultMaxPayloadBytes) with a permanent fault of the
+	// message, and sends nothing.
+	ValidatesMessages bool
 }
 
 // Harness adapts one transport to the suite.
@@ -118,6 +129,11 @@ type Harness struct {
 	// Messages is the number of messages of the concurrency test. Zero
 	// means 200.
 	Messages int
+	// ReservedHeaders are header names the transport keeps a message
+	// from setting (the broker's own, such as Nats-Expected-Stream): the
+	// suite checks that a message's value for them never arrives. Only
+	// read when Features.Headers. Nil means none.
+	ReservedHeaders []string
 }
 
 type testCase struct {
@@ -134,6 +150,9 @@ var cases = []testCase{
 	{"Resend", testResend},
 	{"CancelledContext", testCancelled},
 	{"Close", testClose},
+	{"Unicode", testUnicode},
+	{"Unsendable", testUnsendable},
+	{"ReservedHeaders", testReservedHeaders},
 }
 
 // Run runs the suite against h. Subtests run in parallel, each on its own
