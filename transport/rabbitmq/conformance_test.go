@@ -29,6 +29,9 @@ func TestConformance(t *testing.T) {
 			}
 			return tr, rec
 		},
-		Features: transporttest.Features{Headers: true, Ordered: true},
+		Features: transporttest.Features{Headers: true, Ordered: true, ValidatesMessages: true},
+		// CC as a string makes the broker refuse the publish, and x-delay
+		// and x-death would steer it, if they got through.
+		ReservedHeaders: []string{"CC", "BCC", "x-delay", "x-death", "X-Dead-Letter-Exchange"},
 	})
 }

@@ -27,7 +27,7 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 	key := t.routingKey(m)
 	pub, err := t.publishing(m, key)
 	if err != nil {
-		return transport.MessageFault(fmt.Errorf("rabbitmq: deliver %s: %w", m.ID, err), errorhandling.ReasonValidationFailure, "invalid_message")
+		return transport.MessageFault(fmt.Errorf("rabbitmq: message %s cannot be published: %w", m.ID, err), errorhandling.ReasonValidationFailure, "invalid_message")
 	}
 	failed := func(err error) error {
 		return classify(ctx, fmt.Errorf("rabbitmq: publish %s to exchange %q with key %q: %w", m.ID, t.cfg.Exchange, key, err))
@@ -73,9 +73,13 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 	return nil
 }
 
-// publishing builds the AMQP message of m, refusing what the protocol
-// cannot carry.
+// publishing builds the AMQP message of m, refusing what outbox
+// validation refuses and what the protocol cannot carry, and dropping the
+// reserved headers unless they are allowed.
 func (t *Transport) publishing(m *outbox.Message, key string) (amqp.Publishing, error) {
+	if err := m.ValidateLimits(t.cfg.Limits); err != nil {
+		return amqp.Publishing{}, err
+	}
 	if len(key) > maxShortString {
 		return amqp.Publishing{}, fmt.Errorf("routing key is %d bytes, longer than %d", len(key), maxShortString)
 	}
@@ -84,6 +88,9 @@ func (t *Transport) publishing(m *outbox.Message, key string) (amqp.Publishing, 
 	}
 	headers := make(amqp.Table, len(m.Headers)+4)
 	for k, v := range m.Headers {
+		if !t.cfg.AllowReservedHeaders && IsReservedHeader(k) {
+			continue
+		}
 		if len(k) > maxShortString {
 			return amqp.Publishing{}, fmt.Errorf("header name %.20q... is %d bytes, longer than %d", k, len(k), maxShortString)
 		}

@@ -12,7 +12,10 @@
 // message type. The header table carries Backstop-Message-Id,
 // Backstop-Type, Backstop-Attempt and, when the message has a stream,
 // Backstop-Stream (all strings), next to the message's own Headers
-// (Backstop's names win over a message header of the same name). RabbitMQ
+// (Backstop's names win over a message header of the same name). A
+// message's headers that RabbitMQ acts on (CC and BCC, x-delay, x-match,
+// x-death, x-dead-letter-*... see IsReservedHeader) are dropped unless
+// Config.AllowReservedHeaders is set. RabbitMQ
 // does not de-duplicate: a re-send after a crash arrives twice, and
 // consumers de-duplicate by message id.
 //
@@ -44,8 +47,11 @@
 //	Deliver after Close                        closed             transient, destination
 //	broker refused the content (406, such as
 //	a body over max_message_size)              rejected           permanent, message
-//	routing key, type or header name over 255
-//	bytes                                      invalid_message    permanent, message
+//	a message outbox validation refuses under
+//	Config.Limits (a control character in its
+//	stream or type, a header value with a line
+//	break, a payload over 1 MiB by default);
+//	routing key or header name over 255 bytes  invalid_message    permanent, message
 //
 // An unroutable message is a fault of the destination's set-up, not of the
 // message: no binding exists yet, or a binding was removed. It is transient

@@ -14,14 +14,6 @@ import (
 	"github.com/backstophq/backstop/transport"
 )
 
-// The headers every published message carries.
-const (
-	HeaderMessageID = "Backstop-Message-Id"
-	HeaderStream    = "Backstop-Stream"
-	HeaderType      = "Backstop-Type"
-	HeaderAttempt   = "Backstop-Attempt"
-)
-
 // Defaults applied to a zero Config field.
 const (
 	// DefaultRoutingKey is the routing key template when Config.RoutingKey
@@ -66,6 +58,19 @@ type Config struct {
 	// flight at once; further calls wait for a free channel. Zero means
 	// DefaultChannels; negative is invalid.
 	Channels int
+	// Limits bound the messages the transport publishes; zero fields mean
+	// outbox's defaults (a payload of at most 1 MiB...). A message over a
+	// limit, or that outbox validation refuses, fails before publishing
+	// as a permanent fault of the message. The broker's max_message_size
+	// still applies: a larger body is refused by the broker (code
+	// rejected), also the message's fault.
+	Limits outbox.Limits
+	// AllowReservedHeaders lets a message's RabbitMQ-reserved headers
+	// through (see IsReservedHeader: CC and BCC, x-delay, x-death...).
+	// False (the default) drops them: they change how the broker routes,
+	// delays or dead-letters the message, which a message must not decide
+	// unless the destination says so.
+	AllowReservedHeaders bool
 }
 
 // withDefaults returns c with the zero values replaced by their defaults.
@@ -93,6 +98,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("rabbitmq: Config.Channels must not be negative (got %d)", c.Channels)
 	case len(c.Exchange) > 255:
 		return errors.New("rabbitmq: Config.Exchange is longer than 255 bytes")
+	}
+	if err := c.Limits.Validate(); err != nil {
+		return fmt.Errorf("rabbitmq: Config.Limits: %w", err)
 	}
 	if _, err := amqp.ParseURI(c.URL); err != nil {
 		return fmt.Errorf("rabbitmq: Config.URL: %w", err)

@@ -175,10 +175,11 @@ func TestNackIsTransientDestinationFault(t *testing.T) {
 func TestInvalidMessageIsPermanentMessageFault(t *testing.T) {
 	t.Parallel()
 	connect(t)
-	tr := newTransport(t, rabbitmq.Config{RoutingKey: "{stream}"})
+	tr := newTransport(t, rabbitmq.Config{RoutingKey: "{stream}.{type}", Limits: outbox.Limits{MaxTypeLen: 1000}})
 	for name, m := range map[string]*outbox.Message{
-		"routing key": func() *outbox.Message { m := message(t); m.Stream = strings.Repeat("s", 256); return m }(),
+		"routing key": func() *outbox.Message { m := message(t); m.Stream = strings.Repeat("s", 200); m.Type = strings.Repeat("t", 60); return m }(),
 		"type":        func() *outbox.Message { m := message(t); m.Type = strings.Repeat("t", 256); return m }(),
+		"stream":      func() *outbox.Message { m := message(t); m.Stream = "a\nb"; return m }(),
 		"header name": func() *outbox.Message {
 			m := message(t)
 			m.Headers = map[string]string{strings.Repeat("h", 256): "v"}
@@ -217,6 +218,7 @@ func TestNewChecks(t *testing.T) {
 		{rabbitmq.Config{URL: "http://x"}, "Config.URL"},
 		{rabbitmq.Config{URL: amqpURL(), Timeout: -time.Second}, "Config.Timeout"},
 		{rabbitmq.Config{URL: amqpURL(), Channels: -1}, "Config.Channels"},
+		{rabbitmq.Config{URL: amqpURL(), Limits: outbox.Limits{MaxPayloadBytes: -1}}, "Config.Limits"},
 		{rabbitmq.Config{URL: amqpURL(), Exchange: unique("bt.missing")}, "Config.Exchange"},
 		{rabbitmq.Config{URL: "amqp://guest:secret@127.0.0.1:1/", Timeout: time.Second}, "connect to 127.0.0.1:1"},
 	} {
