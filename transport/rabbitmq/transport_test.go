@@ -177,9 +177,14 @@ func TestInvalidMessageIsPermanentMessageFault(t *testing.T) {
 	connect(t)
 	tr := newTransport(t, rabbitmq.Config{RoutingKey: "{stream}.{type}", Limits: outbox.Limits{MaxTypeLen: 1000}})
 	for name, m := range map[string]*outbox.Message{
-		"routing key": func() *outbox.Message { m := message(t); m.Stream = strings.Repeat("s", 200); m.Type = strings.Repeat("t", 60); return m }(),
-		"type":        func() *outbox.Message { m := message(t); m.Type = strings.Repeat("t", 256); return m }(),
-		"stream":      func() *outbox.Message { m := message(t); m.Stream = "a\nb"; return m }(),
+		"routing key": func() *outbox.Message {
+			m := message(t)
+			m.Stream = strings.Repeat("s", 200)
+			m.Type = strings.Repeat("t", 60)
+			return m
+		}(),
+		"type":   func() *outbox.Message { m := message(t); m.Type = strings.Repeat("t", 256); return m }(),
+		"stream": func() *outbox.Message { m := message(t); m.Stream = "a\nb"; return m }(),
 		"header name": func() *outbox.Message {
 			m := message(t)
 			m.Headers = map[string]string{strings.Repeat("h", 256): "v"}
