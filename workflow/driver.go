@@ -75,6 +75,9 @@ func (dr *driver) run() (*Run, error) {
 	}
 	dr.settleLost()
 	for {
+		if err := dr.renewIfDue(); err != nil {
+			return dr.abort(err)
+		}
 		if err := dr.load(); err != nil {
 			return dr.abort(err)
 		}
@@ -160,7 +163,18 @@ func (dr *driver) start(id string) error {
 	t := dr.snap.Task(id)
 	l := dr.e.lease()
 	attempt := t.Attempt + 1
-	if err := dr.e.st.StartAttempt(dr.ctx, dr.runID, id, attempt, l); err != nil {
+	err := dr.e.st.StartAttempt(dr.ctx, dr.runID, id, attempt, l)
+	if errors.Is(err, wfstore.ErrConflict) {
+		// The lease may have lapsed while this instance was busy or
+		// paused. Renewing fails if another instance took the run over;
+		// if it succeeds, nobody can now, and the attempt may start.
+		dr.renewed = time.Time{}
+		if err = dr.renewIfDue(); err == nil {
+			l = dr.e.lease()
+			err = dr.e.st.StartAttempt(dr.ctx, dr.runID, id, attempt, l)
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("workflow: run %s: %w", dr.runID, err)
 	}
 	results := map[string][]byte{}
@@ -220,13 +234,21 @@ func (dr *driver) wait(nextDue time.Time, wantSlot bool) error {
 			return context.Cause(dr.ctx)
 		}
 	}
-	if now := clk.Now(); !now.Before(renewAt) {
-		l := dr.e.lease()
-		if err := dr.e.st.RenewRun(dr.ctx, dr.runID, l); err != nil {
-			return fmt.Errorf("workflow: run %s: %w", dr.runID, err)
-		}
-		dr.renewed = l.Now
+	return nil
+}
+
+// renewIfDue renews the run's lease when a third of it has passed since it
+// was last taken or renewed. Renewing succeeds as long as no other instance
+// took the run over, even if the lease lapsed meanwhile.
+func (dr *driver) renewIfDue() error {
+	if dr.e.cfg.Clock.Now().Before(dr.renewed.Add(dr.e.cfg.LeaseDuration / 3)) {
+		return nil
 	}
+	l := dr.e.lease()
+	if err := dr.e.st.RenewRun(dr.ctx, dr.runID, l); err != nil {
+		return fmt.Errorf("workflow: run %s: %w", dr.runID, err)
+	}
+	dr.renewed = l.Now
 	return nil
 }
 

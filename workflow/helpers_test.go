@@ -121,7 +121,16 @@ func (h *harness) waitFor(c chan workflow.Event, done <-chan struct{}, match fun
 				return ev
 			}
 		case <-done:
-			h.t.Fatal("the run ended before the awaited event")
+			for {
+				select {
+				case ev := <-c:
+					if match(ev) {
+						return ev
+					}
+				default:
+					h.t.Fatal("the run ended before the awaited event")
+				}
+			}
 		}
 	}
 }
