@@ -27,7 +27,7 @@ import (
 // Delivery is at least once: a message may be delivered again after a
 // crash between delivery and the store recording it. Transports pass the
 // message id to destinations that can de-duplicate (JetStream's
-// Nats-Msg-Id, the webhook's Backstop-Message-Id header).
+// Nats-Msg-Id, the webhook's webhook-id header).
 type Transport interface {
 	Deliver(ctx context.Context, m *outbox.Message) error
 	// Close releases connections. Deliver must not be called after Close.

@@ -58,7 +58,7 @@ func always(r reply) script { return func(int) reply { return r } }
 // received is one request the server got.
 type received struct {
 	payload string
-	id      string // Backstop-Message-Id
+	id      string // webhook-id
 	stream  string // Backstop-Stream
 	attempt string // Backstop-Attempt
 	relay   string // X-Relay: the relay instance that sent it

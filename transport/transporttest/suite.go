@@ -64,7 +64,7 @@ import (
 type Delivery struct {
 	// ID is the message id in its canonical text form (outbox.Message.ID's
 	// String()), as the transport passed it on (the webhook's
-	// Backstop-Message-Id header, JetStream's Nats-Msg-Id).
+	// webhook-id header, JetStream's Nats-Msg-Id).
 	ID string
 	// Stream is the message's stream; empty when it had none.
 	Stream string
