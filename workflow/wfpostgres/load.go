@@ -1,0 +1,95 @@
+package wfpostgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/backstophq/backstop/workflow/models"
+	"github.com/backstophq/backstop/workflow/wfstore"
+)
+
+// Loading a run: three reads by primary key (prefix), in one repeatable-read
+// transaction so that the tasks and attempts agree.
+const (
+	selectRun = `SELECT id, dag_id, dag_hash, state, reason, input, coalesce(owner, ''),
+		nullif(lease_expiry, '-infinity'), created_at, ended_at FROM {{T}}wf_runs WHERE id = $1`
+	selectTasks = `SELECT task_id, state, attempt, failures, next_attempt_at, coalesce(owner, ''), started_at,
+		ended_at, error, reason, cause, result, dead_letter, replay_of
+		FROM {{T}}wf_tasks WHERE run_id = $1 ORDER BY task_id`
+	selectAttempts = `SELECT task_id, attempt, owner, started_at, ended_at, outcome, error
+		FROM {{T}}wf_attempts WHERE run_id = $1 ORDER BY task_id, attempt`
+)
+
+// Load implements wfstore.Store.
+func (s *Store) Load(ctx context.Context, runID string) (*wfstore.Snapshot, error) {
+	var snap *wfstore.Snapshot
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error {
+			var err error
+			snap, err = s.load(ctx, tx, runID)
+			return err
+		})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s", wfstore.ErrNotFound, runID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("wfpostgres: load run %s: %w", runID, err)
+	}
+	return snap, nil
+}
+
+func (s *Store) load(ctx context.Context, tx pgx.Tx, runID string) (*wfstore.Snapshot, error) {
+	snap := &wfstore.Snapshot{}
+	r := &snap.Run
+	var state string
+	var lease, ended *time.Time
+	if err := tx.QueryRow(ctx, s.q(selectRun), runID).Scan(&r.ID, &r.DAGID, &r.DAGHash, &state, &r.Reason,
+		&r.Input, &r.Owner, &lease, &r.CreatedAt, &ended); err != nil {
+		return nil, err
+	}
+	r.State = models.RunState(state)
+	r.LeaseExpiry, r.CreatedAt, r.EndedAt = fromTs(lease), r.CreatedAt.UTC(), fromTs(ended)
+
+	rows, err := tx.Query(ctx, s.q(selectTasks), runID)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		t := wfstore.Task{RunID: runID}
+		var next, started, ended *time.Time
+		if err := rows.Scan(&t.TaskID, &state, &t.Attempt, &t.Failures, &next, &t.Owner, &started, &ended,
+			&t.Error, &t.Reason, &t.Cause, &t.Result, &t.DeadLetter, &t.ReplayOf); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		t.State = models.TaskState(state)
+		t.NextAttemptAt, t.StartedAt, t.EndedAt = fromTs(next), fromTs(started), fromTs(ended)
+		snap.Tasks = append(snap.Tasks, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+
+	rows, err = tx.Query(ctx, s.q(selectAttempts), runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		a := wfstore.Attempt{RunID: runID}
+		var ended *time.Time
+		var outcome string
+		if err := rows.Scan(&a.TaskID, &a.Number, &a.Owner, &a.StartedAt, &ended, &outcome, &a.Error); err != nil {
+			return nil, err
+		}
+		a.Outcome = wfstore.Outcome(outcome)
+		a.StartedAt, a.EndedAt = a.StartedAt.UTC(), fromTs(ended)
+		snap.Attempts = append(snap.Attempts, a)
+	}
+	return snap, rows.Err()
+}

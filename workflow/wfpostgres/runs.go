@@ -1,0 +1,172 @@
+package wfpostgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/backstophq/backstop/workflow/models"
+	"github.com/backstophq/backstop/workflow/wfstore"
+)
+
+const (
+	insertRun = `INSERT INTO {{T}}wf_runs (id, dag_id, dag_hash, state, input, owner, lease_expiry, created_at)
+		VALUES ($1, $2, $3, 'running', $4, $5, coalesce($6, '-infinity'::timestamptz), $7)
+		ON CONFLICT (id) DO NOTHING`
+	insertTasks = `INSERT INTO {{T}}wf_tasks (run_id, task_id, state)
+		SELECT $1, t, 'pending' FROM unnest($2::text[]) AS t`
+
+	// acquireRun takes a running run nobody holds, whose lease lapsed, or
+	// that the caller holds (by primary key; the row lock orders it with
+	// the fenced changes that lock the run).
+	acquireRun = `UPDATE {{T}}wf_runs SET owner = $1, lease_expiry = $2
+		WHERE id = $3 AND state = 'running' AND (owner IS NULL OR owner = $1 OR lease_expiry < $4)`
+	renewRun = `UPDATE {{T}}wf_runs SET lease_expiry = $1
+		WHERE id = $2 AND state = 'running' AND owner = $3`
+	releaseRun = `UPDATE {{T}}wf_runs SET owner = NULL, lease_expiry = '-infinity'
+		WHERE id = $1 AND state = 'running' AND owner = $2`
+	endRun = `UPDATE {{T}}wf_runs SET state = $1, reason = $2, ended_at = $3, owner = NULL, lease_expiry = '-infinity'
+		WHERE id = $4 AND state = 'running' AND owner = $5`
+	runState = `SELECT state, coalesce(owner, ''), nullif(lease_expiry, '-infinity') FROM {{T}}wf_runs WHERE id = $1`
+
+	// selectAbandoned is served by the partial index wf_runs_abandoned_idx.
+	selectAbandoned = `SELECT id FROM {{T}}wf_runs
+		WHERE state = 'running' AND lease_expiry < $1 ORDER BY lease_expiry, id LIMIT $2`
+
+	// The steps of Reopen: lock the run, then by primary key and, for the
+	// dependents, within one run's rows.
+	lockEndedRun = `SELECT 1 FROM {{T}}wf_runs WHERE id = $1 AND state <> 'running' FOR UPDATE`
+	reopenTask   = `UPDATE {{T}}wf_tasks SET state = 'pending', failures = 0, dead_letter = '', replay_of = $1,
+		reason = $2, cause = '', error = '', next_attempt_at = NULL
+		WHERE run_id = $3 AND task_id = $4 AND state = 'failed' AND dead_letter = $1`
+	reopenDependents = `UPDATE {{T}}wf_tasks SET state = 'pending', reason = '', cause = ''
+		WHERE run_id = $1 AND cause = $2 AND state IN ('upstream_failed', 'skipped')`
+	reopenRun = `UPDATE {{T}}wf_runs SET state = 'running', reason = '', ended_at = NULL, owner = $1, lease_expiry = $2
+		WHERE id = $3`
+)
+
+// CreateRun implements wfstore.Store.
+func (s *Store) CreateRun(ctx context.Context, run *wfstore.Run, tasks []string, l wfstore.Lease) error {
+	var lease *time.Time
+	if l.Owner != "" {
+		lease = ts(l.Expiry())
+	}
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, s.q(insertRun), run.ID, run.DAGID, run.DAGHash, run.Input, nullString(l.Owner), lease, l.Now)
+		if err != nil {
+			return fmt.Errorf("wfpostgres: create run %s: %w", run.ID, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("%w: %s", wfstore.ErrRunExists, run.ID)
+		}
+		if _, err := tx.Exec(ctx, s.q(insertTasks), run.ID, tasks); err != nil {
+			return fmt.Errorf("wfpostgres: create the tasks of run %s: %w", run.ID, err)
+		}
+		return nil
+	})
+}
+
+// AcquireRun implements wfstore.Store.
+func (s *Store) AcquireRun(ctx context.Context, runID string, l wfstore.Lease) error {
+	n, err := s.exec(ctx, acquireRun, l.Owner, l.Expiry(), runID, l.Now)
+	if err != nil {
+		return fmt.Errorf("wfpostgres: acquire run %s: %w", runID, err)
+	}
+	if n == 1 {
+		return nil
+	}
+	return s.whyNotHeld(ctx, runID, wfstore.ErrLeased)
+}
+
+// whyNotHeld explains why a change that needs a running run failed:
+// ErrNotFound, ErrRunEnded, or otherwise held (the error given).
+func (s *Store) whyNotHeld(ctx context.Context, runID string, held error) error {
+	var state, owner string
+	var expiry *time.Time
+	err := s.pool.QueryRow(ctx, s.q(runState), runID).Scan(&state, &owner, &expiry)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("%w: %s", wfstore.ErrNotFound, runID)
+	case err != nil:
+		return fmt.Errorf("wfpostgres: run %s: %w", runID, err)
+	case models.RunState(state) != models.RunStateRunning:
+		return fmt.Errorf("%w: run %s is %s", wfstore.ErrRunEnded, runID, state)
+	}
+	return fmt.Errorf("%w: run %s is held by %q until %s", held, runID, owner,
+		fromTs(expiry).Format(time.RFC3339Nano))
+}
+
+// RenewRun implements wfstore.Store.
+func (s *Store) RenewRun(ctx context.Context, runID string, l wfstore.Lease) error {
+	n, err := s.exec(ctx, renewRun, l.Expiry(), runID, l.Owner)
+	if err != nil {
+		return fmt.Errorf("wfpostgres: renew run %s: %w", runID, err)
+	}
+	if n == 0 {
+		return s.whyNotHeld(ctx, runID, wfstore.ErrLeaseLost)
+	}
+	return nil
+}
+
+// ReleaseRun implements wfstore.Store.
+func (s *Store) ReleaseRun(ctx context.Context, runID, owner string) error {
+	if _, err := s.exec(ctx, releaseRun, runID, owner); err != nil {
+		return fmt.Errorf("wfpostgres: release run %s: %w", runID, err)
+	}
+	return nil
+}
+
+// EndRun implements wfstore.Store.
+func (s *Store) EndRun(ctx context.Context, runID string, l wfstore.Lease, state models.RunState, reason string) (bool, error) {
+	n, err := s.exec(ctx, endRun, string(state), reason, l.Now, runID, l.Owner)
+	if err != nil {
+		return false, fmt.Errorf("wfpostgres: end run %s: %w", runID, err)
+	}
+	return n == 1, nil
+}
+
+// Abandoned implements wfstore.Store.
+func (s *Store) Abandoned(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	rows, err := s.pool.Query(ctx, s.q(selectAbandoned), now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("wfpostgres: abandoned runs: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("wfpostgres: abandoned runs: %w", err)
+	}
+	return ids, nil
+}
+
+// Reopen implements wfstore.Store.
+func (s *Store) Reopen(ctx context.Context, r *wfstore.Reopen) error {
+	conflict := fmt.Errorf("%w: run %s has not ended, or task %s is not failed with dead letter %s",
+		wfstore.ErrConflict, r.RunID, r.TaskID, r.EntryID)
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		var one int
+		err := tx.QueryRow(ctx, s.q(lockEndedRun), r.RunID).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return conflict
+		}
+		if err != nil {
+			return fmt.Errorf("wfpostgres: reopen run %s: %w", r.RunID, err)
+		}
+		tag, err := tx.Exec(ctx, s.q(reopenTask), r.EntryID, r.Reason, r.RunID, r.TaskID)
+		if err != nil {
+			return fmt.Errorf("wfpostgres: reopen %s/%s: %w", r.RunID, r.TaskID, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return conflict
+		}
+		if _, err := tx.Exec(ctx, s.q(reopenDependents), r.RunID, r.TaskID); err != nil {
+			return fmt.Errorf("wfpostgres: reopen dependents of %s/%s: %w", r.RunID, r.TaskID, err)
+		}
+		if _, err := tx.Exec(ctx, s.q(reopenRun), r.Lease.Owner, r.Lease.Expiry(), r.RunID); err != nil {
+			return fmt.Errorf("wfpostgres: reopen run %s: %w", r.RunID, err)
+		}
+		return nil
+	})
+}
