@@ -289,7 +289,7 @@ func (dr *driver) finish(p plan) (*Run, error) {
 // released for another instance unless the lease was lost.
 func (dr *driver) abort(err error) (*Run, error) {
 	dr.cancel(err)
-	bg, cancel := context.WithTimeout(context.WithoutCancel(dr.ctx), 30*time.Second)
+	bg, cancel := context.WithTimeout(context.WithoutCancel(dr.ctx), writeTimeout)
 	defer cancel()
 	for len(dr.running) > 0 {
 		if rerr := dr.record(bg, <-dr.results); rerr != nil {

@@ -18,7 +18,13 @@ import (
 // follows from it for the task: success (with its result and side effects),
 // a retry, a final failure (then dead-lettered), a cancellation by the fail
 // policy, or an interruption that is not the task's fault.
+//
+// The outcome is written even when ctx has ended (the engine is shutting
+// down): an attempt that finished must not be run again for want of a
+// write.
 func (dr *driver) record(ctx context.Context, r result) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
 	delete(dr.running, r.taskID)
 	t := dr.snap.Task(r.taskID)
 	now := dr.e.cfg.Clock.Now()
@@ -70,6 +76,10 @@ func (dr *driver) record(ctx context.Context, r result) error {
 	}
 	return nil
 }
+
+// writeTimeout bounds the writes that record outcomes after the caller's
+// context has ended.
+const writeTimeout = 30 * time.Second
 
 // fail fills f for a failed attempt: a retry if the error is not permanent,
 // the task has retries left and its strategy gives a delay; otherwise a

@@ -1,0 +1,121 @@
+package workflow_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/backstophq/backstop/internal/testenv"
+	"github.com/backstophq/backstop/workflow"
+	"github.com/backstophq/backstop/workflow/models"
+)
+
+// Two engine instances working on one PostgreSQL database share the runs
+// started there: every run ends, and no task runs twice.
+func TestTwoInstancesShareRunsOnPostgres(t *testing.T) {
+	t.Parallel()
+	spec := "postgres:" + testenv.NewSchema(t, "wf_pair_")
+	var mu sync.Mutex
+	calls := map[string]int{}
+	ended := make(chan string, 100)
+	hook := func(ctx context.Context, id string) error { return nil }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var engines []*workflow.Engine
+	var wg sync.WaitGroup
+	for _, name := range []string{"one", "two"} {
+		ws, _ := openCrashStore(t, spec)
+		e, err := workflow.NewEngine(ws, workflow.Config{InstanceID: name, Logger: quiet, OnEvent: func(ev workflow.Event) {
+			if ev.TaskState == models.TaskStateRunning {
+				mu.Lock()
+				calls[ev.RunID+"/"+ev.TaskID]++
+				mu.Unlock()
+			}
+			if ev.RunState.Terminal() {
+				ended <- ev.RunID
+			}
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Register(crashDAG(t, hook)); err != nil {
+			t.Fatal(err)
+		}
+		engines = append(engines, e)
+	}
+	const runs = 12
+	for i := range runs {
+		if _, err := engines[i%2].Start(ctx, "crash", workflow.RunOptions{ID: fmt.Sprintf("run-%02d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range engines {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = e.Work(ctx) }()
+	}
+	seen := map[string]bool{}
+	for len(seen) < runs {
+		seen[<-ended] = true
+	}
+	cancel()
+	wg.Wait()
+	for i := range runs {
+		r, err := engines[0].Get(context.Background(), fmt.Sprintf("run-%02d", i))
+		if err != nil || r.State != models.RunStateSuccess {
+			t.Errorf("run %d: %v, %v", i, r, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != runs*5 {
+		t.Errorf("%d task attempts started, want %d", len(calls), runs*5)
+	}
+	for k, n := range calls {
+		if n != 1 {
+			t.Errorf("%s started %d times", k, n)
+		}
+	}
+}
+
+// When the caller's context ends, the attempt in flight is interrupted,
+// not failed: the run is released, and resuming it runs the task again
+// without counting a failure.
+func TestShutdownInterruptsWithoutFailing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, workflow.Config{})
+	started := make(chan struct{}, 2)
+	slow := h.task("slow", func(ctx context.Context, tc *workflow.TaskContext) error {
+		if tc.Attempt() == 1 {
+			started <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	})
+	h.register("shutdown", nil, h.task("first", nil), slow)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.engine.Run(ctx, "shutdown", workflow.RunOptions{ID: "r"})
+		done <- err
+	}()
+	<-started
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+	mid, _ := h.engine.Get(h.ctx, "r")
+	if s := mid.Task("slow"); s.State != models.TaskStateUpForRetry || mid.Owner != "" || s.History[0].Outcome != "lost" {
+		t.Fatalf("after the shutdown: slow %s, owner %q, history %+v", s.State, mid.Owner, s.History)
+	}
+	r, err := h.engine.Resume(h.ctx, "r")
+	if err != nil || r.State != models.RunStateSuccess || h.callsOf("first") != 1 {
+		t.Fatalf("Resume: %v; first ran %d times\n%s\n%s", err, h.callsOf("first"), r.Explain(), h.logs.String())
+	}
+	if again, err := h.engine.Run(h.ctx, "shutdown", workflow.RunOptions{ID: "r"}); err != nil || again.State != models.RunStateSuccess ||
+		h.callsOf("slow") != 2 {
+		t.Errorf("Run with the ID of an ended run: %v, %v; slow ran %d times", again, err, h.callsOf("slow"))
+	}
+}
