@@ -114,10 +114,16 @@ func (c Config) validate() (*url.URL, error) {
 	if err := c.Limits.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: Config.Limits: %w", ErrInvalidConfig, err)
 	}
+	seen := make(map[string]string, len(c.Headers))
 	for name, value := range c.Headers {
 		if err := checkConfigHeader(name, value); err != nil {
 			return nil, fmt.Errorf("%w: Config.Headers: %w", ErrInvalidConfig, err)
 		}
+		canonical := http.CanonicalHeaderKey(name)
+		if other, dup := seen[canonical]; dup {
+			return nil, fmt.Errorf("%w: Config.Headers: %q and %q are one HTTP header", ErrInvalidConfig, min(name, other), max(name, other))
+		}
+		seen[canonical] = name
 	}
 	return u, nil
 }

@@ -79,6 +79,7 @@ func TestConfigIsValidated(t *testing.T) {
 		{"bad header name", webhook.Config{URL: "http://x", Headers: map[string]string{"a b": "v"}}, "Config.Headers"},
 		{"header newline", webhook.Config{URL: "http://x", Headers: map[string]string{"X-A": "v\r\nEvil: 1"}}, "Config.Headers"},
 		{"header NUL", webhook.Config{URL: "http://x", Headers: map[string]string{"X-A": "\x00"}}, "Config.Headers"},
+		{"headers differing in case", webhook.Config{URL: "http://x", Headers: map[string]string{"X-A": "1", "x-a": "2"}}, `Config.Headers: "X-A" and "x-a" are one HTTP header`},
 		{"reserved header", webhook.Config{URL: "http://x", Headers: map[string]string{"backstop-type": "x"}}, "Backstop-Type"},
 		{"signature header", webhook.Config{URL: "http://x", Headers: map[string]string{"webhook-signature": "v1,AAAA"}}, "Webhook-Signature"},
 		{"HTTP's own header", webhook.Config{URL: "http://x", Headers: map[string]string{"transfer-encoding": "chunked"}}, "Transfer-Encoding is managed by HTTP"},
