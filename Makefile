@@ -6,7 +6,7 @@ PKGS        ?= ./...
 TESTFLAGS   ?=
 BENCHFLAGS  ?= -benchmem -run '^$$'
 
-.PHONY: test vet lint gotest bench bench-breaker bench-postgres bench-relay fmt
+.PHONY: test vet lint gotest bench bench-smoke bench-breaker bench-postgres bench-relay fmt
 
 ## test: vet, lint and run every test with the race detector.
 test: vet lint gotest
@@ -20,10 +20,18 @@ lint:
 gotest:
 	$(GO) test -race -count=1 $(TESTFLAGS) $(PKGS)
 
-## bench: run every benchmark once (short); see BENCH= to pick.
-BENCH ?= .
+## bench: Backstop against River and raw SQL on PostgreSQL and SQLite, each
+## case in its own process, 3 shuffled rounds; regenerates BENCHMARKS.md (takes
+## a couple of hours). bench/ is a module of its own, so Backstop never
+## depends on River. Extra flags: BENCH_ARGS='--stores postgres --cases drain/'.
+BENCH_ARGS ?=
 bench:
-	$(GO) test $(BENCHFLAGS) -bench '$(BENCH)' $(PKGS)
+	cd bench && BENCH_VIA='make bench' $(GO) run ./cmd/bench --rounds 3 --scale default --out ../BENCHMARKS.md $(BENCH_ARGS)
+
+## bench-smoke: every case of `make bench` once at a tiny scale; fails if a case
+## fails or a check finds a lost, phantom or out-of-order message.
+bench-smoke:
+	cd bench && $(GO) run ./cmd/bench --rounds 1 --scale small --check $(BENCH_ARGS) >/dev/null
 
 ## bench-breaker: Backstop's breaker against sony/gobreaker in one run.
 bench-breaker:

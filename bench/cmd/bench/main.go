@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -50,8 +51,18 @@ func parent(ctx context.Context, argv []string) error {
 	pgURL := fs.String("postgres", envOr("BACKSTOP_TEST_POSTGRES_URL", defaultPostgres), "PostgreSQL URL (trust auth, database test)")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the rounds' shuffled order")
 	list := fs.Bool("list", false, "list the cases and exit")
+	check := fs.Bool("check", false, "exit with status 1 if a case failed or a check found a violation (for CI)")
+	saveJSON := fs.String("json", "", "also save the raw results to this file, for --from")
+	from := fs.String("from", "", "do not run: rewrite the report from results saved with --json")
 	_ = fs.Parse(argv)
 
+	if *from != "" {
+		doc, err := load(*from)
+		if err != nil {
+			return err
+		}
+		return emit(doc, *out, "")
+	}
 	sc, err := scenario.ScaleNamed(*scaleName)
 	if err != nil {
 		return err
@@ -81,20 +92,55 @@ func parent(ctx context.Context, argv []string) error {
 	if err != nil {
 		return err
 	}
-	doc := report.Document{
+	doc := &report.Document{
 		Runs: runs, Scale: sc, Rounds: *rounds, Seed: *seed, Machine: info,
-		Command: command(argv),
+		Command: "cd bench && go run ./cmd/bench " + strings.Join(argv, " "),
+		Via:     os.Getenv("BENCH_VIA"),
+	}
+	if err := emit(doc, *out, *saveJSON); err != nil {
+		return err
+	}
+	if bad := runs.Failures(); *check && len(bad) > 0 {
+		return fmt.Errorf("%d case(s) failed or found violations:\n  %s", len(bad), strings.Join(bad, "\n  "))
+	}
+	return nil
+}
+
+// emit prints doc's report, writes it to out and saves doc as JSON to
+// saveJSON, each when set.
+func emit(doc *report.Document, out, saveJSON string) error {
+	if saveJSON != "" {
+		b, err := json.MarshalIndent(doc, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(saveJSON, b, 0o644); err != nil {
+			return err
+		}
 	}
 	var b strings.Builder
 	doc.Write(&b)
 	fmt.Print(b.String())
-	if *out != "" {
-		if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
+	if out != "" {
+		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
 			return err
 		}
-		fmt.Fprintln(os.Stderr, "bench: wrote", *out)
+		fmt.Fprintln(os.Stderr, "bench: wrote", out)
 	}
 	return nil
+}
+
+// load reads a Document saved with --json.
+func load(path string) (*report.Document, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc report.Document
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &doc, nil
 }
 
 func child(ctx context.Context, argv []string) error {
@@ -118,14 +164,6 @@ func child(ctx context.Context, argv []string) error {
 	}
 	a.Env.Store = c.Store
 	return harness.RunChild(ctx, a)
-}
-
-// command is how this run was invoked, for the report.
-func command(argv []string) string {
-	if cmd := os.Getenv("BENCH_COMMAND"); cmd != "" {
-		return cmd
-	}
-	return strings.TrimSpace("cd bench && go run ./cmd/bench " + strings.Join(argv, " "))
 }
 
 func split(s string) []string {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/backstophq/backstop/bench/internal/scenario"
@@ -69,14 +70,30 @@ func Run(ctx context.Context, opts Options) (*Runs, error) {
 			}
 			done++
 			fmt.Fprintf(opts.Log, "bench: [%d/%d] round %d %s\n", done, total, round+1, c.Name())
-			t0 := time.Now()
+			t0, load := time.Now(), loadAverage()
 			res := runOne(ctx, opts, c, round)
+			res.Load = load
 			runs.Results[c.Name()][round] = res
 			fmt.Fprintf(opts.Log, "bench:   %s [%.1f s]\n", oneLine(res), time.Since(t0).Seconds())
 		}
 	}
 	runs.Finished = time.Now()
 	return runs, nil
+}
+
+// Failures lists the cases that failed, or whose checks found a
+// violation, in any round.
+func (r *Runs) Failures() []string {
+	var out []string
+	for name, rs := range r.Results {
+		for i, res := range rs {
+			if res.Error != "" || res.Violations() > 0 {
+				out = append(out, fmt.Sprintf("%s round %d: %s", name, i+1, oneLine(res)))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // roundOrder is the order of the cases in round: a shuffle seeded by the
@@ -138,6 +155,17 @@ func spawn(ctx context.Context, opts Options, c Case, round int) (scenario.Resul
 		return scenario.Result{}, fmt.Errorf("child result: %w", err)
 	}
 	return res, nil
+}
+
+// loadAverage is the one-minute load average, or 0 when unknown.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	var l float64
+	_, _ = fmt.Sscan(string(b), &l)
+	return l
 }
 
 // caseTimeout bounds one child process: its longest wait plus setup.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"os"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -12,12 +13,13 @@ import (
 // that leftovers of a killed run can be found and dropped.
 const schemaPrefix = "backstop_bench_"
 
-// schemaFor names the schema of case c in round r: short, because River
-// takes schema names of at most 46 characters.
+// schemaFor names the schema of case c in round r, with this process's
+// id so that two runs at once do not collide; short, because River takes
+// schema names of at most 46 characters.
 func schemaFor(c Case, round int) string {
 	h := fnv.New32a()
 	h.Write([]byte(c.Name()))
-	return fmt.Sprintf("%s%08x_r%d", schemaPrefix, h.Sum32(), round+1)
+	return fmt.Sprintf("%s%d_%08x_r%d", schemaPrefix, os.Getpid(), h.Sum32(), round+1)
 }
 
 // withConn runs fn on a new connection to url.

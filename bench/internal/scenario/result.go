@@ -41,6 +41,9 @@ type Result struct {
 	// Ordered says the system promised stream order in this case, so that
 	// OutOfOrder counts as a violation (River is run unordered).
 	Ordered bool `json:"ordered,omitempty"`
+	// Load is the machine's one-minute load average when the case began,
+	// read by the parent: this machine is shared, and noise shows here.
+	Load float64 `json:"load,omitempty"`
 	// Error says why the case failed, if it did.
 	Error string `json:"error,omitempty"`
 }

@@ -43,11 +43,11 @@ type Scale struct {
 // Scales are the known scales by name.
 var Scales = map[string]Scale{
 	"small": {
-		Name: "small", EnqueueFor: 300 * time.Millisecond, EnqueueWriters: 4,
-		Drain: 2000, DrainTimeout: 30 * time.Second,
-		WorkFor: 300 * time.Millisecond, Inserters: 2, BatchRows: 100,
-		Streams: 100, FailEvery: 20, VerifyFor: 500 * time.Millisecond,
-		LatencyRate: 200, LatencyFor: 300 * time.Millisecond,
+		Name: "small", EnqueueFor: 200 * time.Millisecond, EnqueueWriters: 4,
+		Drain: 500, DrainTimeout: 30 * time.Second,
+		WorkFor: 250 * time.Millisecond, Inserters: 2, BatchRows: 100,
+		Streams: 100, FailEvery: 20, VerifyFor: 300 * time.Millisecond,
+		LatencyRate: 200, LatencyFor: 250 * time.Millisecond,
 	},
 	"default": {
 		Name: "default", EnqueueFor: 10 * time.Second, EnqueueWriters: 4,
