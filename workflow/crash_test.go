@@ -21,11 +21,9 @@ import (
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/store/postgres"
-	"github.com/backstophq/backstop/store/sqlite"
 	"github.com/backstophq/backstop/workflow"
 	"github.com/backstophq/backstop/workflow/models"
 	"github.com/backstophq/backstop/workflow/wfpostgres"
-	"github.com/backstophq/backstop/workflow/wfsqlite"
 	"github.com/backstophq/backstop/workflow/wfstore"
 )
 
@@ -74,15 +72,7 @@ func openCrashStore(t *testing.T, spec string) (wfstore.Store, func(typ string) 
 	kind, arg, _ := strings.Cut(spec, ":")
 	switch kind {
 	case "sqlite":
-		st, err := sqlite.Open(ctx, arg, store.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		ws, err := wfsqlite.New(ctx, st)
-		if err != nil {
-			t.Fatal(err)
-		}
+		st, ws := openSQLite(t, arg)
 		return ws, func(typ string) int {
 			var n int
 			if err := st.DB().QueryRow(`SELECT count(*) FROM backstop_outbox WHERE type = ?`, typ).Scan(&n); err != nil {

@@ -44,8 +44,16 @@ type harness struct {
 
 func newHarness(t *testing.T, cfg workflow.Config) *harness {
 	t.Helper()
+	st, ws := openSQLite(t, ":memory:")
+	return newHarnessOn(t, st, ws, cfg)
+}
+
+// openSQLite opens a SQLite store at path and the workflow store on it,
+// closed when the test ends.
+func openSQLite(t *testing.T, path string) (*sqlite.Store, *wfsqlite.Store) {
+	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, ":memory:", store.Config{})
+	st, err := sqlite.Open(ctx, path, store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +62,7 @@ func newHarness(t *testing.T, cfg workflow.Config) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newHarnessOn(t, st, ws, cfg)
+	return st, ws
 }
 
 func newHarnessOn(t *testing.T, st *sqlite.Store, ws wfstore.Store, cfg workflow.Config) *harness {

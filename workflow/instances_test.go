@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/workflow"
@@ -117,5 +118,41 @@ func TestShutdownInterruptsWithoutFailing(t *testing.T) {
 	if again, err := h.engine.Run(h.ctx, "shutdown", workflow.RunOptions{ID: "r"}); err != nil || again.State != models.RunStateSuccess ||
 		h.callsOf("slow") != 2 {
 		t.Errorf("Run with the ID of an ended run: %v, %v; slow ran %d times", again, err, h.callsOf("slow"))
+	}
+}
+
+// Work drives the runs created with Start: at once, and on each poll.
+func TestWorkDrivesStartedRuns(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, workflow.Config{PollInterval: time.Minute})
+	h.register("w", nil, h.task("a", nil), h.task("b", nil, "a"))
+	events := h.subscribe()
+	ended := func(id string) func(workflow.Event) bool {
+		return func(ev workflow.Event) bool { return ev.RunID == id && ev.RunState.Terminal() }
+	}
+	id, err := h.engine.Start(h.ctx, "w", workflow.RunOptions{ID: "first"})
+	if err != nil || id != "first" {
+		t.Fatalf("Start = %q, %v", id, err)
+	}
+	if again, err := h.engine.Start(h.ctx, "w", workflow.RunOptions{ID: "first"}); err != nil || again != "first" {
+		t.Errorf("Start with the same ID = %q, %v", again, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = h.engine.Work(ctx) }()
+	h.waitFor(events, done, ended("first"))
+
+	if _, err := h.engine.Start(h.ctx, "w", workflow.RunOptions{ID: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.WaitForTimers(1, done) // Work waits for its next poll
+	h.clock.Advance(time.Minute)
+	h.waitFor(events, done, ended("second"))
+	cancel()
+	<-done
+	for _, id := range []string{"first", "second"} {
+		if r, _ := h.engine.Get(h.ctx, id); r.State != models.RunStateSuccess {
+			t.Errorf("run %s is %s", id, r.State)
+		}
 	}
 }

@@ -13,9 +13,10 @@ import (
 	"github.com/backstophq/backstop/workflow/models"
 )
 
-// repairable registers extract -> validate -> load, with audit on its own;
-// validate fails until fixed is set.
-func repairable(h *harness, prop *eh.PropagationConfig, fixed *atomic.Bool) {
+// newRepairable returns a harness with extract -> validate -> load, and
+// audit on its own, registered; validate fails until fixed is set.
+func newRepairable(t *testing.T, prop *eh.PropagationConfig) (h *harness, fixed *atomic.Bool) {
+	h, fixed = newHarness(t, workflow.Config{}), &atomic.Bool{}
 	h.register("repair", prop,
 		h.task("extract", nil),
 		h.task("validate", func(context.Context, *workflow.TaskContext) error {
@@ -27,6 +28,7 @@ func repairable(h *harness, prop *eh.PropagationConfig, fixed *atomic.Bool) {
 		h.task("load", nil, "validate"),
 		h.task("audit", nil),
 	)
+	return h, fixed
 }
 
 // Replaying a failed task's dead letter re-runs it, then the tasks that
@@ -40,9 +42,7 @@ func TestReplayRepairsTheRun(t *testing.T) {
 		dagFailures.Add(1)
 		return nil
 	}}
-	h := newHarness(t, workflow.Config{})
-	var fixed atomic.Bool
-	repairable(h, prop, &fixed)
+	h, fixed := newRepairable(t, prop)
 	r, err := h.run("repair", workflow.RunOptions{ID: "r-repair"})
 	if !errors.Is(err, workflow.ErrRunFailed) || r.Task("load").State != models.TaskStateUpstreamFailed {
 		t.Fatalf("first run: %v\n%s", err, r.Explain())
@@ -86,9 +86,7 @@ func TestReplayRepairsTheRun(t *testing.T) {
 // resolved with a note naming the new one, which can be replayed in turn.
 func TestReplayThatFailsAgain(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, workflow.Config{})
-	var fixed atomic.Bool
-	repairable(h, nil, &fixed)
+	h, fixed := newRepairable(t, nil)
 	r, _ := h.run("repair", workflow.RunOptions{})
 	first := r.Task("validate").DeadLetterID
 	r, err := h.engine.ReplayTask(h.ctx, first)
@@ -112,9 +110,7 @@ func TestReplayThatFailsAgain(t *testing.T) {
 // Under fail, the tasks the failure skipped come back with the replay.
 func TestReplayUnderFailPolicy(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, workflow.Config{})
-	var fixed atomic.Bool
-	repairable(h, &eh.PropagationConfig{Policy: eh.PropagationPolicyFail}, &fixed)
+	h, fixed := newRepairable(t, &eh.PropagationConfig{Policy: eh.PropagationPolicyFail})
 	r, _ := h.run("repair", workflow.RunOptions{})
 	if r.Task("load").State != models.TaskStateSkipped {
 		t.Fatalf("load is %s", r.Task("load").State)
@@ -130,9 +126,7 @@ func TestReplayUnderFailPolicy(t *testing.T) {
 // which Work runs on every pass.
 func TestReplayMarkedFinishesQueueReplays(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, workflow.Config{})
-	var fixed atomic.Bool
-	repairable(h, nil, &fixed)
+	h, fixed := newRepairable(t, nil)
 	r, _ := h.run("repair", workflow.RunOptions{ID: "r-marked"})
 	fixed.Store(true)
 	if _, err := h.store.DLQ().ReplayMatching(h.ctx, &dlq.Filters{DAGID: "repair"}, false); err != nil {

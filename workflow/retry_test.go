@@ -61,6 +61,10 @@ func TestRetriesFollowTheStrategyOnTheClock(t *testing.T) {
 		ts.Reason != "up for retry: attempt 1 failed (attempt 1: boom); retry 1 of 3 at 2025-03-01T12:00:10Z" {
 		t.Errorf("while waiting: %s %q", ts.State, ts.Reason)
 	}
+	wantReason(t, mid, "next", "pending: waiting for upstream task flaky")
+	if !strings.Contains(mid.Explain(), "why: running, held by instance ") {
+		t.Errorf("explanation of a running run:\n%s", mid.Explain())
+	}
 	if h.callsOf("flaky") != 1 {
 		t.Errorf("flaky ran %d times before its retry was due", h.callsOf("flaky"))
 	}

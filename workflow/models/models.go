@@ -1,11 +1,12 @@
 // Package models holds the plain data of workflow runs: a DAG of tasks, one
 // run of a DAG, and one attempt at running a task within it.
 //
-// The types carry no behaviour beyond small state predicates; a later
-// workflow engine drives them (schedules task instances, moves their states,
-// applies errorhandling's propagation policies and hands failed tasks to the
-// dead-letter queue). The package imports nothing of Backstop's, so any
-// package may depend on it.
+// The types carry no behaviour beyond small state predicates; the engine in
+// package workflow drives them (schedules task instances, moves their
+// states, applies errorhandling's propagation policies and hands failed
+// tasks to the dead-letter queue), and hands them to the callbacks of
+// errorhandling.PropagationConfig and to dlq.Manager.AddFailedTask. The
+// package imports nothing of Backstop's, so any package may depend on it.
 package models
 
 import "time"
