@@ -73,13 +73,15 @@ func (dr *driver) run() (*Run, error) {
 	if dr.snap.Run.DAGHash != dr.d.hash {
 		return dr.abort(fmt.Errorf("%w: run %s of DAG %s", ErrDAGChanged, dr.runID, dr.d.id))
 	}
-	dr.settleLost()
 	for {
 		if err := dr.renewIfDue(); err != nil {
 			return dr.abort(err)
 		}
 		if err := dr.load(); err != nil {
 			return dr.abort(err)
+		}
+		if dr.settleLost() {
+			continue
 		}
 		dr.settleFailures()
 		p := evaluate(dr.d, dr.snap, dr.e.cfg.Clock.Now())

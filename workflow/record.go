@@ -144,14 +144,16 @@ func (dr *driver) logFinish(ctx context.Context, f *wfstore.Finish) {
 	dr.e.log.LogAttrs(ctx, level, msg, attrs...)
 }
 
-// settleLost records, when a run is taken over, the attempts a previous
-// holder left running as lost: the task is up for retry at once and the
-// attempt does not count as a failure. A previous holder that records
-// its outcome first wins.
-func (dr *driver) settleLost() {
+// settleLost records the attempts left running by a previous holder of the
+// run (every running attempt this driver did not start) as lost: the task
+// is up for retry at once and the attempt does not count as a failure. A
+// previous holder that records its outcome first wins. It reports whether
+// it changed anything.
+func (dr *driver) settleLost() bool {
 	now := dr.e.cfg.Clock.Now()
+	changed := false
 	for _, t := range dr.snap.Tasks {
-		if t.State != models.TaskStateRunning {
+		if _, ours := dr.running[t.TaskID]; ours || t.State != models.TaskStateRunning {
 			continue
 		}
 		f := &wfstore.Finish{RunID: dr.runID, TaskID: t.TaskID, Attempt: t.Attempt, Owner: t.Owner, Now: now,
@@ -160,10 +162,11 @@ func (dr *driver) settleLost() {
 			Reason: fmt.Sprintf("up for retry: attempt %d was lost when instance %s stopped; it runs again and does not count as a failure",
 				t.Attempt, t.Owner)}
 		err := dr.e.st.FinishAttempt(dr.ctx, f)
-		if err != nil && !errors.Is(err, wfstore.ErrConflict) {
+		if err == nil || errors.Is(err, wfstore.ErrConflict) {
+			changed = true // settled, by this driver or by the previous holder
+		} else {
 			dr.e.log.LogAttrs(dr.ctx, slog.LevelWarn, "recording a lost attempt failed", slog.String("run_id", dr.runID),
 				slog.String("task_id", t.TaskID), slog.Int("attempt", t.Attempt), slog.String("error", err.Error()))
-			continue
 		}
 		if err == nil {
 			dr.logFinish(dr.ctx, f)
@@ -171,6 +174,7 @@ func (dr *driver) settleLost() {
 				TaskState: f.State, Reason: f.Reason, NextAttemptAt: now})
 		}
 	}
+	return changed
 }
 
 // instance returns an attempt as plain data.
