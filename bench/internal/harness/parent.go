@@ -70,9 +70,10 @@ func Run(ctx context.Context, opts Options) (*Runs, error) {
 			}
 			done++
 			fmt.Fprintf(opts.Log, "bench: [%d/%d] round %d %s\n", done, total, round+1, c.Name())
+			busy := waitQuiet()
 			t0, load := time.Now(), loadAverage()
 			res := runOne(ctx, opts, c, round)
-			res.Load = load
+			res.Load, res.Busy = load, busy
 			runs.Results[c.Name()][round] = res
 			fmt.Fprintf(opts.Log, "bench:   %s [%.1f s]\n", oneLine(res), time.Since(t0).Seconds())
 		}

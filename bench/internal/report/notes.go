@@ -116,14 +116,16 @@ func (d *Document) writeMachine(w io.Writer) {
 		fmt.Fprintf(w, "- PostgreSQL %s: %s\n", kv[0], kv[1])
 	}
 	fmt.Fprintf(w, "- Backstop commit: %s\n", m.Commit)
-	var loads []float64
+	var loads, busy []float64
 	for _, rs := range d.Runs.Results {
 		for _, r := range rs {
-			loads = append(loads, r.Load)
+			loads, busy = append(loads, r.Load), append(busy, 100*r.Busy)
 		}
 	}
-	fmt.Fprintf(w, "- One-minute load average when each case began (the machine is shared; %d cores): median %s\n",
-		m.Cores, spreadOf(loads).format("%.1f"))
+	fmt.Fprintf(w, "- The machine is shared (others' builds and tests run on it). Before each case the run waits up to 90 s "+
+		"for other processes to use under 25 %% of the CPU; CPU busy just before the cases: median %s %%; one-minute "+
+		"load average when they began: median %s (%d cores)\n",
+		spreadOf(busy).format("%.0f"), spreadOf(loads).format("%.1f"), m.Cores)
 	fmt.Fprintf(w, "- Command: `%s`; scale %s; %d rounds; seed %d\n", d.Command, d.Scale.Name, d.Rounds, d.Seed)
 	fmt.Fprintf(w, "- Started %s, finished %s\n\n", d.Runs.Started.UTC().Format("2006-01-02 15:04:05 MST"),
 		d.Runs.Finished.UTC().Format("2006-01-02 15:04:05 MST"))

@@ -44,6 +44,9 @@ type Result struct {
 	// Load is the machine's one-minute load average when the case began,
 	// read by the parent: this machine is shared, and noise shows here.
 	Load float64 `json:"load,omitempty"`
+	// Busy is the share of CPU time (0 to 1) other processes used just
+	// before the case began, after the parent waited for a quiet moment.
+	Busy float64 `json:"busy,omitempty"`
 	// Error says why the case failed, if it did.
 	Error string `json:"error,omitempty"`
 }
