@@ -44,7 +44,10 @@
 // A failed attempt is retried after its strategy's delay, durably (the
 // task is up_for_retry until then), unless its error is permanent. A task
 // out of retries fails for good: the DAG's OnTaskFailure is called and the
-// task is dead-lettered (dlq.Manager.AddFailedTask). Replaying its
+// task is dead-lettered (dlq.Manager.AddFailedTask). If the process dies
+// between the failure and the dead letter, the resumed run finishes the
+// job: the entry is not added twice, but OnTaskFailure may be called again.
+// Replaying its
 // dead letter with Engine.ReplayTask runs it again and then re-evaluates the
 // tasks that were upstream_failed because of it, so a repaired run can still
 // end successfully; its history keeps every attempt.

@@ -111,6 +111,7 @@ const createVersionTable = `CREATE TABLE IF NOT EXISTS {{T}}wf_migrations (
 	name       text NOT NULL,
 	applied_at timestamptz NOT NULL DEFAULT now())`
 
+// Applied implements wfstore.MigrationTx.
 func (m migrator) Applied(ctx context.Context) (map[int]bool, error) {
 	if _, err := m.tx.Exec(ctx, m.s.q(createVersionTable)); err != nil {
 		return nil, err
@@ -130,6 +131,7 @@ func (m migrator) Applied(ctx context.Context) (map[int]bool, error) {
 	return done, nil
 }
 
+// Apply implements wfstore.MigrationTx.
 func (m migrator) Apply(ctx context.Context, mig store.Migration) error {
 	if _, err := m.tx.Exec(ctx, m.s.q(mig.SQL)); err != nil {
 		return err

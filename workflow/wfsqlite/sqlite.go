@@ -79,6 +79,7 @@ const createVersionTable = `CREATE TABLE IF NOT EXISTS {{prefix}}wf_migrations (
 	name       TEXT    NOT NULL,
 	applied_at INTEGER NOT NULL)`
 
+// Applied implements wfstore.MigrationTx.
 func (m migrator) Applied(ctx context.Context) (map[int]bool, error) {
 	if _, err := m.tx.ExecContext(ctx, m.s.q(createVersionTable)); err != nil {
 		return nil, err
@@ -99,6 +100,7 @@ func (m migrator) Applied(ctx context.Context) (map[int]bool, error) {
 	return done, rows.Err()
 }
 
+// Apply implements wfstore.MigrationTx.
 func (m migrator) Apply(ctx context.Context, mig store.Migration) error {
 	if _, err := m.tx.ExecContext(ctx, m.s.q(mig.SQL)); err != nil {
 		return err
