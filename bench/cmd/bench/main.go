@@ -50,6 +50,8 @@ func parent(ctx context.Context, argv []string) error {
 	out := fs.String("out", "", "also write the report to this Markdown file (e.g. ../BENCHMARKS.md)")
 	pgURL := fs.String("postgres", envOr("BACKSTOP_TEST_POSTGRES_URL", defaultPostgres), "PostgreSQL URL (trust auth, database test)")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the rounds' shuffled order")
+	analyze := fs.Bool("analyze", true, "VACUUM ANALYZE a PostgreSQL drain's backlog before timing it, as autovacuum would")
+	quiet := fs.Duration("quiet-wait", 90*time.Second, "before each case, wait up to this long for other processes to use under 25% of the CPU")
 	list := fs.Bool("list", false, "list the cases and exit")
 	check := fs.Bool("check", false, "exit with status 1 if a case failed or a check found a violation (for CI)")
 	saveJSON := fs.String("json", "", "also save the raw results to this file, for --from")
@@ -87,13 +89,13 @@ func parent(ctx context.Context, argv []string) error {
 	info := report.Gather(ctx, *pgURL, strings.Contains(*stores, scenario.Postgres))
 	runs, err := harness.Run(ctx, harness.Options{
 		Exe: exe, Cases: all, Rounds: *rounds, Seed: *seed, Scale: sc,
-		PostgresURL: *pgURL, Log: os.Stderr,
+		PostgresURL: *pgURL, Analyze: *analyze, QuietWait: *quiet, Log: os.Stderr,
 	})
 	if err != nil {
 		return err
 	}
 	doc := &report.Document{
-		Runs: runs, Scale: sc, Rounds: *rounds, Seed: *seed, Machine: info,
+		Runs: runs, Scale: sc, Rounds: *rounds, Seed: *seed, Machine: info, Analyze: *analyze, QuietWait: *quiet,
 		Command: "cd bench && go run ./cmd/bench " + strings.Join(argv, " "),
 		Via:     os.Getenv("BENCH_VIA"),
 	}
@@ -155,6 +157,7 @@ func child(ctx context.Context, argv []string) error {
 	fs.StringVar(&a.Env.Schema, "schema", "", "")
 	fs.StringVar(&a.Env.Dir, "dir", "", "")
 	fs.StringVar(&a.Result, "result", "", "")
+	fs.BoolVar(&a.Analyze, "analyze", true, "")
 	if err := fs.Parse(argv[1:]); err != nil {
 		return err
 	}

@@ -19,6 +19,9 @@ type ChildArgs struct {
 	Scale  string
 	Env    scenario.Env
 	Result string // the file the child writes its Result to, as JSON
+	// Analyze runs VACUUM ANALYZE on a PostgreSQL drain's tables after
+	// the preload (see settle).
+	Analyze bool
 }
 
 // RunChild runs one case in this process and writes its Result (with
@@ -53,11 +56,11 @@ func runCase(ctx context.Context, args ChildArgs, logger *slog.Logger) (scenario
 		return scenario.Result{}, fmt.Errorf("open %s: %w", c.System, err)
 	}
 	defer sys.Close()
-	var settle func(context.Context) error
+	var prepare func(context.Context) error
 	if args.Env.Store == scenario.Postgres {
-		settle = checkpoint(args.Env.URL)
+		prepare = settle(args.Env.URL, args.Env.Schema, args.Analyze)
 	}
-	res, err := scenario.Run(ctx, c.Scenario, sys, sc, args.Env.Store, settle)
+	res, err := scenario.Run(ctx, c.Scenario, sys, sc, args.Env.Store, prepare)
 	res.Ordered = c.Scenario == scenario.WorkOrdered && (c.System == Backstop || c.System == BackstopTuned)
 	return res, err
 }

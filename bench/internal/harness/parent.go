@@ -33,6 +33,12 @@ type Options struct {
 	Scale scenario.Scale
 	// PostgresURL is the server of the PostgreSQL cases.
 	PostgresURL string
+	// Analyze runs VACUUM ANALYZE on a PostgreSQL drain's preloaded tables
+	// before the clock starts (see settle).
+	Analyze bool
+	// QuietWait is how long to wait before each case for other processes
+	// to leave the CPU (see waitQuiet); 0 does not wait.
+	QuietWait time.Duration
 	// Log receives progress lines and the children's output.
 	Log io.Writer
 }
@@ -70,7 +76,7 @@ func Run(ctx context.Context, opts Options) (*Runs, error) {
 			}
 			done++
 			fmt.Fprintf(opts.Log, "bench: [%d/%d] round %d %s\n", done, total, round+1, c.Name())
-			busy := waitQuiet()
+			busy := waitQuiet(opts.QuietWait)
 			t0, load := time.Now(), loadAverage()
 			res := runOne(ctx, opts, c, round)
 			res.Load, res.Busy = load, busy
@@ -141,7 +147,7 @@ func spawn(ctx context.Context, opts Options, c Case, round int) (scenario.Resul
 	defer cancel()
 	cmd := exec.CommandContext(ctx, opts.Exe, ChildFlag, c.Name(),
 		"--scale", opts.Scale.Name, "--postgres", env.URL, "--schema", env.Schema,
-		"--dir", env.Dir, "--result", resultFile)
+		"--dir", env.Dir, "--result", resultFile, fmt.Sprintf("--analyze=%t", opts.Analyze))
 	cmd.Stdout, cmd.Stderr = opts.Log, opts.Log
 	runErr := cmd.Run()
 	b, err := os.ReadFile(resultFile)

@@ -9,22 +9,25 @@ import (
 )
 
 // The machine is shared: before each case the parent waits, up to
-// quietWait, for the other processes' CPU use to fall below quietBusy of
-// all cores, sampled over quietSample. A case still starts when the wait
-// runs out; the report shows the load each case began under.
+// Options.QuietWait, for the other processes' CPU use to fall below
+// QuietBusy of all cores, sampled over quietSample. A case still starts
+// when the wait runs out; the report shows the load each case began under.
 const (
-	quietBusy   = 0.25
+	QuietBusy   = 0.25
 	quietSample = 500 * time.Millisecond
-	quietWait   = 90 * time.Second
 )
 
-// waitQuiet waits for the machine to be quiet and returns the share of
-// CPU time that was busy in the last sample (0 to 1; -1 when unknown).
-func waitQuiet() float64 {
-	deadline := time.Now().Add(quietWait)
+// waitQuiet waits up to limit for the machine to be quiet and returns the
+// share of CPU time that was busy in the last sample (0 to 1; -1 when
+// unknown).
+func waitQuiet(limit time.Duration) float64 {
+	if limit <= 0 {
+		return cpuBusy(quietSample / 10) // a glance, for the report
+	}
+	deadline := time.Now().Add(limit)
 	for {
 		busy := cpuBusy(quietSample)
-		if busy < quietBusy || time.Now().After(deadline) {
+		if busy < QuietBusy || time.Now().After(deadline) {
 			return busy
 		}
 	}

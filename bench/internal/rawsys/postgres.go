@@ -58,28 +58,9 @@ func (d *pgDB) claim(ctx context.Context, limit int, handle func([]byte) error) 
 		if err != nil {
 			return err
 		}
-		var got [][]byte
-		for rows.Next() {
-			var (
-				id      int64
-				payload []byte
-			)
-			if err := rows.Scan(&id, &payload); err != nil {
-				rows.Close()
-				return err
-			}
-			got = append(got, payload)
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for _, p := range got {
-			if err := handle(p); err != nil {
-				return err
-			}
-		}
-		n = len(got)
-		return nil
+		defer rows.Close()
+		n, err = handleClaimed(rows, handle)
+		return err
 	})
 	if err != nil {
 		return 0, err

@@ -155,3 +155,37 @@ func (s *System) Close() error {
 	s.db.close()
 	return nil
 }
+
+// claimedRows is what the rows of a claim offer, pgx's and database/sql's
+// alike.
+type claimedRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// handleClaimed reads every claimed row (id, payload), then hands each
+// payload to handle, and returns how many there were. It reads them all
+// first, so that the statement has finished before the handler runs.
+func handleClaimed(rows claimedRows, handle func([]byte) error) (int, error) {
+	var got [][]byte
+	for rows.Next() {
+		var (
+			id      int64
+			payload []byte
+		)
+		if err := rows.Scan(&id, &payload); err != nil {
+			return 0, err
+		}
+		got = append(got, payload)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	for _, p := range got {
+		if err := handle(p); err != nil {
+			return 0, err
+		}
+	}
+	return len(got), nil
+}

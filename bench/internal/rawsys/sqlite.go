@@ -64,27 +64,11 @@ func (d *liteDB) claim(ctx context.Context, limit int, handle func([]byte) error
 	if err != nil {
 		return 0, err
 	}
-	var got [][]byte
-	for rows.Next() {
-		var (
-			id      int64
-			payload []byte
-		)
-		if err := rows.Scan(&id, &payload); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		got = append(got, payload)
-	}
-	if err := rows.Err(); err != nil {
+	defer rows.Close()
+	if n, err = handleClaimed(rows, handle); err != nil {
 		return 0, err
 	}
-	for _, p := range got {
-		if err := handle(p); err != nil {
-			return 0, err
-		}
-	}
-	return len(got), tx.Commit()
+	return n, tx.Commit()
 }
 
 func (d *liteDB) close() { _ = d.db.Close() }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/backstophq/backstop/bench/internal/harness"
 	"github.com/backstophq/backstop/bench/internal/scenario"
@@ -20,6 +21,11 @@ type Document struct {
 	// Command is how the run was started, shown verbatim; Via, when set,
 	// is what started it (make bench).
 	Command, Via string
+	// Analyze says PostgreSQL drains were VACUUM ANALYZEd after the preload.
+	Analyze bool
+	// QuietWait is how long the run waited at most for a quiet machine
+	// before each case.
+	QuietWait time.Duration
 }
 
 // Write writes the report as Markdown to w.
@@ -43,7 +49,7 @@ func (d *Document) Write(w io.Writer) {
 		d.writeFigures(w, st)
 	}
 	d.writeProblems(w)
-	writeSettings(w, d.Scale)
+	writeSettings(w, d.Scale, d.Analyze)
 	d.writeMachine(w)
 }
 

@@ -105,6 +105,7 @@ func postgresInfo(ctx context.Context, url string) [][2]string {
 		{"synchronous_commit", "SHOW synchronous_commit"},
 		{"fsync", "SHOW fsync"},
 		{"wal_sync_method", "SHOW wal_sync_method"},
+		{"autovacuum", "SHOW autovacuum"},
 		{"shared_buffers", "SHOW shared_buffers"},
 		{"max_connections", "SHOW max_connections"},
 	} {

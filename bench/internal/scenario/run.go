@@ -10,8 +10,8 @@ import (
 
 // Run runs scenario name on sys at scale sc and returns what it measured.
 // settle, when not nil, runs after a drain's backlog is written and before
-// the clock starts (a PostgreSQL CHECKPOINT, so that every system starts
-// from the same state).
+// the clock starts, so that every system starts from the same state (on
+// PostgreSQL: VACUUM ANALYZE and a CHECKPOINT).
 func Run(ctx context.Context, name string, sys System, sc Scale, store string, settle func(context.Context) error) (Result, error) {
 	switch name {
 	case Enqueue1:
