@@ -200,6 +200,9 @@ func oneLine(res scenario.Result) string {
 	if res.Duplicates > 0 {
 		s += fmt.Sprintf(", %d duplicates", res.Duplicates)
 	}
+	if res.Partial != "" {
+		s += ", PARTIAL: " + res.Partial
+	}
 	if res.Error != "" {
 		s += ", ERROR " + res.Error
 	}

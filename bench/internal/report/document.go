@@ -140,8 +140,11 @@ func checks(rs []scenario.Result) string {
 	var parts []string
 	var missing, phantoms, unhandled, disorder, unverified, dups int64
 	var ordered bool
-	errs := 0
+	errs, partial := 0, 0
 	for _, r := range rs {
+		if r.Partial != "" {
+			partial++
+		}
 		missing, phantoms, unhandled = missing+r.Missing, phantoms+r.Phantoms, unhandled+r.Unhandled
 		disorder, unverified, dups = disorder+r.OutOfOrder, unverified+r.Unverified, dups+r.Duplicates
 		ordered = ordered || r.Ordered
@@ -164,6 +167,9 @@ func checks(rs []scenario.Result) string {
 	}
 	add(dups, "redelivered")
 	add(unverified, "unverified (not drained in time)")
+	if partial > 0 {
+		parts = append(parts, fmt.Sprintf("**timed out in %d round(s)**: rate of the part drained", partial))
+	}
 	if errs > 0 {
 		parts = append(parts, fmt.Sprintf("**failed in %d round(s)**", errs))
 	}
@@ -180,10 +186,13 @@ func (d *Document) writeProblems(w io.Writer) {
 			if r.Error != "" {
 				lines = append(lines, fmt.Sprintf("- `%s` round %d: %s", name, i+1, r.Error))
 			}
+			if r.Partial != "" {
+				lines = append(lines, fmt.Sprintf("- `%s` round %d: %s", name, i+1, r.Partial))
+			}
 		}
 	}
 	if len(lines) > 0 {
-		fmt.Fprintf(w, "## Failed cases\n\n%s\n\n", strings.Join(lines, "\n"))
+		fmt.Fprintf(w, "## Failed or cut-short cases\n\n%s\n\n", strings.Join(lines, "\n"))
 	}
 }
 

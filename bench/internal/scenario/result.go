@@ -47,6 +47,9 @@ type Result struct {
 	// Busy is the share of CPU time (0 to 1) other processes used just
 	// before the case began, after the parent waited for a quiet moment.
 	Busy float64 `json:"busy,omitempty"`
+	// Partial, when set, says the case stopped before the end it measures
+	// (a drain that timed out): its figures cover only what was done.
+	Partial string `json:"partial,omitempty"`
 	// Error says why the case failed, if it did.
 	Error string `json:"error,omitempty"`
 }

@@ -51,7 +51,7 @@ var Scales = map[string]Scale{
 	},
 	"default": {
 		Name: "default", EnqueueFor: 10 * time.Second, EnqueueWriters: 4,
-		Drain: 100_000, DrainLarge: 1_000_000, DrainTimeout: 10 * time.Minute,
+		Drain: 100_000, DrainLarge: 1_000_000, DrainTimeout: 15 * time.Minute,
 		WorkFor: 20 * time.Second, Inserters: 2, BatchRows: 100,
 		Streams: 10_000, FailEvery: 20, VerifyFor: 15 * time.Second,
 		LatencyRate: 200, LatencyFor: 20 * time.Second,
