@@ -1,0 +1,412 @@
+package chaos
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/backstophq/backstop/dlq"
+	"github.com/backstophq/backstop/internal/testenv"
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
+	"github.com/backstophq/backstop/store/postgres"
+)
+
+// The relays' timing, short so that faults outlast them quickly.
+const (
+	lease           = 2 * time.Second
+	instanceTimeout = 10 * time.Second
+	breakerTimeout  = time.Second
+)
+
+// withAppName returns the test server's URL (or DSN) with an
+// application_name, by which the chaos relays' connections are found.
+func withAppName(t testing.TB, name string) string {
+	raw := testenv.PostgresURL()
+	if !strings.HasPrefix(raw, "postgres://") && !strings.HasPrefix(raw, "postgresql://") {
+		return raw + " application_name=" + name
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("%s: %v", testenv.PostgresEnv, err)
+	}
+	q := u.Query()
+	q.Set("application_name", name)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func randomTag() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// pgWriter writes the load: the store's EnqueueTx inside a transaction
+// that also writes an application row, or plain INSERTs into the outbox.
+func pgWriter(st *postgres.Store, schema string) writer {
+	return func(ctx context.Context, msgs []*outbox.Message, style int) ([]string, error) {
+		ids := make([]string, len(msgs))
+		err := pgx.BeginFunc(ctx, st.Pool(), func(tx pgx.Tx) error {
+			if style == styleSQL {
+				for i, m := range msgs {
+					if err := tx.QueryRow(ctx, `INSERT INTO `+schema+`.backstop_outbox (destination, stream, type, payload)
+						VALUES ($1, $2, $3, $4) RETURNING id::text`, m.Destination, m.Stream, m.Type, m.Payload).Scan(&ids[i]); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.chaos_orders (messages) VALUES ($1)`, len(msgs)); err != nil {
+				return err
+			}
+			if err := st.EnqueueTx(ctx, tx, msgs...); err != nil {
+				return err
+			}
+			for i, m := range msgs {
+				ids[i] = m.ID.String()
+			}
+			return nil
+		})
+		return ids, err
+	}
+}
+
+// TestChaosPostgres runs three relay processes on one PostgreSQL schema
+// under a steady load across many strict streams and injects the faults in
+// turn, then checks the ledger: nothing lost, every stream in order, no
+// dead letter caused by an outage, no stream left blocked.
+//
+// The PostgreSQL "restart" does not restart the server, which other tests
+// share: it terminates every backend of the chaos relays (found by their
+// application_name) again and again for a while, which is what the relays
+// see of a restart. The load generator's connections are spared, so that
+// no commit of the application is left in doubt.
+func TestChaosPostgres(t *testing.T) {
+	t.Parallel()
+	sz := chaosSize()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	admin := testenv.PostgresAdmin(t)
+	schema := testenv.NewSchema(t, "chaos_")
+	tag := randomTag()
+	relayApp, genApp := "backstop_chaos_relay_"+tag, "backstop_chaos_gen_"+tag
+
+	st, err := postgres.Open(ctx, withAppName(t, genApp), store.Config{}, postgres.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Pool().Exec(ctx, `CREATE TABLE `+schema+`.chaos_orders (id bigserial PRIMARY KEY, messages int NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+
+	l := newLedger()
+	rc := newReceiver(t, l)
+	relayURL := withAppName(t, relayApp)
+	f := newFleet(t, func(id string) []string {
+		return []string{"-store", "postgres", "-db", relayURL, "-schema", schema, "-url", rc.url(), "-secret", secret,
+			"-instance", id, "-lease", lease.String(), "-instance-timeout", instanceTimeout.String(),
+			"-breaker-timeout", breakerTimeout.String(), "-workers", "8"}
+	})
+	slots := []string{"a", "b", "c"}
+	for _, s := range slots {
+		f.start(s)
+	}
+	gen := startGenerator(ctx, l, pgWriter(st, schema), sz.load)
+	defer gen.halt()
+
+	rep := &report{title: fmt.Sprintf("PostgreSQL: 3 relay processes, %d strict streams (%s size)", sz.load.streams, sz.name)}
+	var held func(*sent) bool // messages held back on purpose, not waited for
+	settle := func(p *phase) {
+		if err := l.waitFor(ctx, sz.recoverLimit, l.caughtUp(held)); err != nil {
+			p.failed = err.Error()
+			t.Errorf("%s: not recovered: %v", p.name, err)
+			return
+		}
+		p.recovery = time.Since(p.end)
+	}
+	// active waits until instance is delivering (mid-batch).
+	active := func(id string) {
+		n := l.arrivedFrom(id)
+		if err := l.waitFor(ctx, 20*time.Second, func() bool { return l.by[id] >= n+10 }); err != nil {
+			t.Logf("%s delivered nothing new in 20 s: faulting it anyway", id)
+		}
+	}
+
+	if err := l.waitFor(ctx, 30*time.Second, func() bool { return len(l.arrivals) >= 200 }); err != nil {
+		t.Fatalf("the relays delivered under 200 messages in 30 s: %v; logs: %s", err, tail(f.dir+"/relay-a-1.log"))
+	}
+	calm := &phase{name: "none (steady load)", start: time.Now()}
+	calm.end = calm.start
+	settle(calm)
+	rep.add(calm)
+
+	for i := range sz.kills {
+		slot := slots[i%len(slots)]
+		id := f.instance(slot)
+		active(id)
+		p := &phase{name: fmt.Sprintf("SIGKILL mid-batch #%d", i+1), start: time.Now()}
+		next := f.kill(slot)
+		p.end = p.start
+		p.note = fmt.Sprintf("%s killed after %d deliveries, %s started", id, l.arrivedFrom(id), next)
+		settle(p)
+		rep.add(p)
+	}
+
+	for i := range sz.stops {
+		slot := slots[(i+1)%len(slots)]
+		id := f.instance(slot)
+		active(id)
+		p := &phase{name: fmt.Sprintf("SIGSTOP past the lease #%d", i+1), start: time.Now()}
+		f.signal(slot, syscall.SIGSTOP)
+		stopped := 2 * lease
+		<-time.After(stopped) // the fault is a duration: the lease must lapse
+		f.signal(slot, syscall.SIGCONT)
+		p.end = time.Now()
+		p.note = fmt.Sprintf("%s stopped for %v (lease %v), then continued", id, stopped, lease)
+		settle(p)
+		rep.add(p)
+	}
+
+	for i := range sz.pgRestarts {
+		p := &phase{name: fmt.Sprintf("PostgreSQL connections terminated #%d", i+1), start: time.Now()}
+		killed := 0
+		tick := time.NewTicker(100 * time.Millisecond)
+		for deadline := time.Now().Add(sz.pgDown); time.Now().Before(deadline); <-tick.C {
+			var n int
+			if err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+				WHERE application_name = $1 AND pid <> pg_backend_pid()`, relayApp).Scan(&n); err != nil {
+				t.Fatalf("terminate the relays' backends: %v", err)
+			}
+			killed += n
+		}
+		tick.Stop()
+		p.end = time.Now()
+		p.note = fmt.Sprintf("%d relay backends terminated over %v (application_name %s; the server is shared, so not restarted)", killed, sz.pgDown, relayApp)
+		settle(p)
+		rep.add(p)
+	}
+
+	for _, down := range []struct {
+		name string
+		mode int32
+	}{{"destination answers 503", mode503}, {"destination refuses connections", modeDown}} {
+		p := &phase{name: down.name, start: time.Now()}
+		rc.setMode(down.mode)
+		<-time.After(sz.destDown)
+		rc.setMode(modeUp)
+		p.end = time.Now()
+		p.note = fmt.Sprintf("down %v, breaker timeout %v", sz.destDown, breakerTimeout)
+		settle(p)
+		rep.add(p)
+	}
+
+	{
+		p := &phase{name: "destination flapping", start: time.Now()}
+		tick := time.NewTicker(sz.flapEvery)
+		flips := 0
+		for deadline := time.Now().Add(sz.flap); time.Now().Before(deadline); <-tick.C {
+			if flips%2 == 0 {
+				rc.setMode(mode503)
+			} else {
+				rc.setMode(modeUp)
+			}
+			flips++
+		}
+		tick.Stop()
+		rc.setMode(modeUp)
+		p.end = time.Now()
+		p.note = fmt.Sprintf("503 and up in turn every %v for %v", sz.flapEvery, sz.flap)
+		settle(p)
+		rep.add(p)
+	}
+
+	poisonIDs := runPoison(t, ctx, sz, l, rc, gen, st, rep, &held, settle)
+
+	// The end: the load stops, everything committed must arrive.
+	if errs := gen.halt(); len(errs) > 0 {
+		t.Errorf("the load generator's transactions failed %d times, first: %v", len(errs), errs[0])
+	}
+	drain := &phase{name: "load stopped: final drain", start: time.Now()}
+	drain.end = drain.start
+	settle(drain)
+	rep.add(drain)
+
+	finalChecks(t, ctx, st, f, rc, l, rep, poisonIDs)
+	rep.fact("load transactions (bursts of "+fmt.Sprint(sz.load.burstN)+")", "%d (%d)", gen.txs, gen.bursts)
+	rep.publish(t)
+	assertVerdict(t, rep)
+}
+
+// runPoison writes a poison message into sz.poison strict streams, waits
+// for each to be dead-lettered (its stream blocked behind it), then acts as
+// the operator: half are replayed after the receiver is fixed to accept
+// them, half released (the stream goes on without them, the entry
+// resolved). It returns the poison ids.
+func runPoison(t *testing.T, ctx context.Context, sz size, l *ledger, rc *receiver, gen *generator, st store.Store,
+	rep *report, held *func(*sent) bool, settle func(*phase)) map[string]*sent {
+	t.Helper()
+	p := &phase{name: "poison messages in strict streams", start: time.Now()}
+	poisons := map[string]*sent{}
+	byStream := map[string]*sent{}
+	for i := range sz.poison {
+		s, err := gen.requestPoison(ctx, i*7%sz.load.streams)
+		if err != nil {
+			t.Fatal(err)
+		}
+		poisons[s.id] = s
+		byStream[s.stream] = s
+	}
+	*held = func(m *sent) bool {
+		ps, ok := byStream[m.stream]
+		return ok && m.n >= ps.n
+	}
+	// Wait for every poison message to reach the dead-letter queue.
+	entries := map[string]*dlq.Entry{}
+	deadline := time.Now().Add(sz.recoverLimit)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	waiting := func() bool {
+		if len(entries) < len(poisons) {
+			return true
+		}
+		for _, s := range poisons {
+			if !l.committedBeyond(s.stream, s.n) {
+				return true // the hold-back is exercised only with a later message
+			}
+		}
+		return false
+	}
+	for waiting() {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d poison messages were dead-lettered within %v", len(entries), len(poisons), sz.recoverLimit)
+		}
+		<-tick.C
+		es, err := st.DLQ().List(ctx, &dlq.Filters{Destination: destination})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			if _, ok := poisons[e.MessageID]; ok {
+				entries[e.MessageID] = e
+			}
+		}
+	}
+	blocked, err := st.BlockedStreams(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	beyond := 0
+	for _, s := range poisons {
+		beyond += l.arrivedBeyond(s.stream, s.n)
+	}
+	if beyond > 0 {
+		t.Errorf("%d later messages of the poisoned strict streams arrived while their poison message was dead-lettered", beyond)
+	}
+	// The operator acts.
+	p.end = time.Now()
+	replayed, released := 0, 0
+	for id, s := range poisons {
+		e := entries[id]
+		if replayed <= released {
+			rc.fix(id)
+			if err := st.DLQ().Replay(ctx, e.ID); err != nil {
+				t.Fatalf("replay %s: %v", e.ID, err)
+			}
+			replayed++
+			continue
+		}
+		l.release(id)
+		if _, err := st.ReleaseStream(ctx, destination, s.stream); err != nil {
+			t.Fatalf("release %s: %v", s.stream, err)
+		}
+		if err := st.DLQ().Resolve(ctx, e.ID, "released: the destination will never accept it"); err != nil {
+			t.Fatalf("resolve %s: %v", e.ID, err)
+		}
+		released++
+	}
+	*held = nil
+	p.note = fmt.Sprintf("%d dead-lettered in %v, %d streams blocked, %d later messages leaked past; then %d replayed after a fix, %d released",
+		len(entries), p.end.Sub(p.start).Round(time.Millisecond), blocked, beyond, replayed, released)
+	settle(p)
+	rep.add(p)
+	return poisons
+}
+
+// finalChecks stops the relays and gathers the store's figures.
+func finalChecks(t *testing.T, ctx context.Context, st store.Store, f *fleet, rc *receiver, l *ledger, rep *report, poisons map[string]*sent) {
+	t.Helper()
+	blocked, err := st.BlockedStreams(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := st.DLQ().List(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outage := 0
+	var outageNotes []string
+	for _, e := range es {
+		if _, ok := poisons[e.MessageID]; !ok {
+			outage++
+			if len(outageNotes) < 5 {
+				outageNotes = append(outageNotes, fmt.Sprintf("%s %s: %s", e.FailureReason, e.Stream, e.ErrorMessage))
+			}
+		}
+	}
+	bad := f.stopAll(15 * time.Second)
+	rep.v = l.check()
+	rep.attribute()
+	rejected, badSigs := rc.stats()
+	rep.fact("**dead letters caused by the faults**", "%d %v", outage, outageNotes)
+	rep.fact("**strict streams left blocked**", "%d", blocked)
+	rep.fact("poison messages dead-lettered", "%d", len(poisons))
+	rep.fact("relay processes started (restarts after kills included)", "%d", f.starts)
+	rep.fact("relay exits the test did not cause (restarted as a supervisor would)", "%d %v", len(f.unexpectedExits()), f.unexpectedExits())
+	rep.fact("relays not stopping cleanly on SIGTERM", "%d %v", len(bad), bad)
+	rep.fact("answers other than 2xx, by status", "%v", rejected)
+	rep.fact("requests with a bad signature", "%d", badSigs)
+	rep.fact("relay log lines at ERROR", "%d", f.logLines(`"level":"ERROR"`))
+	if outage > 0 {
+		t.Errorf("%d dead letters caused by the faults: %v", outage, outageNotes)
+	}
+	if blocked > 0 {
+		t.Errorf("%d strict streams left blocked", blocked)
+	}
+	if badSigs > 0 {
+		t.Errorf("%d requests failed signature verification", badSigs)
+	}
+}
+
+// assertVerdict fails the test on a lost message or an order violation,
+// and logs the figures that are reported, not asserted.
+func assertVerdict(t *testing.T, rep *report) {
+	t.Helper()
+	v := rep.v
+	if v.Lost > 0 {
+		t.Errorf("%d messages lost, such as %v", v.Lost, v.LostIDs)
+	}
+	if v.OrderViolations > 0 {
+		t.Errorf("%d order violations: %v", v.OrderViolations, v.ViolationNotes)
+	}
+	if v.Phantom > 0 {
+		t.Errorf("%d arrivals of messages never committed: %v", v.Phantom, v.PhantomNotes)
+	}
+	if v.Unique == 0 {
+		t.Error("nothing arrived")
+	}
+	t.Logf("reported, not asserted: %d duplicates, %d stale re-sends (a duplicate arriving after a later message of its stream)",
+		v.Duplicates, v.Stale)
+}

@@ -1,0 +1,162 @@
+package chaos
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/backstophq/backstop/transport/webhook"
+)
+
+// secret signs the relays' requests; the receiver verifies every one.
+const secret = "whsec_Y2hhb3Mtc3VpdGUtc2lnbmluZy1rZXktMzItYnl0ZXM="
+
+// The receiver's answers to deliveries.
+const (
+	modeUp   int32 = iota // 204 to everything but unfixed poison (422)
+	mode503               // 503 Service Unavailable to everything
+	modeDown              // no listener: connections are refused
+)
+
+// body is a chaos message's payload.
+type body struct {
+	Stream string `json:"s"`
+	N      int    `json:"n"`
+	Poison bool   `json:"poison,omitempty"`
+}
+
+// receiver is the webhook destination: it verifies each request's
+// signature, answers according to its mode, and records every accepted
+// delivery in its ledger.
+type receiver struct {
+	t      testing.TB
+	ledger *ledger
+	addr   string
+	mode   atomic.Int32
+
+	mu       sync.Mutex
+	srv      *http.Server
+	fixed    map[string]bool // poison message ids the "fixed" receiver accepts
+	rejected map[int]int     // answers other than 2xx, by status
+	badSigs  int
+}
+
+func newReceiver(t testing.TB, l *ledger) *receiver {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("receiver: %v", err)
+	}
+	rc := &receiver{t: t, ledger: l, addr: ln.Addr().String(), fixed: map[string]bool{}, rejected: map[int]int{}}
+	rc.serve(ln)
+	t.Cleanup(func() {
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		if rc.srv != nil {
+			_ = rc.srv.Close()
+		}
+	})
+	return rc
+}
+
+func (rc *receiver) url() string { return "http://" + rc.addr + "/hook" }
+
+func (rc *receiver) serve(ln net.Listener) {
+	srv := &http.Server{Handler: http.HandlerFunc(rc.handle), ReadHeaderTimeout: 5 * time.Second}
+	rc.srv = srv
+	go func() { _ = srv.Serve(ln) }()
+}
+
+// setMode switches the receiver's answers. modeDown closes the listener
+// and every open connection; leaving it listens again on the same address.
+func (rc *receiver) setMode(m int32) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	old := rc.mode.Swap(m)
+	switch {
+	case m == modeDown && old != modeDown:
+		_ = rc.srv.Close()
+		rc.srv = nil
+	case m != modeDown && old == modeDown:
+		var ln net.Listener
+		var err error
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			// Reopening a just-closed port can race with the kernel's
+			// cleanup; it succeeds within milliseconds.
+			if ln, err = net.Listen("tcp", rc.addr); err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err != nil {
+			rc.t.Errorf("receiver: listen again on %s: %v", rc.addr, err)
+			return
+		}
+		rc.serve(ln)
+	}
+}
+
+// fix makes the receiver accept the poison message id from now on.
+func (rc *receiver) fix(id string) {
+	rc.mu.Lock()
+	rc.fixed[id] = true
+	rc.mu.Unlock()
+}
+
+func (rc *receiver) reject(w http.ResponseWriter, status int) {
+	rc.mu.Lock()
+	rc.rejected[status]++
+	rc.mu.Unlock()
+	w.WriteHeader(status)
+}
+
+func (rc *receiver) handle(w http.ResponseWriter, r *http.Request) {
+	raw, err := webhook.VerifyRequest(r, []byte(secret), 0)
+	if err != nil {
+		rc.mu.Lock()
+		rc.badSigs++
+		rc.mu.Unlock()
+		rc.reject(w, http.StatusUnauthorized)
+		return
+	}
+	if rc.mode.Load() == mode503 {
+		rc.reject(w, http.StatusServiceUnavailable)
+		return
+	}
+	var b body
+	if err := json.Unmarshal(raw, &b); err != nil {
+		rc.t.Errorf("receiver: a payload that is not a chaos message: %q", raw)
+		rc.reject(w, http.StatusBadRequest)
+		return
+	}
+	id := r.Header.Get(webhook.HeaderMessageID)
+	if b.Poison {
+		rc.mu.Lock()
+		ok := rc.fixed[id]
+		rc.mu.Unlock()
+		if !ok {
+			rc.reject(w, http.StatusUnprocessableEntity)
+			return
+		}
+	}
+	rc.ledger.record(arrival{id: id, stream: b.Stream, n: b.N, at: time.Now(), instance: r.Header.Get("X-Chaos-Instance")})
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// stats returns the rejected answers by status and the bad signatures.
+func (rc *receiver) stats() (map[int]int, int) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	out := make(map[int]int, len(rc.rejected))
+	for k, v := range rc.rejected {
+		out[k] = v
+	}
+	return out, rc.badSigs
+}
+
+var errDeadline = errors.New("deadline passed")

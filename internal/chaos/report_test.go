@@ -1,0 +1,145 @@
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// size is how much chaos a run makes: small under `go test`, full under
+// `make chaos` (BACKSTOP_CHAOS=full).
+type size struct {
+	name         string
+	load         load
+	kills        int           // SIGKILLs mid-batch (PostgreSQL)
+	stops        int           // SIGSTOPs past the lease
+	pgRestarts   int           // rounds of terminated connections
+	pgDown       time.Duration // how long each round keeps terminating them
+	destDown     time.Duration // each of: 503s, refused connections
+	flap         time.Duration // how long the destination flaps
+	flapEvery    time.Duration // and how often it changes its mind
+	poison       int           // poison messages (half replayed, half released)
+	sqliteKills  int           // SIGKILLs of the SQLite relay
+	recoverLimit time.Duration // the longest a recovery may take before the test gives up on it
+}
+
+func chaosSize() size {
+	if os.Getenv("BACKSTOP_CHAOS") == "full" {
+		return size{
+			name:  "full",
+			load:  load{streams: 500, every: 20 * time.Millisecond, perTx: 4, burstN: 300, burstAt: 50},
+			kills: 6, stops: 2, pgRestarts: 2, pgDown: 3 * time.Second,
+			destDown: 5 * time.Second, flap: 8 * time.Second, flapEvery: 300 * time.Millisecond,
+			poison: 10, sqliteKills: 8, recoverLimit: 90 * time.Second,
+		}
+	}
+	return size{
+		name:  "small",
+		load:  load{streams: 200, every: 25 * time.Millisecond, perTx: 3, burstN: 100, burstAt: 40},
+		kills: 2, stops: 1, pgRestarts: 1, pgDown: time.Second,
+		destDown: 2500 * time.Millisecond, flap: 2 * time.Second, flapEvery: 250 * time.Millisecond,
+		poison: 4, sqliteKills: 3, recoverLimit: 30 * time.Second,
+	}
+}
+
+// phase is one fault, or the calm before them.
+type phase struct {
+	name     string
+	start    time.Time
+	end      time.Time     // the fault ended (the kill, SIGCONT, the destination back)
+	recovery time.Duration // from end until everything committed before end arrived
+	failed   string        // why recovery was not reached, if it was not
+	note     string
+	dups     int
+	stale    int
+}
+
+// report gathers a run's figures.
+type report struct {
+	title  string
+	phases []*phase
+	v      verdict
+	extra  [][2]string // name, value
+}
+
+func (r *report) add(p *phase) { r.phases = append(r.phases, p) }
+
+func (r *report) fact(name, format string, args ...any) {
+	r.extra = append(r.extra, [2]string{name, fmt.Sprintf(format, args...)})
+}
+
+// attribute charges each duplicate and stale re-send to the phase in which
+// it arrived.
+func (r *report) attribute() {
+	at := func(ts time.Time) *phase {
+		var p *phase
+		for _, ph := range r.phases {
+			if !ph.start.After(ts) {
+				p = ph
+			}
+		}
+		return p
+	}
+	for _, ts := range r.v.DupAt {
+		if p := at(ts); p != nil {
+			p.dups++
+		}
+	}
+	for _, ts := range r.v.StaleAt {
+		if p := at(ts); p != nil {
+			p.stale++
+		}
+	}
+}
+
+func ms(d time.Duration) string {
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// String renders the report as Markdown tables.
+func (r *report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## %s\n\n", r.title)
+	b.WriteString("| fault | lasted | recovery | duplicates | stale re-sends | note |\n|---|---|---|---|---|---|\n")
+	for _, p := range r.phases {
+		rec := ms(p.recovery)
+		if p.failed != "" {
+			rec = "NOT RECOVERED: " + p.failed
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %s |\n", p.name, ms(p.end.Sub(p.start)), rec, p.dups, p.stale, p.note)
+	}
+	v := r.v
+	b.WriteString("\n| check | value |\n|---|---|\n")
+	rows := [][2]string{
+		{"messages committed", fmt.Sprint(v.Committed)},
+		{"expected (committed minus released poison)", fmt.Sprint(v.Expected)},
+		{"arrivals accepted", fmt.Sprint(v.Arrived)},
+		{"**lost**", fmt.Sprint(v.Lost)},
+		{"**order violations**", fmt.Sprint(v.OrderViolations)},
+		{"duplicates", fmt.Sprint(v.Duplicates)},
+		{"stale re-sends (a duplicate after a later message of its stream)", fmt.Sprint(v.Stale)},
+		{"phantoms (never committed)", fmt.Sprint(v.Phantom)},
+	}
+	for _, row := range append(rows, r.extra...) {
+		fmt.Fprintf(&b, "| %s | %s |\n", row[0], row[1])
+	}
+	return b.String()
+}
+
+// publish logs the report and, when BACKSTOP_CHAOS_REPORT names a file,
+// appends it there (make chaos prints that file).
+func (r *report) publish(t *testing.T) {
+	s := r.String()
+	t.Log(s)
+	if path := os.Getenv("BACKSTOP_CHAOS_REPORT"); path != "" {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Errorf("report: %v", err)
+			return
+		}
+		defer f.Close()
+		_, _ = f.WriteString(s)
+	}
+}

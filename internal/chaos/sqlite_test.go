@@ -1,0 +1,123 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
+	"github.com/backstophq/backstop/store/sqlite"
+)
+
+// sqliteWriter writes the load into the SQLite file the relay process
+// shares: the store's EnqueueTx in the application's transaction, or
+// plain INSERTs.
+func sqliteWriter(st *sqlite.Store) writer {
+	return func(ctx context.Context, msgs []*outbox.Message, style int) ([]string, error) {
+		ids := make([]string, len(msgs))
+		tx, err := st.DB().BeginTx(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = tx.Rollback() }()
+		if style == styleSQL {
+			for i, m := range msgs {
+				if err := tx.QueryRowContext(ctx, `INSERT INTO backstop_outbox (destination, stream, type, payload)
+					VALUES (?, ?, ?, ?) RETURNING id`, m.Destination, m.Stream, m.Type, m.Payload).Scan(&ids[i]); err != nil {
+					return nil, err
+				}
+			}
+		} else {
+			if err := st.EnqueueTx(ctx, tx, msgs...); err != nil {
+				return nil, err
+			}
+			for i, m := range msgs {
+				ids[i] = m.ID.String()
+			}
+		}
+		return ids, tx.Commit()
+	}
+}
+
+// TestChaosSQLite runs one relay process on a SQLite file that the test
+// process writes its load into, SIGKILLs it repeatedly while it delivers
+// (and so while it writes its outcomes and claims), restarts it each time,
+// and checks the ledger and the database's integrity.
+func TestChaosSQLite(t *testing.T) {
+	t.Parallel()
+	sz := chaosSize()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "chaos.db")
+	st, err := sqlite.Open(ctx, path, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+
+	l := newLedger()
+	rc := newReceiver(t, l)
+	f := newFleet(t, func(id string) []string {
+		return []string{"-store", "sqlite", "-db", path, "-url", rc.url(), "-secret", secret,
+			"-instance", id, "-lease", lease.String(), "-instance-timeout", instanceTimeout.String(),
+			"-breaker-timeout", breakerTimeout.String(), "-workers", "8"}
+	})
+	f.start("s")
+	shape := sz.load
+	shape.streams /= 2
+	gen := startGenerator(ctx, l, sqliteWriter(st), shape)
+	defer gen.halt()
+
+	rep := &report{title: fmt.Sprintf("SQLite: 1 relay process, %d strict streams (%s size)", shape.streams, sz.name)}
+	settle := func(p *phase) {
+		if err := l.waitFor(ctx, sz.recoverLimit, l.caughtUp(nil)); err != nil {
+			p.failed = err.Error()
+			t.Errorf("%s: not recovered: %v", p.name, err)
+			return
+		}
+		p.recovery = time.Since(p.end)
+	}
+	if err := l.waitFor(ctx, 30*time.Second, func() bool { return len(l.arrivals) >= 100 }); err != nil {
+		t.Fatalf("the relay delivered under 100 messages in 30 s: %v; log: %s", err, tail(filepath.Join(f.dir, "relay-s-1.log")))
+	}
+	calm := &phase{name: "none (steady load)", start: time.Now()}
+	calm.end = calm.start
+	settle(calm)
+	rep.add(calm)
+	for i := range sz.sqliteKills {
+		id := f.instance("s")
+		n := l.arrivedFrom(id)
+		if err := l.waitFor(ctx, 20*time.Second, func() bool { return l.by[id] >= n+10 }); err != nil {
+			t.Logf("%s delivered nothing new in 20 s: killing it anyway", id)
+		}
+		p := &phase{name: fmt.Sprintf("SIGKILL while writing #%d", i+1), start: time.Now()}
+		next := f.kill("s")
+		p.end = p.start
+		p.note = fmt.Sprintf("%s killed after %d deliveries, %s started", id, l.arrivedFrom(id), next)
+		settle(p)
+		rep.add(p)
+	}
+	if errs := gen.halt(); len(errs) > 0 {
+		t.Errorf("the load generator's transactions failed %d times, first: %v", len(errs), errs[0])
+	}
+	drain := &phase{name: "load stopped: final drain", start: time.Now()}
+	drain.end = drain.start
+	settle(drain)
+	rep.add(drain)
+
+	var integrity string
+	if err := st.DB().QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&integrity); err != nil {
+		t.Fatal(err)
+	}
+	if integrity != "ok" {
+		t.Errorf("PRAGMA integrity_check = %q after the kills", integrity)
+	}
+	rep.fact("SQLite integrity_check", "%s", integrity)
+	finalChecks(t, ctx, st, f, rc, l, rep, nil)
+	rep.fact("load transactions (bursts of "+fmt.Sprint(shape.burstN)+")", "%d (%d)", gen.txs, gen.bursts)
+	rep.publish(t)
+	assertVerdict(t, rep)
+}
