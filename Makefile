@@ -6,7 +6,7 @@ PKGS        ?= ./...
 TESTFLAGS   ?=
 BENCHFLAGS  ?= -benchmem -run '^$$'
 
-.PHONY: test vet lint gotest bench bench-smoke bench-breaker bench-postgres bench-relay fmt
+.PHONY: test vet lint gotest bench bench-smoke bench-breaker bench-postgres bench-relay fmt chaos
 
 ## test: vet, lint and run every test with the race detector.
 test: vet lint gotest
@@ -36,6 +36,15 @@ bench-smoke:
 ## bench-breaker: Backstop's breaker against sony/gobreaker in one run.
 bench-breaker:
 	$(GO) test $(BENCHFLAGS) -bench . -count 5 ./circuitbreaker/
+
+## chaos: the chaos suite at full size (real relay processes on PostgreSQL
+## and SQLite under load, faults injected in turn; see internal/chaos), then
+## its report table. `make test` runs it at a small size.
+CHAOS_REPORT ?= /tmp/backstop-chaos-report.md
+chaos:
+	@rm -f $(CHAOS_REPORT)
+	BACKSTOP_CHAOS=full BACKSTOP_CHAOS_REPORT=$(CHAOS_REPORT) $(GO) test -count=1 -timeout 40m -run '^TestChaos' ./internal/chaos/; \
+		status=$$?; cat $(CHAOS_REPORT) 2>/dev/null; exit $$status
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
