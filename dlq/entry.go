@@ -16,18 +16,54 @@ import (
 	"time"
 
 	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/outbox"
 )
 
-// Status is where an entry is in an operator's work.
+// Status is where an entry is in its lifecycle. An entry starts pending;
+// replaying it makes it replayed, resolving it (from pending or replayed)
+// makes it resolved; deleting it removes it. Only pending entries wait for
+// someone: the queue's depth (Count) counts them alone.
 type Status string
 
 // The entry statuses.
 const (
 	// StatusPending: parked, waiting for an operator.
 	StatusPending Status = "pending"
-	// StatusResolved: an operator dealt with it (see ResolutionNotes).
+	// StatusReplayed: sent back for delivery (see ReplayedBy, ReplayedAt
+	// and ReplayNotes). If it fails again, a new entry is parked.
+	StatusReplayed Status = "replayed"
+	// StatusResolved: dealt with and closed (see ResolvedBy, ResolvedAt
+	// and ResolutionNotes); it can no longer be replayed.
 	StatusResolved Status = "resolved"
 )
+
+// Valid reports whether s is one of the entry statuses.
+func (s Status) Valid() bool {
+	return s == StatusPending || s == StatusReplayed || s == StatusResolved
+}
+
+// Action says who changes an entry's status and why; the queue records
+// both on the entry (ReplayedBy and ReplayNotes, or ResolvedBy and
+// ResolutionNotes), with the time. Texts are cleaned as every stored text
+// is (outbox.CleanText): invalid UTF-8 replaced, NUL removed, at most
+// MaxErrorMessage characters.
+type Action struct {
+	// Actor is who acts: an operator's name, an API client's id, or
+	// ActorBackstop when Backstop itself settles an entry.
+	Actor string
+	// Notes say why, in words.
+	Notes string
+}
+
+// ActorBackstop is the actor of the changes Backstop makes by itself, such
+// as resolving the entry of a message that was delivered after it had been
+// dead-lettered by hand.
+const ActorBackstop = "backstop"
+
+// Cleaned returns a with its texts cleaned as queues store them.
+func (a Action) Cleaned() Action {
+	return Action{Actor: outbox.CleanText(a.Actor, MaxErrorMessage), Notes: outbox.CleanText(a.Notes, MaxErrorMessage)}
+}
 
 // Entry is one dead letter.
 //
@@ -77,15 +113,22 @@ type Entry struct {
 	// the instance that gave up, an HTTP status...).
 	Metadata map[string]interface{}
 
-	// Status is pending until an operator resolves the entry.
+	// Status is pending until the entry is replayed or resolved.
 	Status Status
-	// ResolutionNotes are the operator's notes on resolving.
+	// ResolutionNotes are the notes given on resolving.
 	ResolutionNotes string
+	// ResolvedBy is who resolved the entry.
+	ResolvedBy string
 	// ResolvedAt is when the entry was resolved.
 	ResolvedAt *time.Time
 
-	// Replayed says whether the entry was sent back for delivery.
+	// Replayed says whether the entry was sent back for delivery; it stays
+	// true when a replayed entry is resolved afterwards.
 	Replayed bool
+	// ReplayedBy is who replayed the entry.
+	ReplayedBy string
+	// ReplayNotes are the notes given on replaying.
+	ReplayNotes string
 	// ReplayedAt is when it was replayed.
 	ReplayedAt *time.Time
 }
@@ -105,7 +148,7 @@ type Filters struct {
 	Reason *errorhandling.FailureReason
 	// Fingerprint matches entries failing the same way.
 	Fingerprint string
-	// Status matches pending or resolved entries.
+	// Status matches entries in one status.
 	Status Status
 	// After and Before bound FailureTime: After is inclusive, Before
 	// exclusive.
@@ -132,21 +175,34 @@ type Queue interface {
 	// List returns the entries matching filters (nil matches all) ordered
 	// by FailureTime then ID.
 	List(ctx context.Context, filters *Filters) ([]*Entry, error)
-	// Replay sends the entry back for delivery and marks it replayed.
+	// Replay sends a pending entry back for delivery and marks it
+	// replayed. A replayed entry is ErrAlreadyReplayed, a resolved one
+	// ErrResolved.
 	Replay(ctx context.Context, id string) error
 	// Delete removes one entry.
 	Delete(ctx context.Context, id string) error
 	// Purge removes every entry.
 	Purge(ctx context.Context) error
-	// Count returns the number of entries.
+	// Count returns the number of pending entries: the queue's depth.
+	// Replayed and resolved entries are kept (for their history) but not
+	// counted.
 	Count(ctx context.Context) (int, error)
 }
 
 // Operator is a Queue with the operations an operator's tools use.
 type Operator interface {
 	Queue
-	// Resolve marks the entry resolved with the operator's notes.
+	// Resolve marks a pending or replayed entry resolved with the
+	// operator's notes (ResolveAs with no actor). Resolving a resolved
+	// entry again replaces its notes and time.
 	Resolve(ctx context.Context, id, notes string) error
+	// ResolveAs is Resolve recording who resolved the entry and why.
+	ResolveAs(ctx context.Context, id string, a Action) error
+	// ReplayAs is Replay recording who replayed the entry and why.
+	ReplayAs(ctx context.Context, id string, a Action) error
+	// ReplayMatchingAs is ReplayMatching recording a on each entry it
+	// replays.
+	ReplayMatchingAs(ctx context.Context, filters *Filters, dryRun bool, a Action) ([]*Entry, error)
 	// ReplayMatching replays every pending, not yet replayed entry that
 	// matches filters and returns them. With dryRun it changes nothing and
 	// returns what it would replay.
@@ -162,4 +218,64 @@ var (
 	ErrNotFound = errors.New("dlq: entry not found")
 	// ErrAlreadyReplayed: the entry was replayed before.
 	ErrAlreadyReplayed = errors.New("dlq: entry already replayed")
+	// ErrResolved: the entry was resolved; it cannot be replayed.
+	ErrResolved = errors.New("dlq: entry resolved")
 )
+
+// Clean makes every text of e safe to store and to log, in place, as the
+// persistent queues store them: invalid UTF-8 replaced, NUL removed, each
+// text (header names and values, metadata strings at any depth included)
+// cut to MaxErrorMessage characters. The payload is bytes and kept as is.
+func (e *Entry) Clean() {
+	for _, p := range []*string{&e.ID, &e.TaskInstanceID, &e.TaskID, &e.DAGRunID, &e.DAGID, &e.MessageID,
+		&e.Destination, &e.Stream, &e.Type, &e.FailureReason, &e.ErrorMessage, &e.Fingerprint,
+		&e.ResolutionNotes, &e.ResolvedBy, &e.ReplayedBy, &e.ReplayNotes} {
+		*p = outbox.CleanText(*p, MaxErrorMessage)
+	}
+	e.Status = Status(outbox.CleanText(string(e.Status), MaxErrorMessage))
+	if len(e.Headers) > 0 {
+		h := make(map[string]string, len(e.Headers))
+		for k, v := range e.Headers {
+			h[outbox.CleanText(k, MaxErrorMessage)] = outbox.CleanText(v, MaxErrorMessage)
+		}
+		e.Headers = h
+	}
+	if len(e.Metadata) > 0 {
+		e.Metadata = cleanValue(e.Metadata).(map[string]interface{})
+	}
+}
+
+// cleanValue returns v with its strings cleaned, copying maps and slices.
+func cleanValue(v interface{}) interface{} {
+	switch x := v.(type) {
+	case string:
+		return outbox.CleanText(x, MaxErrorMessage)
+	case map[string]interface{}:
+		out := make(map[string]interface{}, len(x))
+		for k, val := range x {
+			out[outbox.CleanText(k, MaxErrorMessage)] = cleanValue(val)
+		}
+		return out
+	case []interface{}:
+		out := make([]interface{}, len(x))
+		for i, val := range x {
+			out[i] = cleanValue(val)
+		}
+		return out
+	case map[string]string:
+		out := make(map[string]interface{}, len(x))
+		for k, val := range x {
+			out[outbox.CleanText(k, MaxErrorMessage)] = outbox.CleanText(val, MaxErrorMessage)
+		}
+		return out
+	case []string:
+		out := make([]interface{}, len(x))
+		for i, val := range x {
+			out[i] = outbox.CleanText(val, MaxErrorMessage)
+		}
+		return out
+	case error:
+		return outbox.CleanText(x.Error(), MaxErrorMessage)
+	}
+	return v
+}

@@ -127,21 +127,27 @@ func (q *MemoryQueue) selectLocked(f *Filters, keep func(*Entry) bool) ([]*Entry
 	return cloneAll(page(sortedEntries(q.entries), f, cursor, keep)), nil
 }
 
-// Replay calls the ReplayFunc (if any) with a copy of the entry and, when
-// it succeeds, marks the entry replayed at the clock's now. When the
-// ReplayFunc fails, the entry stays not replayed and its error is returned.
-// Replaying an entry already replayed, or whose replay is running in
-// another goroutine, returns an error matching ErrAlreadyReplayed. The
+// Replay is ReplayAs with no actor.
+func (q *MemoryQueue) Replay(ctx context.Context, id string) error {
+	return q.ReplayAs(ctx, id, Action{})
+}
+
+// ReplayAs calls the ReplayFunc (if any) with a copy of a pending entry
+// and, when it succeeds, marks the entry replayed at the clock's now, by
+// a.Actor with a.Notes. When the ReplayFunc fails, the entry stays pending
+// and its error is returned. Replaying an entry already replayed, or whose
+// replay is running in another goroutine, returns an error matching
+// ErrAlreadyReplayed; a resolved entry, one matching ErrResolved. The
 // ReplayFunc runs without the queue's lock held, so it may use the queue.
 // If the entry is deleted while its ReplayFunc runs, Replay still succeeds.
-func (q *MemoryQueue) Replay(ctx context.Context, id string) error {
-	_, err := q.replayOne(ctx, id)
+func (q *MemoryQueue) ReplayAs(ctx context.Context, id string, a Action) error {
+	_, err := q.replayOne(ctx, id, a.Cleaned())
 	return err
 }
 
 // replayOne replays the entry and returns a copy of it as replayed (nil if
 // it was deleted meanwhile).
-func (q *MemoryQueue) replayOne(ctx context.Context, id string) (*Entry, error) {
+func (q *MemoryQueue) replayOne(ctx context.Context, id string, a Action) (*Entry, error) {
 	q.mu.Lock()
 	e, ok := q.entries[id]
 	if !ok {
@@ -151,6 +157,10 @@ func (q *MemoryQueue) replayOne(ctx context.Context, id string) (*Entry, error) 
 	if e.Replayed {
 		q.mu.Unlock()
 		return nil, fmt.Errorf("dlq: replay %q: %w", id, ErrAlreadyReplayed)
+	}
+	if e.Status == StatusResolved {
+		q.mu.Unlock()
+		return nil, fmt.Errorf("dlq: replay %q: %w", id, ErrResolved)
 	}
 	if _, busy := q.replaying[id]; busy {
 		q.mu.Unlock()
@@ -176,7 +186,10 @@ func (q *MemoryQueue) replayOne(ctx context.Context, id string) (*Entry, error) 
 		return nil, nil
 	}
 	now := q.clock.Now()
-	e.Replayed, e.ReplayedAt = true, &now
+	e.Replayed, e.ReplayedAt, e.ReplayedBy, e.ReplayNotes = true, &now, a.Actor, a.Notes
+	if e.Status == StatusPending {
+		e.Status = StatusReplayed
+	}
 	return clone(e), nil
 }
 
@@ -188,6 +201,12 @@ func (q *MemoryQueue) replayOne(ctx context.Context, id string) (*Entry, error) 
 // or a done ctx, stops the run: the entries replayed so far are returned
 // with the error.
 func (q *MemoryQueue) ReplayMatching(ctx context.Context, filters *Filters, dryRun bool) ([]*Entry, error) {
+	return q.ReplayMatchingAs(ctx, filters, dryRun, Action{})
+}
+
+// ReplayMatchingAs is ReplayMatching recording a on each entry replayed.
+func (q *MemoryQueue) ReplayMatchingAs(ctx context.Context, filters *Filters, dryRun bool, a Action) ([]*Entry, error) {
+	a = a.Cleaned()
 	q.mu.Lock()
 	candidates, err := q.selectLocked(filters, func(e *Entry) bool {
 		return e.Status == StatusPending && !e.Replayed
@@ -201,9 +220,9 @@ func (q *MemoryQueue) ReplayMatching(ctx context.Context, filters *Filters, dryR
 		if err := ctx.Err(); err != nil {
 			return done, fmt.Errorf("dlq: replay matching: %w", err)
 		}
-		e, err := q.replayOne(ctx, c.ID)
+		e, err := q.replayOne(ctx, c.ID, a)
 		switch {
-		case errors.Is(err, ErrAlreadyReplayed), errors.Is(err, ErrNotFound):
+		case errors.Is(err, ErrAlreadyReplayed), errors.Is(err, ErrResolved), errors.Is(err, ErrNotFound):
 			continue
 		case err != nil:
 			return done, err
@@ -214,10 +233,16 @@ func (q *MemoryQueue) ReplayMatching(ctx context.Context, filters *Filters, dryR
 	return done, nil
 }
 
-// Resolve marks the entry resolved with the operator's notes, stamping
-// ResolvedAt with the clock's now. Resolving again replaces the notes and
-// the time.
+// Resolve is ResolveAs with no actor.
 func (q *MemoryQueue) Resolve(ctx context.Context, id, notes string) error {
+	return q.ResolveAs(ctx, id, Action{Notes: notes})
+}
+
+// ResolveAs marks the entry resolved by a.Actor with a.Notes, stamping
+// ResolvedAt with the clock's now. Resolving again replaces the actor, the
+// notes and the time.
+func (q *MemoryQueue) ResolveAs(ctx context.Context, id string, a Action) error {
+	a = a.Cleaned()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	e, ok := q.entries[id]
@@ -225,7 +250,7 @@ func (q *MemoryQueue) Resolve(ctx context.Context, id, notes string) error {
 		return notFound(id)
 	}
 	now := q.clock.Now()
-	e.Status, e.ResolutionNotes, e.ResolvedAt = StatusResolved, notes, &now
+	e.Status, e.ResolutionNotes, e.ResolvedBy, e.ResolvedAt = StatusResolved, a.Notes, a.Actor, &now
 	return nil
 }
 
@@ -264,11 +289,17 @@ func (q *MemoryQueue) PurgeBefore(ctx context.Context, t time.Time) (int, error)
 	return n, nil
 }
 
-// Count returns the number of entries, whatever their status.
+// Count returns the number of pending entries.
 func (q *MemoryQueue) Count(ctx context.Context) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.entries), nil
+	n := 0
+	for _, e := range q.entries {
+		if e.Status == StatusPending {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // notFound returns an error matching ErrNotFound that names the id.

@@ -111,7 +111,7 @@ func (dr *driver) settleReplay(ctx context.Context, entryID string, ti *models.T
 			err = nil
 		}
 	}
-	if err == nil && entry.Status == dlq.StatusPending {
+	if err == nil && entry.Status != dlq.StatusResolved {
 		notes := fmt.Sprintf("replayed by workflow instance %s: task %s of run %s succeeded on attempt %d",
 			dr.e.cfg.InstanceID, ti.TaskID, dr.runID, ti.Attempt)
 		if state == models.TaskStateFailed {

@@ -76,8 +76,8 @@ func (e *Engine) logResume(ctx context.Context, runID string, err error) {
 
 // ReplayMarked finishes the replays that the dead-letter queue started but
 // cannot carry out itself: entries of registered DAGs' tasks marked
-// replayed (by an operator's dlq Replay or ReplayMatching) and still
-// pending, whose task is still failed with that entry in a run that has
+// replayed (by an operator's dlq Replay or ReplayMatching, status
+// replayed) and not yet resolved, whose task is still failed with that entry in a run that has
 // ended. Each is repaired as ReplayTask does; the returned runs are those
 // repaired, whatever their outcome. Work calls it on every pass.
 func (e *Engine) ReplayMarked(ctx context.Context) ([]*Run, error) {
@@ -91,7 +91,7 @@ func (e *Engine) ReplayMarked(ctx context.Context) ([]*Run, error) {
 	var runs []*Run
 	var errs []error
 	for _, dagID := range dagIDs {
-		entries, err := e.dlq.List(ctx, &dlq.Filters{DAGID: dagID, Status: dlq.StatusPending, Replayed: &replayed})
+		entries, err := e.dlq.List(ctx, &dlq.Filters{DAGID: dagID, Status: dlq.StatusReplayed, Replayed: &replayed})
 		if err != nil {
 			errs = append(errs, err)
 			continue

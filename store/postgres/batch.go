@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 )
@@ -151,7 +152,7 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, fs *fail
 		return nil
 	}, s.sql.deadInstances, now, me, micros(s.cfg.InstanceTimeout))
 
-	s.queueCompletions(p, b.Completions, now)
+	s.queueCompletions(p, b.Completions, now, me)
 	if fs != nil && len(fs.ids) > 0 {
 		p.exec(s.sql.fail, now, me, fs.ids, fs.flags, fs.attempts, fs.reasons, fs.errors,
 			fs.fingerprints, fs.delays, fs.deadLetter)
@@ -173,8 +174,7 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, fs *fail
 	}
 	if len(b.RenewLeases) > 0 {
 		ids := sortedIDs(b.RenewLeases)
-		p.query(staleReader(ids, func(id uuid.UUID) uuid.UUID { return id }, res),
-			s.sql.renew, now, me, uuidStrings(ids), micros(lease))
+		p.query(renewReader(ids, res), s.sql.renew, now, me, uuidStrings(ids), micros(lease))
 	}
 	if b.Claim.Limit > 0 {
 		p.query(func(rows pgx.Rows) error {
@@ -186,15 +186,14 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, fs *fail
 				res.Claimed = append(res.Claimed, m)
 			}
 			return nil
-		}, s.sql.claim, now, me, b.Claim.Limit, micros(lease), nonNil(b.Claim.Destinations),
-			nonNil(b.Claim.ExcludeDestinations), s.policyDests, s.policyModes, string(s.cfg.DefaultPolicy.Ordering))
+		}, s.sql.claim, append([]any{now, me, b.Claim.Limit, micros(lease)}, s.claimArgs(b.Claim)...)...)
 	}
 }
 
 // queueCompletions merges completions per id (flags OR-ed) and queues the
 // delete of delivered messages (without retention) and the update of the
 // others.
-func (s *Store) queueCompletions(p *pipeline, cs []store.Completion, now *time.Time) {
+func (s *Store) queueCompletions(p *pipeline, cs []store.Completion, now *time.Time, instance string) {
 	if len(cs) == 0 {
 		return
 	}
@@ -207,10 +206,13 @@ func (s *Store) queueCompletions(p *pipeline, cs []store.Completion, now *time.T
 		ids = append(ids, id)
 	}
 	ids = sortedIDs(ids)
-	var del, upd []string
+	var del, upd, delivered []string
 	var st []int32
 	for _, id := range ids {
 		f := merged[id]
+		if f.Has(outbox.StatusPublished) {
+			delivered = append(delivered, id.String())
+		}
 		if f.Has(outbox.StatusPublished) && s.cfg.Retention == 0 {
 			del = append(del, id.String())
 			continue
@@ -223,6 +225,23 @@ func (s *Store) queueCompletions(p *pipeline, cs []store.Completion, now *time.T
 	if len(upd) > 0 {
 		p.exec(s.sql.complete, now, upd, st)
 	}
+	if len(delivered) > 0 {
+		p.exec(s.life.resolveDelivered, now, delivered, dlq.ActorBackstop, deliveredNote(instance))
+	}
+}
+
+// resolveDeliveredSQL resolves the pending dead-letter entries of messages
+// that were delivered after all (dead-lettered by hand while in flight),
+// so that a later replay cannot send them twice.
+const resolveDeliveredSQL = `UPDATE {d} SET status = 'resolved', resolved_by = $3, resolution_notes = $4,
+	resolved_at = {now}
+WHERE message_id = ANY($2::text[]) AND message_id <> '' AND status = 'pending'`
+
+// deliveredNote is the resolution note of an entry whose message was
+// delivered.
+func deliveredNote(instance string) string {
+	return outbox.TruncateError("delivered: relay instance " + instance +
+		" completed the message after it was dead-lettered; nothing to replay")
 }
 
 // staleReader reads the ids an UPDATE ... RETURNING id applied and adds

@@ -29,7 +29,8 @@ func (s *Store) DLQ() dlq.Operator { return s.dlq }
 const dlCols = `id, task_instance_id, task_id, dag_run_id, dag_id, message_id, destination,
 	stream, type, payload, headers, seq, failure_reason, reason, failure_time,
 	first_failure_time, attempts, last_attempt_time, error_message, fingerprint,
-	metadata, status, resolution_notes, resolved_at, replayed, replayed_at`
+	metadata, status, resolution_notes, resolved_by, resolved_at, replayed, replayed_by,
+	replay_notes, replayed_at`
 
 func scanEntry(row pgx.Row) (*dlq.Entry, error) {
 	var (
@@ -43,7 +44,8 @@ func scanEntry(row pgx.Row) (*dlq.Entry, error) {
 	err := row.Scan(&e.ID, &e.TaskInstanceID, &e.TaskID, &e.DAGRunID, &e.DAGID, &e.MessageID,
 		&e.Destination, &e.Stream, &e.Type, &e.Payload, &headers, &e.Seq, &e.FailureReason,
 		&reason, &e.FailureTime, &first, &e.Attempts, &last, &e.ErrorMessage, &e.Fingerprint,
-		&meta, &status, &e.ResolutionNotes, &resolved, &e.Replayed, &replayed_)
+		&meta, &status, &e.ResolutionNotes, &e.ResolvedBy, &resolved, &e.Replayed, &e.ReplayedBy,
+		&e.ReplayNotes, &replayed_)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +85,8 @@ func collectEntries(rows pgx.Rows) ([]*dlq.Entry, error) {
 
 // Add parks an entry. An empty ID is assigned (a UUIDv7), Status defaults
 // to pending, FailureTime to now, Reason to the one FailureReason names
-// (else Unknown) and FailureReason to Reason's name.
+// (else Unknown) and FailureReason to Reason's name; every text is cleaned
+// (dlq.Entry.Clean), since PostgreSQL refuses NUL and invalid UTF-8.
 func (q *deadLetters) Add(ctx context.Context, e *dlq.Entry) error {
 	if e == nil {
 		return errors.New("postgres: nil dead-letter entry")
@@ -94,6 +97,10 @@ func (q *deadLetters) Add(ctx context.Context, e *dlq.Entry) error {
 	if e.Status == "" {
 		e.Status = dlq.StatusPending
 	}
+	if !e.Status.Valid() {
+		return fmt.Errorf("postgres: dlq add: unknown status %q", e.Status)
+	}
+	e.Clean()
 	if e.Reason == 0 {
 		e.Reason = errorhandling.ReasonUnknown
 		if r, err := errorhandling.ParseFailureReason(e.FailureReason); err == nil {
@@ -127,12 +134,12 @@ func (q *deadLetters) Add(ctx context.Context, e *dlq.Entry) error {
 	}
 	_, err = q.s.pool.Exec(ctx, `INSERT INTO `+q.s.n.deadLetters+` (`+dlCols+`) VALUES
 		($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13, $14, $15, $16, $17, $18,
-		 $19, $20, $21::jsonb, $22, $23, $24, $25, $26)`,
+		 $19, $20, $21::jsonb, $22, $23, $24, $25, $26, $27, $28, $29)`,
 		e.ID, e.TaskInstanceID, e.TaskID, e.DAGRunID, e.DAGID, e.MessageID, e.Destination,
 		e.Stream, e.Type, payload, headers, e.Seq, e.FailureReason, int32(e.Reason), e.FailureTime,
 		nullTime(e.FirstFailureTime), e.Attempts, nullTime(e.LastAttemptTime),
-		outbox.TruncateError(e.ErrorMessage), e.Fingerprint, string(meta), string(e.Status), e.ResolutionNotes,
-		e.ResolvedAt, e.Replayed, e.ReplayedAt)
+		e.ErrorMessage, e.Fingerprint, string(meta), string(e.Status), e.ResolutionNotes, e.ResolvedBy,
+		e.ResolvedAt, e.Replayed, e.ReplayedBy, e.ReplayNotes, e.ReplayedAt)
 	if err != nil {
 		return fmt.Errorf("postgres: dlq add: %w", err)
 	}
@@ -242,10 +249,10 @@ func filterSQL(f *dlq.Filters) ([]string, []any) {
 	return where, args
 }
 
-// Count returns the number of entries.
+// Count returns the number of pending entries.
 func (q *deadLetters) Count(ctx context.Context) (int, error) {
 	var n int
-	if err := q.s.pool.QueryRow(ctx, `SELECT count(*) FROM `+q.s.n.deadLetters).Scan(&n); err != nil {
+	if err := q.s.pool.QueryRow(ctx, `SELECT count(*) FROM `+q.s.n.deadLetters+` WHERE status = 'pending'`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("postgres: dlq count: %w", err)
 	}
 	return n, nil
@@ -253,9 +260,15 @@ func (q *deadLetters) Count(ctx context.Context) (int, error) {
 
 // Resolve marks the entry resolved with the operator's notes.
 func (q *deadLetters) Resolve(ctx context.Context, id, notes string) error {
+	return q.ResolveAs(ctx, id, dlq.Action{Notes: notes})
+}
+
+// ResolveAs marks the entry resolved by a.Actor with a.Notes.
+func (q *deadLetters) ResolveAs(ctx context.Context, id string, a dlq.Action) error {
+	a = a.Cleaned()
 	tag, err := q.s.pool.Exec(ctx, `UPDATE `+q.s.n.deadLetters+`
-		SET status = 'resolved', resolution_notes = $3, resolved_at = `+nowExpr+` WHERE id = $2`,
-		q.s.now(), id, notes)
+		SET status = 'resolved', resolution_notes = $3, resolved_by = $4, resolved_at = `+nowExpr+` WHERE id = $2`,
+		q.s.now(), outbox.CleanText(id, 0), a.Notes, a.Actor)
 	if err != nil {
 		return fmt.Errorf("postgres: dlq resolve: %w", err)
 	}

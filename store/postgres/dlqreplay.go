@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/backstophq/backstop/dlq"
+	"github.com/backstophq/backstop/outbox"
 )
 
 // msgIDOf casts an entry's message_id to the outbox id, NULL when it is not
@@ -45,6 +46,14 @@ ORDER BY m.n`
 // MessageID) is only marked, for its owner to re-run. An entry replayed
 // before is dlq.ErrAlreadyReplayed.
 func (q *deadLetters) Replay(ctx context.Context, id string) error {
+	return q.ReplayAs(ctx, id, dlq.Action{})
+}
+
+// ReplayAs is Replay recording who replayed the entry and why. A resolved
+// entry is dlq.ErrResolved.
+func (q *deadLetters) ReplayAs(ctx context.Context, id string, a dlq.Action) error {
+	a = a.Cleaned()
+	id = outbox.CleanText(id, 0)
 	defer q.s.wakeRelays(ctx)
 	return retryTx(ctx, func() error {
 		return pgx.BeginFunc(ctx, q.s.pool, func(tx pgx.Tx) error {
@@ -59,7 +68,10 @@ func (q *deadLetters) Replay(ctx context.Context, id string) error {
 			if e.Replayed {
 				return fmt.Errorf("%w: %s", dlq.ErrAlreadyReplayed, id)
 			}
-			return q.replayTx(ctx, tx, []*dlq.Entry{e})
+			if e.Status == dlq.StatusResolved {
+				return fmt.Errorf("%w: %s", dlq.ErrResolved, id)
+			}
+			return q.replayTx(ctx, tx, []*dlq.Entry{e}, a)
 		})
 	})
 }
@@ -67,7 +79,7 @@ func (q *deadLetters) Replay(ctx context.Context, id string) error {
 // replayTx resets the entries' messages (resetSQL), writes again those
 // whose row is gone (rewriteSQL) and marks the entries replayed. An entry
 // whose MessageID is not a UUID (added by hand) is only marked.
-func (q *deadLetters) replayTx(ctx context.Context, tx pgx.Tx, es []*dlq.Entry) error {
+func (q *deadLetters) replayTx(ctx context.Context, tx pgx.Tx, es []*dlq.Entry, a dlq.Action) error {
 	if len(es) == 0 {
 		return nil
 	}
@@ -102,14 +114,19 @@ func (q *deadLetters) replayTx(ctx context.Context, tx pgx.Tx, es []*dlq.Entry) 
 		}
 	}
 	var at time.Time
-	err := tx.QueryRow(ctx, `WITH u AS (UPDATE `+q.s.n.deadLetters+` SET replayed = true, replayed_at = `+nowExpr+`
-		WHERE id = ANY($2::text[]) RETURNING 1) SELECT `+nowExpr+` FROM u LIMIT 1`, now, ids).Scan(&at)
+	err := tx.QueryRow(ctx, `WITH u AS (UPDATE `+q.s.n.deadLetters+` SET replayed = true, replayed_at = `+nowExpr+`,
+			replayed_by = $3, replay_notes = $4,
+			status = CASE WHEN status = 'pending' THEN 'replayed' ELSE status END
+		WHERE id = ANY($2::text[]) RETURNING 1) SELECT `+nowExpr+` FROM u LIMIT 1`, now, ids, a.Actor, a.Notes).Scan(&at)
 	if err != nil {
 		return fmt.Errorf("postgres: dlq replay: %w", err)
 	}
 	at = at.UTC()
 	for _, e := range es {
-		e.Replayed, e.ReplayedAt = true, &at
+		e.Replayed, e.ReplayedAt, e.ReplayedBy, e.ReplayNotes = true, &at, a.Actor, a.Notes
+		if e.Status == dlq.StatusPending {
+			e.Status = dlq.StatusReplayed
+		}
 	}
 	return nil
 }
@@ -149,6 +166,12 @@ func (q *deadLetters) rewrite(ctx context.Context, tx pgx.Tx, sql string, now *t
 // (nil matches all), in one transaction, and returns them. With dryRun it
 // changes nothing and returns what it would replay.
 func (q *deadLetters) ReplayMatching(ctx context.Context, f *dlq.Filters, dryRun bool) ([]*dlq.Entry, error) {
+	return q.ReplayMatchingAs(ctx, f, dryRun, dlq.Action{})
+}
+
+// ReplayMatchingAs is ReplayMatching recording a on each entry replayed.
+func (q *deadLetters) ReplayMatchingAs(ctx context.Context, f *dlq.Filters, dryRun bool, a dlq.Action) ([]*dlq.Entry, error) {
+	a = a.Cleaned()
 	if !dryRun {
 		defer q.s.wakeRelays(ctx)
 	}
@@ -162,7 +185,7 @@ func (q *deadLetters) ReplayMatching(ctx context.Context, f *dlq.Filters, dryRun
 			if out, err = q.list(ctx, tx, f, true, true); err != nil {
 				return err
 			}
-			return q.replayTx(ctx, tx, out)
+			return q.replayTx(ctx, tx, out, a)
 		})
 	})
 	if err != nil {

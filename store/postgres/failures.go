@@ -66,7 +66,7 @@ func (s *Store) decideFailures(b *store.Batch, locked []lockedRow, res *store.Re
 		fa.attempts = append(fa.attempts, int32(out.Attempts))
 		fa.reasons = append(fa.reasons, int32(out.Reason))
 		fa.errors = append(fa.errors, outbox.TruncateError(f.Error))
-		fa.fingerprints = append(fa.fingerprints, f.Fingerprint)
+		fa.fingerprints = append(fa.fingerprints, outbox.CleanText(f.Fingerprint, outbox.MaxErrorLength))
 		fa.delays = append(fa.delays, micros(out.Delay))
 		fa.deadLetter = append(fa.deadLetter, out.DeadLetter)
 		if !out.DeadLetter {

@@ -22,6 +22,7 @@ type Store struct {
 	cfg   store.Config
 	n     names
 	sql   statements
+	life  lifecycleStatements
 	dlq   *deadLetters
 
 	// policyDests and policyModes list the destinations with a policy of
@@ -88,7 +89,7 @@ func New(pool *pgxpool.Pool, cfg store.Config, opts ...Option) (*Store, error) {
 		}
 	}
 	n := newNames(o.schema, cfg.TablePrefix)
-	s := &Store{pool: pool, cfg: cfg, n: n, sql: newStatements(n)}
+	s := &Store{pool: pool, cfg: cfg, n: n, sql: newStatements(n), life: newLifecycleStatements(n)}
 	s.dlq = &deadLetters{s: s}
 	s.policyDests, s.policyModes = []string{}, []string{}
 	for _, d := range sortedKeys(cfg.Policies) {

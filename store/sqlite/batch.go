@@ -110,8 +110,31 @@ func (s *Store) applyCompletions(ctx context.Context, tx *sql.Tx, b *store.Batch
 		if err != nil {
 			return fmt.Errorf("completion %s: %w", c.ID, err)
 		}
+		if c.Status.Has(outbox.StatusPublished) {
+			if err := s.resolveDelivered(ctx, tx, c.ID, b.Instance.ID, now); err != nil {
+				return fmt.Errorf("completion %s: %w", c.ID, err)
+			}
+		}
 	}
 	return nil
+}
+
+// resolveDelivered resolves the pending dead-letter entries of a message
+// that was delivered after all (dead-lettered by hand while in flight), so
+// that a later replay cannot send it twice.
+func (s *Store) resolveDelivered(ctx context.Context, tx *sql.Tx, id uuid.UUID, instance string, now time.Time) error {
+	_, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}dead_letters
+		SET status = 'resolved', resolved_by = ?, resolved_at = ?, resolution_notes = ?
+		WHERE message_id = ? AND message_id <> '' AND status = 'pending'`),
+		dlq.ActorBackstop, now.UnixMilli(), deliveredNote(instance), id.String())
+	return err
+}
+
+// deliveredNote is the resolution note of an entry whose message was
+// delivered.
+func deliveredNote(instance string) string {
+	return outbox.TruncateError("delivered: relay instance " + instance +
+		" completed the message after it was dead-lettered; nothing to replay")
 }
 
 func (s *Store) applyFailures(ctx context.Context, tx *sql.Tx, b *store.Batch, res *store.Result, now time.Time) error {
@@ -137,7 +160,7 @@ func (s *Store) applyFailures(ctx context.Context, tx *sql.Tx, b *store.Batch, r
 			first_failed_at = coalesce(first_failed_at, ?), last_failed_at = ?,
 			instance_id = NULL, lease_expiry = NULL, scheduled_for = ?, dead_lettered_at = ?
 			WHERE id = ?`),
-			int32(f.CompletedStatus), out.Attempts, errText, int(out.Reason), nullString(f.Fingerprint),
+			int32(f.CompletedStatus), out.Attempts, errText, int(out.Reason), nullString(outbox.CleanText(f.Fingerprint, outbox.MaxErrorLength)),
 			now.UnixMilli(), now.UnixMilli(), scheduled, deadAt, f.ID.String()); err != nil {
 			return fmt.Errorf("failure %s: %w", f.ID, err)
 		}
@@ -191,14 +214,17 @@ func (s *Store) renewLeases(ctx context.Context, tx *sql.Tx, b *store.Batch, res
 		lease = s.cfg.LeaseDuration
 	}
 	for _, id := range b.RenewLeases {
-		n, err := affected(tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET lease_expiry = max(coalesce(lease_expiry, 0), ?)
-			WHERE id = ? AND instance_id = ?`), now.Add(lease).UnixMilli(), id.String(), b.Instance.ID))
+		var expiry int64
+		err := tx.QueryRowContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET lease_expiry = max(coalesce(lease_expiry, 0), ?)
+			WHERE id = ? AND instance_id = ? RETURNING lease_expiry`), now.Add(lease).UnixMilli(), id.String(), b.Instance.ID).Scan(&expiry)
+		if errors.Is(err, sql.ErrNoRows) {
+			res.Stale = append(res.Stale, id)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("renew %s: %w", id, err)
 		}
-		if n == 0 {
-			res.Stale = append(res.Stale, id)
-		}
+		res.Renewed = append(res.Renewed, store.Lease{ID: id, Expiry: time.UnixMilli(expiry).UTC()})
 	}
 	return nil
 }

@@ -19,7 +19,8 @@ import (
 // keeps its seq, so it goes back to its place in its stream. If the row is
 // gone it is written again from the entry's copy, at the end of its stream.
 // Entries without a MessageID (workflow tasks) are only marked replayed:
-// their owner re-runs them.
+// their owner re-runs them. Only pending entries are replayed; Count counts
+// pending entries alone.
 //
 // Deleting or purging an entry that still parks its message (not replayed)
 // deletes the dead-lettered outbox row too: the message is given up and no
@@ -64,6 +65,12 @@ func (d *deadLetters) List(ctx context.Context, f *dlq.Filters) ([]*dlq.Entry, e
 }
 
 func (d *deadLetters) Replay(ctx context.Context, id string) error {
+	return d.ReplayAs(ctx, id, dlq.Action{})
+}
+
+// ReplayAs replays a pending entry, recording a.
+func (d *deadLetters) ReplayAs(ctx context.Context, id string, a dlq.Action) error {
+	a = a.Cleaned()
 	defer d.s.hub.Notify()
 	return d.s.write(ctx, func(tx *sql.Tx) error {
 		e, err := getEntry(ctx, d.s, tx, id)
@@ -73,12 +80,15 @@ func (d *deadLetters) Replay(ctx context.Context, id string) error {
 		if e.Replayed {
 			return fmt.Errorf("%w: %s", dlq.ErrAlreadyReplayed, id)
 		}
-		return d.replay(ctx, tx, e, d.s.now())
+		if e.Status == dlq.StatusResolved {
+			return fmt.Errorf("%w: %s", dlq.ErrResolved, id)
+		}
+		return d.replay(ctx, tx, e, d.s.now(), a)
 	})
 }
 
-// replay resets e's message and marks e replayed.
-func (d *deadLetters) replay(ctx context.Context, tx *sql.Tx, e *dlq.Entry, now time.Time) error {
+// replay resets e's message and marks e replayed by a.
+func (d *deadLetters) replay(ctx context.Context, tx *sql.Tx, e *dlq.Entry, now time.Time, a dlq.Action) error {
 	s := d.s
 	if e.MessageID != "" {
 		n, err := affected(tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET
@@ -101,16 +111,26 @@ func (d *deadLetters) replay(ctx context.Context, tx *sql.Tx, e *dlq.Entry, now 
 			}
 		}
 	}
-	_, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}dead_letters SET replayed = 1, replayed_at = ? WHERE id = ?`),
-		now.UnixMilli(), e.ID)
+	_, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}dead_letters SET replayed = 1, replayed_at = ?,
+		replayed_by = ?, replay_notes = ?, status = CASE WHEN status = 'pending' THEN 'replayed' ELSE status END
+		WHERE id = ?`), now.UnixMilli(), a.Actor, a.Notes, e.ID)
 	if err == nil {
 		t := time.UnixMilli(now.UnixMilli()).UTC()
-		e.Replayed, e.ReplayedAt = true, &t
+		e.Replayed, e.ReplayedAt, e.ReplayedBy, e.ReplayNotes = true, &t, a.Actor, a.Notes
+		if e.Status == dlq.StatusPending {
+			e.Status = dlq.StatusReplayed
+		}
 	}
 	return err
 }
 
 func (d *deadLetters) ReplayMatching(ctx context.Context, f *dlq.Filters, dryRun bool) ([]*dlq.Entry, error) {
+	return d.ReplayMatchingAs(ctx, f, dryRun, dlq.Action{})
+}
+
+// ReplayMatchingAs replays the pending entries matching f, recording a.
+func (d *deadLetters) ReplayMatchingAs(ctx context.Context, f *dlq.Filters, dryRun bool, a dlq.Action) ([]*dlq.Entry, error) {
+	a = a.Cleaned()
 	if !dryRun {
 		defer d.s.hub.Notify()
 	}
@@ -132,7 +152,7 @@ func (d *deadLetters) ReplayMatching(ctx context.Context, f *dlq.Filters, dryRun
 		}
 		now := d.s.now()
 		for _, e := range out {
-			if err := d.replay(ctx, tx, e, now); err != nil {
+			if err := d.replay(ctx, tx, e, now, a); err != nil {
 				return fmt.Errorf("replay %s: %w", e.ID, err)
 			}
 		}
@@ -142,10 +162,16 @@ func (d *deadLetters) ReplayMatching(ctx context.Context, f *dlq.Filters, dryRun
 }
 
 func (d *deadLetters) Resolve(ctx context.Context, id, notes string) error {
+	return d.ResolveAs(ctx, id, dlq.Action{Notes: notes})
+}
+
+// ResolveAs resolves the entry, recording a.
+func (d *deadLetters) ResolveAs(ctx context.Context, id string, a dlq.Action) error {
+	a = a.Cleaned()
 	return d.s.write(ctx, func(tx *sql.Tx) error {
 		n, err := affected(tx.ExecContext(ctx, d.s.sql(`UPDATE {{prefix}}dead_letters
-			SET status = 'resolved', resolution_notes = ?, resolved_at = ? WHERE id = ?`),
-			notes, d.s.now().UnixMilli(), id))
+			SET status = 'resolved', resolution_notes = ?, resolved_by = ?, resolved_at = ? WHERE id = ?`),
+			a.Notes, a.Actor, d.s.now().UnixMilli(), id))
 		if err == nil && n == 0 {
 			err = fmt.Errorf("%w: %s", dlq.ErrNotFound, id)
 		}
@@ -199,7 +225,7 @@ func (d *deadLetters) remove(ctx context.Context, tx *sql.Tx, cond string, args 
 func (d *deadLetters) Count(ctx context.Context) (int, error) {
 	var n int
 	err := retryBusy(ctx, func() error {
-		return d.s.r.QueryRowContext(ctx, d.s.sql(`SELECT count(*) FROM {{prefix}}dead_letters`)).Scan(&n)
+		return d.s.r.QueryRowContext(ctx, d.s.sql(`SELECT count(*) FROM {{prefix}}dead_letters WHERE status = 'pending'`)).Scan(&n)
 	})
 	return n, err
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/errorhandling"
-	"github.com/backstophq/backstop/outbox"
 )
 
 // querier is a *sql.DB or a *sql.Tx.
@@ -24,11 +23,12 @@ type querier interface {
 
 const entryColumns = `id, task_instance_id, task_id, dag_run_id, dag_id, message_id, destination, stream, type,
 	payload, headers, seq, failure_reason, reason, failure_time, first_failure_time, attempts, last_attempt_time,
-	error_message, fingerprint, metadata, status, resolution_notes, resolved_at, replayed, replayed_at`
+	error_message, fingerprint, metadata, status, resolution_notes, resolved_by, resolved_at, replayed, replayed_by,
+	replay_notes, replayed_at`
 
 // insertEntry writes e, first filling its defaults: an ID (UUIDv7), status
 // pending, FailureTime now, the reason's number and name from each other
-// (ReasonUnknown when neither is set), the error cut to 2000 characters.
+// (ReasonUnknown when neither is set), every text cleaned (dlq.Entry.Clean).
 func (s *Store) insertEntry(ctx context.Context, tx *sql.Tx, e *dlq.Entry, now time.Time) error {
 	if e.ID == "" {
 		id, err := uuid.NewV7()
@@ -39,6 +39,9 @@ func (s *Store) insertEntry(ctx context.Context, tx *sql.Tx, e *dlq.Entry, now t
 	}
 	if e.Status == "" {
 		e.Status = dlq.StatusPending
+	}
+	if !e.Status.Valid() {
+		return fmt.Errorf("dlq entry %s: unknown status %q", e.ID, e.Status)
 	}
 	if e.FailureTime.IsZero() {
 		e.FailureTime = now
@@ -52,7 +55,7 @@ func (s *Store) insertEntry(ctx context.Context, tx *sql.Tx, e *dlq.Entry, now t
 	if e.FailureReason == "" {
 		e.FailureReason = e.Reason.String()
 	}
-	e.ErrorMessage = outbox.TruncateError(e.ErrorMessage)
+	e.Clean()
 	headers, err := encodeHeaders(e.Headers)
 	if err != nil {
 		return err
@@ -66,11 +69,12 @@ func (s *Store) insertEntry(ctx context.Context, tx *sql.Tx, e *dlq.Entry, now t
 		meta = string(b)
 	}
 	_, err = tx.ExecContext(ctx, s.sql(`INSERT INTO {{prefix}}dead_letters (`+entryColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		e.ID, e.TaskInstanceID, e.TaskID, e.DAGRunID, e.DAGID, e.MessageID, e.Destination, e.Stream, e.Type,
 		blob(e.Payload), headers, e.Seq, e.FailureReason, int(e.Reason), e.FailureTime.UnixMilli(),
 		nullMillis(e.FirstFailureTime), e.Attempts, nullMillis(e.LastAttemptTime), e.ErrorMessage, e.Fingerprint,
-		meta, string(e.Status), e.ResolutionNotes, timePtrMillis(e.ResolvedAt), e.Replayed, timePtrMillis(e.ReplayedAt))
+		meta, string(e.Status), e.ResolutionNotes, e.ResolvedBy, timePtrMillis(e.ResolvedAt), e.Replayed, e.ReplayedBy,
+		e.ReplayNotes, timePtrMillis(e.ReplayedAt))
 	return err
 }
 
@@ -83,8 +87,8 @@ func scanEntry(sc scanner) (*dlq.Entry, error) {
 	)
 	if err := sc.Scan(&e.ID, &e.TaskInstanceID, &e.TaskID, &e.DAGRunID, &e.DAGID, &e.MessageID, &e.Destination,
 		&e.Stream, &e.Type, &e.Payload, &headers, &e.Seq, &e.FailureReason, &reason, &failure, &first, &e.Attempts,
-		&last, &e.ErrorMessage, &e.Fingerprint, &meta, &status, &e.ResolutionNotes, &resolved, &e.Replayed,
-		&replayed); err != nil {
+		&last, &e.ErrorMessage, &e.Fingerprint, &meta, &status, &e.ResolutionNotes, &e.ResolvedBy, &resolved,
+		&e.Replayed, &e.ReplayedBy, &e.ReplayNotes, &replayed); err != nil {
 		return nil, err
 	}
 	e.Headers = decodeHeaders(headers)

@@ -125,6 +125,7 @@ func Run(t *testing.T, h Harness) {
 		{"Concurrency", concurrencyCases},
 		{"Retention", retentionCases},
 		{"DLQ", dlqCases},
+		{"DLQLifecycle", dlqLifeCases},
 		{"Monitoring", monitoringCases},
 		{"Operations", operationsCases},
 		{"Validate", validateCases},

@@ -1,0 +1,208 @@
+package storetest
+
+import (
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/backstophq/backstop/dlq"
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
+)
+
+var dlqLifeCases = []testCase{
+	{"ReplayedEntryLeavesPendingWithActorNotesAndTime", testLifeReplay},
+	{"ResolvedEntryCannotBeReplayed", testLifeResolve},
+	{"ReplayedEntryCanBeResolved", testLifeResolveReplayed},
+	{"BulkReplayRecordsActor", testLifeReplayMatching},
+	{"HandDeadLetteredInFlightThenDeliveredIsResolved", testLifeDeliveredAfterHandDeadLetter},
+	{"TextsAreCleanedOnEveryWrite", testLifeCleanTexts},
+	{"UnknownStatusIsRefused", testLifeUnknownStatus},
+}
+
+// depth is the queue's Count.
+func depth(t *testing.T, e *env) int {
+	t.Helper()
+	n, err := e.s.DLQ().Count(e.ctx)
+	noErr(t, "Count", err)
+	return n
+}
+
+func testLifeReplay(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	m := e.enqueue(msg("d", ""), msg("d", ""))
+	e.deadLetter("a", m[0])
+	e.deadLetter("a", m[1])
+	eq(t, "depth with two pending entries", depth(t, e), 2)
+	ent := mustList(t, e, &dlq.Filters{Status: dlq.StatusPending})[0]
+	e.clk.Advance(time.Minute)
+	q := e.s.DLQ()
+	noErr(t, "ReplayAs", q.ReplayAs(e.ctx, ent.ID, dlq.Action{Actor: "alice", Notes: "schema fixed"}))
+	eq(t, "depth after one replay", depth(t, e), 1)
+	got, err := q.Get(e.ctx, ent.ID)
+	noErr(t, "Get", err)
+	eq(t, "Status", got.Status, dlq.StatusReplayed)
+	eq(t, "Replayed", got.Replayed, true)
+	eq(t, "ReplayedBy", got.ReplayedBy, "alice")
+	eq(t, "ReplayNotes", got.ReplayNotes, "schema fixed")
+	if got.ReplayedAt == nil || !got.ReplayedAt.Equal(e.clk.Now()) {
+		t.Fatalf("ReplayedAt = %v, want %v", got.ReplayedAt, e.clk.Now())
+	}
+	eq(t, "replayed filter", len(mustList(t, e, &dlq.Filters{Status: dlq.StatusReplayed})), 1)
+	eq(t, "pending filter", len(mustList(t, e, &dlq.Filters{Status: dlq.StatusPending})), 1)
+	eq(t, "List keeps the replayed entry", len(mustList(t, e, nil)), 2)
+	isErr(t, "Replay again", q.Replay(e.ctx, ent.ID), dlq.ErrAlreadyReplayed)
+	would, err := q.ReplayMatching(e.ctx, nil, true)
+	noErr(t, "ReplayMatching dry run", err)
+	eq(t, "bulk replay candidates", len(would), 1)
+	if would[0].ID == ent.ID {
+		t.Fatal("bulk replay would replay the replayed entry again")
+	}
+}
+
+func testLifeResolve(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	m := e.enqueue(msg("d", ""))[0]
+	e.deadLetter("a", m)
+	ent := onlyEntry(t, e, nil)
+	q := e.s.DLQ()
+	e.clk.Advance(time.Minute)
+	noErr(t, "ResolveAs", q.ResolveAs(e.ctx, ent.ID, dlq.Action{Actor: "bob", Notes: "sent by hand"}))
+	eq(t, "depth after resolve", depth(t, e), 0)
+	got, err := q.Get(e.ctx, ent.ID)
+	noErr(t, "Get", err)
+	eq(t, "Status", got.Status, dlq.StatusResolved)
+	eq(t, "ResolvedBy", got.ResolvedBy, "bob")
+	eq(t, "ResolutionNotes", got.ResolutionNotes, "sent by hand")
+	if got.ResolvedAt == nil || !got.ResolvedAt.Equal(e.clk.Now()) {
+		t.Fatalf("ResolvedAt = %v, want %v", got.ResolvedAt, e.clk.Now())
+	}
+	isErr(t, "Replay resolved", q.Replay(e.ctx, ent.ID), dlq.ErrResolved)
+	isErr(t, "ReplayAs resolved", q.ReplayAs(e.ctx, ent.ID, dlq.Action{Actor: "x"}), dlq.ErrResolved)
+	e.claimExactly("b", 10) // the message stays parked
+	isErr(t, "ResolveAs unknown", q.ResolveAs(e.ctx, "no-such-entry", dlq.Action{}), dlq.ErrNotFound)
+}
+
+func testLifeResolveReplayed(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	m := e.enqueue(msg("d", ""))[0]
+	e.deadLetter("a", m)
+	ent := onlyEntry(t, e, nil)
+	q := e.s.DLQ()
+	noErr(t, "Replay", q.Replay(e.ctx, ent.ID))
+	noErr(t, "ResolveAs", q.ResolveAs(e.ctx, ent.ID, dlq.Action{Actor: "carol", Notes: "replay went through"}))
+	got, err := q.Get(e.ctx, ent.ID)
+	noErr(t, "Get", err)
+	eq(t, "Status", got.Status, dlq.StatusResolved)
+	eq(t, "Replayed stays true", got.Replayed, true)
+	eq(t, "ResolvedBy", got.ResolvedBy, "carol")
+	eq(t, "depth", depth(t, e), 0)
+}
+
+func testLifeReplayMatching(t *testing.T, h Harness) {
+	e := newEnv(t, h, withOrdering(outbox.OrderingNone))
+	m := e.enqueue(msg("a", ""), msg("a", ""), msg("b", ""))
+	for _, x := range m {
+		e.deadLetter("i", x)
+	}
+	eq(t, "depth", depth(t, e), 3)
+	done, err := e.s.DLQ().ReplayMatchingAs(e.ctx, &dlq.Filters{Destination: "a"}, false,
+		dlq.Action{Actor: "ops-bot", Notes: "endpoint back"})
+	noErr(t, "ReplayMatchingAs", err)
+	eq(t, "replayed", len(done), 2)
+	for _, ent := range done {
+		eq(t, "returned Status", ent.Status, dlq.StatusReplayed)
+		got, err := e.s.DLQ().Get(e.ctx, ent.ID)
+		noErr(t, "Get", err)
+		eq(t, "Status", got.Status, dlq.StatusReplayed)
+		eq(t, "ReplayedBy", got.ReplayedBy, "ops-bot")
+		eq(t, "ReplayNotes", got.ReplayNotes, "endpoint back")
+	}
+	eq(t, "depth after bulk replay", depth(t, e), 1)
+	e.claimExactly("i", 10, m[0], m[1])
+}
+
+// testLifeDeliveredAfterHandDeadLetter: an operator dead-letters a message
+// while a relay delivers it; the delivery completes; the entry is resolved
+// as delivered, so replaying it cannot send the message twice.
+func testLifeDeliveredAfterHandDeadLetter(t *testing.T, h Harness) {
+	for _, retention := range []time.Duration{0, time.Hour} {
+		e := newEnv(t, h, func(c *store.Config) { c.Retention = retention })
+		m := e.enqueue(msg("d", "s"))[0]
+		e.claimExactly("relay", 1, m)
+		noErr(t, "DeadLetter", e.s.DeadLetter(e.ctx, m.ID, "looks stuck"))
+		eq(t, "depth after hand dead-letter", depth(t, e), 1)
+		e.clk.Advance(time.Second)
+		e.complete("relay", outbox.StatusPublished, m.ID)
+		ent := onlyEntry(t, e, nil)
+		eq(t, "Status", ent.Status, dlq.StatusResolved)
+		eq(t, "ResolvedBy", ent.ResolvedBy, dlq.ActorBackstop)
+		if !strings.Contains(ent.ResolutionNotes, "delivered") || !strings.Contains(ent.ResolutionNotes, "relay") {
+			t.Fatalf("ResolutionNotes = %q, want it to say the message was delivered by instance relay", ent.ResolutionNotes)
+		}
+		if ent.ResolvedAt == nil || !ent.ResolvedAt.Equal(e.clk.Now()) {
+			t.Fatalf("ResolvedAt = %v, want %v", ent.ResolvedAt, e.clk.Now())
+		}
+		eq(t, "depth after delivery", depth(t, e), 0)
+		isErr(t, "Replay", e.s.DLQ().Replay(e.ctx, ent.ID), dlq.ErrResolved)
+		done, err := e.s.DLQ().ReplayMatching(e.ctx, nil, false)
+		noErr(t, "ReplayMatching", err)
+		eq(t, "bulk replayed", len(done), 0)
+		e.claimExactly("other", 10)
+	}
+}
+
+func testLifeCleanTexts(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	q := e.s.DLQ()
+	dirty := "bad\x00byte \xff\xfe and " + strings.Repeat("é", 3000)
+	ent := &dlq.Entry{TaskID: "t\x00", DAGID: "g", ErrorMessage: dirty, Fingerprint: "f\xff",
+		Headers: map[string]string{"X-A\x00": "v\xff"}, Metadata: map[string]interface{}{"last_error": dirty}}
+	noErr(t, "Add", q.Add(e.ctx, ent))
+	noErr(t, "ResolveAs", q.ResolveAs(e.ctx, ent.ID, dlq.Action{Actor: "al\x00ice\xff", Notes: dirty}))
+	got, err := q.Get(e.ctx, ent.ID)
+	noErr(t, "Get", err)
+	for what, s := range map[string]string{"TaskID": got.TaskID, "ErrorMessage": got.ErrorMessage,
+		"Fingerprint": got.Fingerprint, "ResolvedBy": got.ResolvedBy, "ResolutionNotes": got.ResolutionNotes,
+		"Metadata[last_error]": got.Metadata["last_error"].(string)} {
+		clean(t, what, s)
+	}
+	for k, v := range got.Headers {
+		clean(t, "header name", k)
+		clean(t, "header value", v)
+	}
+	head := "badbyte \uFFFD and "
+	eq(t, "ErrorMessage", got.ErrorMessage, head+strings.Repeat("é", outbox.MaxErrorLength-utf8.RuneCountInString(head)))
+	eq(t, "ResolvedBy", got.ResolvedBy, "alice\uFFFD")
+
+	// a failure's error with NUL and invalid UTF-8 is recorded, cleaned,
+	// on the message and on its dead-letter entry
+	m := e.enqueue(msg("d", ""))[0]
+	e.claimExactly("a", 1, m)
+	r := e.fail("a", store.Failure{ID: m.ID, Permanent: true, Error: dirty, Fingerprint: "fp\x00"})
+	eq(t, "dead-lettered", len(r.DeadLettered), 1)
+	clean(t, "message Error", e.get(m.ID).Error)
+	list := mustList(t, e, &dlq.Filters{Destination: "d"})
+	eq(t, "entries", len(list), 1)
+	clean(t, "entry ErrorMessage", list[0].ErrorMessage)
+	clean(t, "entry Fingerprint", list[0].Fingerprint)
+}
+
+// clean requires s to be what outbox.CleanText keeps: valid UTF-8, no NUL,
+// at most 2000 characters.
+func clean(t *testing.T, what, s string) {
+	t.Helper()
+	if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 || utf8.RuneCountInString(s) > outbox.MaxErrorLength {
+		t.Fatalf("%s is not clean: %d characters, valid %v, NUL at %d", what, utf8.RuneCountInString(s),
+			utf8.ValidString(s), strings.IndexByte(s, 0))
+	}
+}
+
+func testLifeUnknownStatus(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	if err := e.s.DLQ().Add(e.ctx, &dlq.Entry{TaskID: "t", Status: "archived"}); err == nil {
+		t.Fatal("Add with status archived succeeded, want an error")
+	}
+	eq(t, "entries", len(mustList(t, e, nil)), 0)
+}
