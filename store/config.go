@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/backstophq/backstop/clock"
@@ -42,6 +43,18 @@ type Config struct {
 	// TablePrefix is prepended to every table name. Empty means
 	// "backstop_".
 	TablePrefix string
+	// Logger receives the store's operations log: rows quarantined at
+	// claim (naming each row), outcomes the database refused. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Log returns c.Logger, or slog.Default() when it is nil.
+func (c Config) Log() *slog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	return slog.Default()
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.

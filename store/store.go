@@ -116,10 +116,13 @@ type Instance struct {
 
 // Completion records that a message completed steps. A Status holding
 // StatusPublished marks the message delivered: it is deleted, or kept
-// until swept when a retention period is configured. A zero Status is the
-// design's "Status=0" release: the lease is cleared and nothing else
-// changes. Other flags are OR-ed in and the lease cleared. Completions are
-// applied whoever holds the lease now: delivered is delivered.
+// until swept when a retention period is configured; it is applied whoever
+// holds the lease now (delivered is delivered), and resolves the pending
+// dead-letter entries of a message dead-lettered by hand meanwhile. A zero
+// Status is the design's "Status=0" release: the lease is cleared and
+// nothing else changes. Other flags are OR-ed in and the lease cleared.
+// A completion without StatusPublished is applied only while the caller
+// holds the message's lease; otherwise it is reported in Result.Stale.
 type Completion struct {
 	ID     uuid.UUID
 	Status outbox.Status
@@ -195,6 +198,23 @@ type Result struct {
 	// DeadInstances is how many silent instances were declared dead and
 	// had their leases released.
 	DeadInstances int
+	// Rejected are outcomes (completions, failures, releases) the
+	// database refused to record, each with its error; the rest of the
+	// batch, the claim included, was applied. The message keeps its lease
+	// until it lapses, so it is claimed again then.
+	Rejected []Rejection
+	// Quarantined are rows the claim took but could not decode (a value of
+	// the wrong type, an infinite time, headers that are not a JSON
+	// object...): each was dead-lettered on its own with reason
+	// SerializationError and an error naming the column and the value,
+	// and is not in Claimed.
+	Quarantined []uuid.UUID
+}
+
+// Rejection is an outcome ProcessBatch could not record.
+type Rejection struct {
+	ID  uuid.UUID
+	Err error
 }
 
 // AttemptsCount is one row of RetryDistribution.
