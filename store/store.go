@@ -171,6 +171,14 @@ type ClaimRequest struct {
 	Destinations []string
 	// ExcludeDestinations are not claimed from (their circuit is open).
 	ExcludeDestinations []string
+	// PerDestination caps the claim per destination: at most
+	// PerDestination[d] messages of destination d (the relay's free
+	// delivery slots there), so that a slow destination never takes the
+	// whole batch. A destination not in the map is capped by Limit only; 0
+	// claims none of it. Within a destination, ready streams are served
+	// round-robin (a stream that gave messages waits behind the others),
+	// not by backlog depth.
+	PerDestination map[string]int
 }
 
 // Batch is one call's worth of work.
@@ -195,6 +203,11 @@ type Result struct {
 	// Stale are failures, releases and renewals for messages the caller no
 	// longer leases; they were not applied.
 	Stale []uuid.UUID
+	// Renewed are the leases RenewLeases extended, with their new expiry
+	// as the database computed it (the store's clock, not the caller's).
+	// A relay renews against these expiries and against the LeaseExpiry of
+	// Claimed messages, never against its own clock's idea of them.
+	Renewed []Lease
 	// DeadInstances is how many silent instances were declared dead and
 	// had their leases released.
 	DeadInstances int
@@ -215,6 +228,13 @@ type Result struct {
 type Rejection struct {
 	ID  uuid.UUID
 	Err error
+}
+
+// Lease is a message's lease after a renewal.
+type Lease struct {
+	ID uuid.UUID
+	// Expiry is when the lease lapses, in the store's time.
+	Expiry time.Time
 }
 
 // AttemptsCount is one row of RetryDistribution.

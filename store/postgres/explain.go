@@ -34,7 +34,7 @@ func (s *Store) explainClaim(ctx context.Context, limit int, cacheMode string, a
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		for _, q := range []string{
 			"SET LOCAL plan_cache_mode = " + cacheMode,
-			"PREPARE " + name + "(timestamptz, text, int, bigint, text[], text[], text[], text[], text) AS " + s.sql.claim,
+			"PREPARE " + name + "(timestamptz, text, int, bigint, text[], text[], text[], text[], text, text[], int[]) AS " + s.sql.claim,
 		} {
 			if _, err := tx.Exec(ctx, q); err != nil {
 				return err
@@ -48,6 +48,7 @@ func (s *Store) explainClaim(ctx context.Context, limit int, cacheMode string, a
 		args := fmt.Sprintf("NULL, 'explain', %d, %d, '{}', '{}', %s, %s, %s", limit,
 			micros(s.cfg.LeaseDuration), textArray(s.policyDests), textArray(s.policyModes),
 			quoteLiteral(string(s.cfg.DefaultPolicy.Ordering)))
+		args += ", '{}', '{}'"
 		rows, err := tx.Query(ctx, opts+"EXECUTE "+name+"("+args+")")
 		if err != nil {
 			return err

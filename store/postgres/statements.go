@@ -89,11 +89,11 @@ WHERE o.id = r.id AND o.instance_id = $2
 RETURNING o.id`
 
 // renewSQL extends the caller's own leases to $4 microseconds from now; it
-// never shortens a longer lease.
+// never shortens a longer lease, and returns the new expiries.
 const renewSQL = `
 UPDATE {o} SET lease_expiry = greatest(lease_expiry, {now} + $4 * interval '1 microsecond')
 WHERE id = ANY($3::uuid[]) AND instance_id = $2
-RETURNING id`
+RETURNING id, lease_expiry`
 
 // insertSQL writes messages from arrays, in array order (so seq follows
 // it), created now; it returns what Enqueue reports back.
@@ -114,10 +114,9 @@ type statements struct {
 }
 
 func newStatements(n names) statements {
-	claim := strings.NewReplacer("{dest}", claimDest, "{free}", claimFree).Replace(claimSQL)
 	r := strings.NewReplacer(
 		"{o}", n.outbox, "{i}", n.instances, "{d}", n.deadLetters, "{now}", nowExpr,
-		"{mode c}", modeOf("c"), "{mode l}", modeOf("l"), "{cols o}", msgColsOf("o"),
+		"{fn}", n.qual, "{cols o}", msgColsOf("o"),
 	)
 	return statements{
 		insert:          r.Replace(insertSQL),
@@ -130,6 +129,6 @@ func newStatements(n names) statements {
 		deadLetter:      r.Replace(deadLetterSQL),
 		release:         r.Replace(releaseSQL),
 		renew:           r.Replace(renewSQL),
-		claim:           r.Replace(claim),
+		claim:           r.Replace(claimSQL),
 	}
 }
