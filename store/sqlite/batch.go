@@ -5,11 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/backstophq/backstop/dlq"
+	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 )
@@ -18,16 +20,25 @@ import (
 // applies completions, failures and releases, renews leases and claims the
 // next messages, all in one IMMEDIATE transaction. Renewals extend a lease
 // to now + Claim.Lease (or the configured LeaseDuration), never shortening
-// it, and, like failures
-// and releases, are applied only while the caller is the lease holder
-// recorded on the message, expired or not.
+// it, and, like failures, releases and completions without Published, are
+// applied only while the caller is the lease holder recorded on the
+// message, expired or not.
+//
+// Each outcome is recorded in a savepoint of its own: one the database
+// refuses is rolled back alone and reported in Result.Rejected, and the
+// rest of the batch goes on. A claimed row that cannot be decoded is
+// quarantined (dead-lettered with reason SerializationError) in the same
+// transaction and reported in Result.Quarantined.
 func (s *Store) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result, error) {
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
-	var res *store.Result
+	var (
+		res *store.Result
+		bad []badRow
+	)
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		res = &store.Result{}
+		res, bad = &store.Result{}, nil
 		now := s.now()
 		steps := []func(context.Context, *sql.Tx, *store.Batch, *store.Result, time.Time) error{
 			s.heartbeat, s.buryDeadInstances, s.applyCompletions, s.applyFailures, s.applyReleases, s.renewLeases,
@@ -37,14 +48,73 @@ func (s *Store) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result
 				return err
 			}
 		}
-		claimed, err := s.claim(ctx, tx, b.Instance.ID, b.Claim, now)
-		res.Claimed = claimed
-		return err
+		claimed, rows, err := s.claim(ctx, tx, b.Instance.ID, b.Claim, now)
+		if err != nil {
+			return err
+		}
+		res.Claimed, bad = claimed, rows
+		return s.quarantine(ctx, tx, b.Instance.ID, bad, res, now)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: process batch: %w", err)
 	}
+	s.logOutcomes(ctx, b.Instance.ID, res, bad)
 	return res, nil
+}
+
+// savepoint runs fn in a savepoint of tx. An error the database raised for
+// this outcome alone (a constraint, a trigger) rolls the savepoint back and
+// is returned as rejected, for the caller to report; a busy database or a
+// done context fails the whole transaction.
+func savepoint(ctx context.Context, tx *sql.Tx, fn func() error) (rejected, fatal error) {
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT outcome`); err != nil {
+		return nil, err
+	}
+	err := fn()
+	if err == nil {
+		_, err = tx.ExecContext(ctx, `RELEASE outcome`)
+		return nil, err
+	}
+	if isBusy(err) || ctx.Err() != nil {
+		return nil, err
+	}
+	if _, rerr := tx.ExecContext(ctx, `ROLLBACK TO outcome`); rerr != nil {
+		return nil, errors.Join(err, rerr)
+	}
+	if _, rerr := tx.ExecContext(ctx, `RELEASE outcome`); rerr != nil {
+		return nil, errors.Join(err, rerr)
+	}
+	return err, nil
+}
+
+// outcome records one outcome of the batch in a savepoint, adding it to
+// res.Rejected when the database refuses it.
+func outcome(ctx context.Context, tx *sql.Tx, res *store.Result, id uuid.UUID, what string, fn func() error) error {
+	rejected, fatal := savepoint(ctx, tx, fn)
+	if fatal != nil {
+		return fmt.Errorf("%s %s: %w", what, id, fatal)
+	}
+	if rejected != nil {
+		res.Rejected = append(res.Rejected, store.Rejection{ID: id, Err: fmt.Errorf("%s %s: %w", what, id, rejected)})
+	}
+	return nil
+}
+
+// logOutcomes writes the operations log of what the batch could not do as
+// asked: outcomes refused and rows quarantined.
+func (s *Store) logOutcomes(ctx context.Context, instance string, res *store.Result, bad []badRow) {
+	log := s.cfg.Log()
+	for _, r := range res.Rejected {
+		log.LogAttrs(ctx, slog.LevelError, "outcome not recorded", slog.String("store", "sqlite"),
+			slog.String("instance_id", instance), slog.String("message_id", r.ID.String()),
+			slog.String("error", outbox.TruncateError(r.Err.Error())))
+	}
+	for _, b := range bad {
+		log.LogAttrs(ctx, slog.LevelError, "outbox row quarantined", slog.String("store", "sqlite"),
+			slog.String("instance_id", instance), slog.String("message_id", outbox.CleanText(lenientText(b.raw[1]), 100)),
+			slog.Any("seq", b.raw[0]), slog.String("reason", errorhandling.ReasonSerializationError.String()),
+			slog.String("error", outbox.TruncateError(b.err.Error())))
+	}
 }
 
 func (s *Store) heartbeat(ctx context.Context, tx *sql.Tx, b *store.Batch, _ *store.Result, now time.Time) error {
@@ -92,28 +162,37 @@ func (s *Store) buryDeadInstances(ctx context.Context, tx *sql.Tx, b *store.Batc
 	return err
 }
 
-func (s *Store) applyCompletions(ctx context.Context, tx *sql.Tx, b *store.Batch, _ *store.Result, now time.Time) error {
+func (s *Store) applyCompletions(ctx context.Context, tx *sql.Tx, b *store.Batch, res *store.Result, now time.Time) error {
 	for _, c := range b.Completions {
-		var err error
-		switch {
-		case c.Status.Has(outbox.StatusPublished) && s.cfg.Retention == 0:
-			_, err = tx.ExecContext(ctx, s.sql(`DELETE FROM {{prefix}}outbox WHERE id = ?`), c.ID.String())
-		case c.Status.Has(outbox.StatusPublished):
-			_, err = tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox
-				SET status = status | ?, published_at = ?, instance_id = NULL, lease_expiry = NULL WHERE id = ?`),
-				int32(c.Status), now.UnixMilli(), c.ID.String())
-		default:
-			_, err = tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox
-				SET status = status | ?, instance_id = NULL, lease_expiry = NULL WHERE id = ?`),
-				int32(c.Status), c.ID.String())
-		}
-		if err != nil {
-			return fmt.Errorf("completion %s: %w", c.ID, err)
-		}
-		if c.Status.Has(outbox.StatusPublished) {
-			if err := s.resolveDelivered(ctx, tx, c.ID, b.Instance.ID, now); err != nil {
-				return fmt.Errorf("completion %s: %w", c.ID, err)
+		stale := false
+		err := outcome(ctx, tx, res, c.ID, "completion", func() error {
+			var (
+				n   int64
+				err error
+			)
+			switch {
+			case c.Status.Has(outbox.StatusPublished) && s.cfg.Retention == 0:
+				_, err = tx.ExecContext(ctx, s.sql(`DELETE FROM {{prefix}}outbox WHERE id = ?`), c.ID.String())
+			case c.Status.Has(outbox.StatusPublished):
+				_, err = tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox
+					SET status = status | ?, published_at = ?, instance_id = NULL, lease_expiry = NULL WHERE id = ?`),
+					int32(c.Status), now.UnixMilli(), c.ID.String())
+			default:
+				n, err = affected(tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox
+					SET status = status | ?, instance_id = NULL, lease_expiry = NULL WHERE id = ? AND instance_id = ?`),
+					int32(c.Status), c.ID.String(), b.Instance.ID))
+				stale = err == nil && n == 0
 			}
+			if err == nil && c.Status.Has(outbox.StatusPublished) {
+				err = s.resolveDelivered(ctx, tx, c.ID, b.Instance.ID, now)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if stale {
+			res.Stale = append(res.Stale, c.ID)
 		}
 	}
 	return nil
@@ -139,48 +218,66 @@ func deliveredNote(instance string) string {
 
 func (s *Store) applyFailures(ctx context.Context, tx *sql.Tx, b *store.Batch, res *store.Result, now time.Time) error {
 	for _, f := range b.Failures {
-		row, err := s.leasedRow(ctx, tx, f.ID, b.Instance.ID)
-		if err != nil {
-			return fmt.Errorf("failure %s: %w", f.ID, err)
-		}
-		if row == nil {
+		stale, dead := false, false
+		err := outcome(ctx, tx, res, f.ID, "failure", func() error {
+			var err error
+			stale, dead, err = s.applyFailure(ctx, tx, b, f, now)
+			return err
+		})
+		switch {
+		case err != nil:
+			return err
+		case stale:
 			res.Stale = append(res.Stale, f.ID)
-			continue
+		case dead:
+			res.DeadLettered = append(res.DeadLettered, f.ID)
 		}
-		out := s.cfg.DecideFailure(row.Destination, row.Attempts, f)
-		errText := outbox.TruncateError(f.Error)
-		var scheduled, deadAt any
-		if out.DeadLetter {
-			deadAt = now.UnixMilli()
-		} else {
-			scheduled = now.Add(out.Delay).UnixMilli()
-		}
-		if _, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET
-			status = status | ? | 32768, attempts = ?, error = ?, failure_reason = ?, fingerprint = ?,
-			first_failed_at = coalesce(first_failed_at, ?), last_failed_at = ?,
-			instance_id = NULL, lease_expiry = NULL, scheduled_for = ?, dead_lettered_at = ?
-			WHERE id = ?`),
-			int32(f.CompletedStatus), out.Attempts, errText, int(out.Reason), nullString(outbox.CleanText(f.Fingerprint, outbox.MaxErrorLength)),
-			now.UnixMilli(), now.UnixMilli(), scheduled, deadAt, f.ID.String()); err != nil {
-			return fmt.Errorf("failure %s: %w", f.ID, err)
-		}
-		if !out.DeadLetter {
-			continue
-		}
-		first := row.firstFailed
-		if first.IsZero() {
-			first = now
-		}
-		e := row.entry()
-		e.Reason, e.Attempts, e.ErrorMessage, e.Fingerprint = out.DeadLetterReason, out.Attempts, errText, f.Fingerprint
-		e.FirstFailureTime, e.LastAttemptTime, e.FailureTime = first, now, now
-		e.Metadata = map[string]any{"instance_id": b.Instance.ID, "last_failure_reason": out.Reason.String(), "permanent": f.Permanent}
-		if err := s.insertEntry(ctx, tx, e, now); err != nil {
-			return fmt.Errorf("dead-letter %s: %w", f.ID, err)
-		}
-		res.DeadLettered = append(res.DeadLettered, f.ID)
 	}
 	return nil
+}
+
+// applyFailure records one failure and says whether it was stale and
+// whether it dead-lettered the message.
+func (s *Store) applyFailure(ctx context.Context, tx *sql.Tx, b *store.Batch, f store.Failure, now time.Time) (stale, dead bool, err error) {
+	row, err := s.leasedRow(ctx, tx, f.ID, b.Instance.ID)
+	if err != nil {
+		return false, false, err
+	}
+	if row == nil {
+		return true, false, nil
+	}
+	out := s.cfg.DecideFailure(row.Destination, row.Attempts, f)
+	errText := outbox.TruncateError(f.Error)
+	var scheduled, deadAt any
+	if out.DeadLetter {
+		deadAt = now.UnixMilli()
+	} else {
+		scheduled = now.Add(out.Delay).UnixMilli()
+	}
+	if _, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET
+		status = status | ? | 32768, attempts = ?, error = ?, failure_reason = ?, fingerprint = ?,
+		first_failed_at = coalesce(first_failed_at, ?), last_failed_at = ?,
+		instance_id = NULL, lease_expiry = NULL, scheduled_for = ?, dead_lettered_at = ?
+		WHERE id = ?`),
+		int32(f.CompletedStatus), out.Attempts, errText, int(out.Reason), nullString(outbox.CleanText(f.Fingerprint, outbox.MaxErrorLength)),
+		now.UnixMilli(), now.UnixMilli(), scheduled, deadAt, f.ID.String()); err != nil {
+		return false, false, err
+	}
+	if !out.DeadLetter {
+		return false, false, nil
+	}
+	first := row.firstFailed
+	if first.IsZero() {
+		first = now
+	}
+	e := row.entry()
+	e.Reason, e.Attempts, e.ErrorMessage, e.Fingerprint = out.DeadLetterReason, out.Attempts, errText, f.Fingerprint
+	e.FirstFailureTime, e.LastAttemptTime, e.FailureTime = first, now, now
+	e.Metadata = map[string]any{"instance_id": b.Instance.ID, "last_failure_reason": out.Reason.String(), "permanent": f.Permanent}
+	if err := s.insertEntry(ctx, tx, e, now); err != nil {
+		return false, false, fmt.Errorf("dead-letter: %w", err)
+	}
+	return false, true, nil
 }
 
 func (s *Store) applyReleases(ctx context.Context, tx *sql.Tx, b *store.Batch, res *store.Result, now time.Time) error {
@@ -193,13 +290,21 @@ func (s *Store) applyReleases(ctx context.Context, tx *sql.Tx, b *store.Batch, r
 		if r.Error != "" {
 			errText = outbox.TruncateError(r.Error)
 		}
-		n, err := affected(tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET
-			instance_id = NULL, lease_expiry = NULL, status = status | ?,
-			scheduled_for = coalesce(?, scheduled_for), error = coalesce(?, error)
-			WHERE id = ? AND instance_id = ?`),
-			int32(r.CompletedStatus), due, errText, r.ID.String(), b.Instance.ID))
+		var n int64
+		err := outcome(ctx, tx, res, r.ID, "release", func() error {
+			var err error
+			n, err = affected(tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET
+				instance_id = NULL, lease_expiry = NULL, status = status | ?,
+				scheduled_for = coalesce(?, scheduled_for), error = coalesce(?, error)
+				WHERE id = ? AND instance_id = ?`),
+				int32(r.CompletedStatus), due, errText, r.ID.String(), b.Instance.ID))
+			if err != nil {
+				n = -1
+			}
+			return err
+		})
 		if err != nil {
-			return fmt.Errorf("release %s: %w", r.ID, err)
+			return err
 		}
 		if n == 0 {
 			res.Stale = append(res.Stale, r.ID)

@@ -73,10 +73,10 @@ WHERE seq IN (
 RETURNING ` + messageColumns
 
 // claim leases up to req.Limit messages to instance and returns them in seq
-// order.
-func (s *Store) claim(ctx context.Context, tx *sql.Tx, instance string, req store.ClaimRequest, now time.Time) ([]*outbox.Message, error) {
+// order, and apart the leased rows it cannot decode (to be quarantined).
+func (s *Store) claim(ctx context.Context, tx *sql.Tx, instance string, req store.ClaimRequest, now time.Time) ([]*outbox.Message, []badRow, error) {
 	if req.Limit <= 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	lease := req.Lease
 	if lease == 0 {
@@ -84,11 +84,11 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, instance string, req stor
 	}
 	only, err := jsonList(req.Destinations)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	skip, err := jsonList(req.ExcludeDestinations)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rows, err := tx.QueryContext(ctx, s.sql(claimMessages),
 		sql.Named("instance", instance),
@@ -98,14 +98,14 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, instance string, req stor
 		sql.Named("skip", skip),
 		sql.Named("limit", req.Limit))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	ms, err := scanMessages(rows)
+	ms, bad, err := scanClaimed(rows)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Seq < ms[j].Seq })
-	return ms, nil
+	return ms, bad, nil
 }
 
 // jsonList encodes names as a JSON array for json_each; nil is [].

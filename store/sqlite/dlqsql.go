@@ -91,7 +91,7 @@ func scanEntry(sc scanner) (*dlq.Entry, error) {
 		&e.Replayed, &e.ReplayedBy, &e.ReplayNotes, &replayed); err != nil {
 		return nil, err
 	}
-	e.Headers = decodeHeaders(headers)
+	e.Headers, _ = decodeHeaders([]byte(headers))
 	if meta != "" && meta != "{}" {
 		if err := json.Unmarshal([]byte(meta), &e.Metadata); err != nil {
 			return nil, fmt.Errorf("entry %s: metadata: %w", e.ID, err)

@@ -4,17 +4,25 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
 )
 
 // messageColumns are the outbox columns scanMessage reads, in its order.
 const messageColumns = `seq, id, destination, stream, type, payload, headers, ordering, status, attempts,
 	failure_reason, error, fingerprint, scheduled_for, instance_id, lease_expiry, created_at, dead_lettered_at`
+
+// columnNames are messageColumns one by one.
+var columnNames = []string{"seq", "id", "destination", "stream", "type", "payload", "headers", "ordering", "status",
+	"attempts", "failure_reason", "error", "fingerprint", "scheduled_for", "instance_id", "lease_expiry", "created_at",
+	"dead_lettered_at"}
 
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
@@ -28,32 +36,227 @@ type withLeading struct {
 
 func (w withLeading) Scan(dest ...any) error { return w.sc.Scan(append(w.extra, dest...)...) }
 
-// scanMessage reads one row of messageColumns.
-func scanMessage(sc scanner) (*outbox.Message, error) {
-	var (
-		m                                 outbox.Message
-		id, headers                       string
-		ordering, errText, fp, instance   sql.NullString
-		reason                            sql.NullInt64
-		scheduled, lease, created, deadAt sql.NullInt64
-		payload                           []byte
-	)
-	if err := sc.Scan(&m.Seq, &id, &m.Destination, &m.Stream, &m.Type, &payload, &headers, &ordering,
-		&m.Status, &m.Attempts, &reason, &errText, &fp, &scheduled, &instance, &lease, &created, &deadAt); err != nil {
+// rawRow is one row of messageColumns as SQLite stored it: int64, float64,
+// string, []byte or nil per column, whatever the column's declared type.
+type rawRow [18]any
+
+func scanRaw(sc scanner) (*rawRow, error) {
+	var r rawRow
+	dest := make([]any, len(r))
+	for i := range r {
+		dest[i] = &r[i]
+	}
+	if err := sc.Scan(dest...); err != nil {
 		return nil, err
 	}
-	var err error
-	if m.ID, err = uuid.Parse(id); err != nil {
-		return nil, fmt.Errorf("message seq %d: bad id %q: %w", m.Seq, id, err)
+	for i, v := range r {
+		if b, ok := v.([]byte); ok { // the driver may reuse its buffer
+			r[i] = append([]byte(nil), b...)
+		}
 	}
-	m.Headers = decodeHeaders(headers)
-	m.Payload = payload
-	m.Ordering = outbox.Ordering(ordering.String)
-	m.FailureReason = errorhandling.FailureReason(reason.Int64)
-	m.Error, m.Fingerprint, m.InstanceID = errText.String, fp.String, instance.String
-	m.ScheduledFor, m.LeaseExpiry = fromMillis(scheduled), fromMillis(lease)
-	m.CreatedAt, m.DeadLetteredAt = fromMillis(created), fromMillis(deadAt)
+	return &r, nil
+}
+
+// scanMessage reads one row of messageColumns. A value it cannot decode is
+// a *store.ColumnError naming the column and the value.
+func scanMessage(sc scanner) (*outbox.Message, error) {
+	r, err := scanRaw(sc)
+	if err != nil {
+		return nil, err
+	}
+	return r.decode()
+}
+
+// decode turns the row into a message, or a *store.ColumnError for the
+// first column it cannot read.
+func (r *rawRow) decode() (*outbox.Message, error) {
+	var (
+		m   outbox.Message
+		d   decoder
+		id  = d.text(r, 1, true)
+		err error
+	)
+	m.Seq = d.integer(r, 0, true, math.MinInt64, math.MaxInt64)
+	m.Destination = d.text(r, 2, true)
+	m.Stream = d.text(r, 3, false)
+	m.Type = d.text(r, 4, true)
+	m.Payload = d.bytes(r, 5)
+	m.Headers = d.headers(r, 6)
+	m.Ordering = outbox.Ordering(d.text(r, 7, false))
+	m.Status = outbox.Status(d.integer(r, 8, true, 0, store.MaxStatus))
+	m.Attempts = int(d.integer(r, 9, true, 0, math.MaxInt32))
+	m.FailureReason = errorhandling.FailureReason(d.integer(r, 10, false, math.MinInt32, math.MaxInt32))
+	m.Error, m.Fingerprint = d.text(r, 11, false), d.text(r, 12, false)
+	m.ScheduledFor = d.millis(r, 13, false)
+	m.InstanceID = d.text(r, 14, false)
+	m.LeaseExpiry = d.millis(r, 15, false)
+	m.CreatedAt = d.millis(r, 16, true)
+	m.DeadLetteredAt = d.millis(r, 17, false)
+	if d.err != nil {
+		return nil, d.err
+	}
+	if m.ID, err = uuid.Parse(id); err != nil {
+		return nil, &store.ColumnError{Column: "id", Value: r[1], Problem: "is not a UUID"}
+	}
+	if err := m.Ordering.Validate(); err != nil {
+		return nil, &store.ColumnError{Column: "ordering", Value: r[7], Problem: "is not strict, release or none"}
+	}
 	return &m, nil
+}
+
+// decoder reads columns of a rawRow, keeping the first error.
+type decoder struct{ err error }
+
+func (d *decoder) fail(r *rawRow, i int, problem string) {
+	if d.err == nil {
+		d.err = &store.ColumnError{Column: columnNames[i], Value: r[i], Problem: problem}
+	}
+}
+
+// text reads a TEXT column; required means neither NULL nor empty.
+func (d *decoder) text(r *rawRow, i int, required bool) string {
+	var s string
+	switch v := r[i].(type) {
+	case nil:
+		if required {
+			d.fail(r, i, "is NULL")
+		}
+		return ""
+	case string:
+		s = v
+	case []byte:
+		s = string(v)
+	case int64:
+		s = strconv.FormatInt(v, 10)
+	case float64:
+		s = strconv.FormatFloat(v, 'g', -1, 64)
+	default:
+		d.fail(r, i, fmt.Sprintf("has the unexpected type %T", v))
+		return ""
+	}
+	if required && s == "" {
+		d.fail(r, i, "is empty")
+	}
+	return s
+}
+
+// integer reads an INTEGER column within [lo, hi]; NULL is 0 unless
+// required.
+func (d *decoder) integer(r *rawRow, i int, required bool, lo, hi int64) int64 {
+	var n int64
+	switch v := r[i].(type) {
+	case nil:
+		if required {
+			d.fail(r, i, "is NULL")
+		}
+		return 0
+	case int64:
+		n = v
+	case float64:
+		if v != math.Trunc(v) || v < -(1<<63) || v >= 1<<63 {
+			d.fail(r, i, "is not an integer")
+			return 0
+		}
+		n = int64(v)
+	default:
+		d.fail(r, i, "is not an integer")
+		return 0
+	}
+	if n < lo || n > hi {
+		d.fail(r, i, fmt.Sprintf("is out of range [%d, %d]", lo, hi))
+		return 0
+	}
+	return n
+}
+
+// The times a stored unix-millisecond value may stand for: years 1 to
+// 9999, so that every time formats and compares sanely.
+const (
+	minMillis = -62135596800000
+	maxMillis = 253402300799999
+)
+
+// millis reads a unix-millisecond column; NULL is the zero time unless
+// required.
+func (d *decoder) millis(r *rawRow, i int, required bool) time.Time {
+	if _, isText := r[i].(string); isText {
+		d.fail(r, i, "is text, not unix milliseconds")
+		return time.Time{}
+	}
+	if r[i] == nil {
+		if required {
+			d.fail(r, i, "is NULL")
+		}
+		return time.Time{}
+	}
+	n := d.integer(r, i, required, minMillis, maxMillis)
+	if d.err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(n).UTC()
+}
+
+// bytes reads the payload: a BLOB, or text or a number stored there.
+func (d *decoder) bytes(r *rawRow, i int) []byte {
+	switch v := r[i].(type) {
+	case nil:
+		return nil
+	case []byte:
+		return v
+	case string:
+		return []byte(v)
+	case int64, float64:
+		return []byte(fmt.Sprint(v))
+	}
+	d.fail(r, i, fmt.Sprintf("has the unexpected type %T", r[i]))
+	return nil
+}
+
+// headers reads the headers column: a JSON object. Values that are not
+// strings are kept in their JSON spelling.
+func (d *decoder) headers(r *rawRow, i int) map[string]string {
+	var raw []byte
+	switch v := r[i].(type) {
+	case nil:
+		return nil
+	case string:
+		raw = []byte(v)
+	case []byte:
+		raw = v
+	default:
+		d.fail(r, i, "is not a JSON object")
+		return nil
+	}
+	h, err := decodeHeaders(raw)
+	if err != nil {
+		d.fail(r, i, err.Error())
+	}
+	return h
+}
+
+// decodeHeaders reads a JSON object of headers; nil for "{}" or empty.
+// Values that are not strings are kept in their JSON spelling.
+func decodeHeaders(b []byte) (map[string]string, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(b, &obj); err != nil || obj == nil {
+		return nil, fmt.Errorf("is not a JSON object")
+	}
+	if len(obj) == 0 {
+		return nil, nil
+	}
+	h := make(map[string]string, len(obj))
+	for k, v := range obj {
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			h[k] = s
+		} else {
+			h[k] = string(v)
+		}
+	}
+	return h, nil
 }
 
 // scanMessages reads every row and closes rows.
@@ -70,32 +273,34 @@ func scanMessages(rows *sql.Rows) ([]*outbox.Message, error) {
 	return out, rows.Err()
 }
 
-// decodeHeaders reads the headers column. Rows written with plain SQL may
-// hold any JSON there: non-string values are formatted, and a value that is
-// not an object is kept whole under InvalidHeadersKey, so that one odd row
-// never fails a claim.
-func decodeHeaders(s string) map[string]string {
-	if s == "" || s == "{}" {
-		return nil
-	}
-	var h map[string]string
-	if json.Unmarshal([]byte(s), &h) == nil {
-		return h
-	}
-	var loose map[string]any
-	if json.Unmarshal([]byte(s), &loose) == nil {
-		h = make(map[string]string, len(loose))
-		for k, v := range loose {
-			h[k] = fmt.Sprint(v)
-		}
-		return h
-	}
-	return map[string]string{InvalidHeadersKey: s}
+// badRow is a claimed row that could not be decoded.
+type badRow struct {
+	raw *rawRow
+	err error
 }
 
-// InvalidHeadersKey holds the raw headers column of a row whose headers are
-// not a JSON object.
-const InvalidHeadersKey = "X-Backstop-Invalid-Headers"
+// scanClaimed reads every claimed row and closes rows: the rows it decodes
+// and, apart, those it cannot (each to be quarantined).
+func scanClaimed(rows *sql.Rows) ([]*outbox.Message, []badRow, error) {
+	defer rows.Close()
+	var (
+		out []*outbox.Message
+		bad []badRow
+	)
+	for rows.Next() {
+		r, err := scanRaw(rows)
+		if err != nil {
+			return nil, nil, err
+		}
+		m, err := r.decode()
+		if err != nil {
+			bad = append(bad, badRow{raw: r, err: err})
+			continue
+		}
+		out = append(out, m)
+	}
+	return out, bad, rows.Err()
+}
 
 // fromMillis turns a stored unix-millisecond time into a UTC time; NULL is
 // the zero time.

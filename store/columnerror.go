@@ -1,0 +1,70 @@
+package store
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/backstophq/backstop/outbox"
+)
+
+// ErrUndecodable is matched (errors.Is) by every ColumnError: a row holds a
+// value the store cannot read back as a message.
+var ErrUndecodable = errors.New("store: undecodable row")
+
+// ColumnError says which column of an outbox row holds a value the store
+// cannot decode, and what the value is. Rows written with plain SQL by
+// another language can hold anything the schema lets through; the store
+// quarantines such a row (Result.Quarantined) instead of failing the claim.
+type ColumnError struct {
+	// Column is the column's name, such as "attempts".
+	Column string
+	// Value is the value as the database returned it (a string, []byte,
+	// int64, float64, time, or nil for NULL).
+	Value any
+	// Problem says what is wrong, such as "is not an integer".
+	Problem string
+}
+
+// Error returns, for example, `column attempts: "x" is not an integer`.
+func (e *ColumnError) Error() string {
+	return "column " + e.Column + ": " + FormatValue(e.Value) + " " + e.Problem
+}
+
+// Unwrap returns ErrUndecodable.
+func (e *ColumnError) Unwrap() error { return ErrUndecodable }
+
+// maxShownValue bounds how much of a bad value an error shows.
+const maxShownValue = 100
+
+// FormatValue spells a database value for an error message: strings
+// quoted (cleaned, cut to 100 characters), bytes as x'hex' (cut), NULL,
+// numbers and times as they are.
+func FormatValue(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "NULL"
+	case string:
+		c := outbox.CleanText(x, maxShownValue)
+		if len(c) < len(x) {
+			return strconv.Quote(c) + "..."
+		}
+		return strconv.Quote(c)
+	case []byte:
+		if len(x) > maxShownValue/2 {
+			return "x'" + hex.EncodeToString(x[:maxShownValue/2]) + "'..."
+		}
+		return "x'" + hex.EncodeToString(x) + "'"
+	case time.Time:
+		return x.Format(time.RFC3339Nano)
+	case fmt.Stringer:
+		return strconv.Quote(outbox.CleanText(x.String(), maxShownValue))
+	}
+	return outbox.CleanText(fmt.Sprint(v), maxShownValue)
+}
+
+// MaxStatus is the largest status a stored message may have: the flags of
+// the work-coordination design use bits 0 to 15 (StatusFailed is bit 15).
+const MaxStatus = 1<<16 - 1
