@@ -1,0 +1,47 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestDemo runs a small demo to its summary and checks its figures: nothing
+// lost, nothing out of order, the breaker opened, the refused messages
+// dead-lettered.
+func TestDemo(t *testing.T) {
+	var out bytes.Buffer
+	o := demoOptions{exit: true, listen: "127.0.0.1:0", streams: 6, steps: 20, outage: 1500 * time.Millisecond}
+	if err := runDemo(context.Background(), &out, o); err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	text := out.String()
+	num := func(label string) int {
+		t.Helper()
+		m := regexp.MustCompile(`(?m)^ +` + regexp.QuoteMeta(label) + ` +(\d+)`).FindStringSubmatch(text)
+		if m == nil {
+			t.Fatalf("no %q row in:\n%s", label, text)
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	total, delivered, dead, held := num("messages"), num("delivered"), num("dead-lettered"), num("held behind dead letters")
+	if total != 2*6*20 || delivered+dead+held != total {
+		t.Errorf("messages %d, delivered %d + dead-lettered %d + held %d\n%s", total, delivered, dead, held, text)
+	}
+	if dead != 4 || num("ValidationFailure") != 4 {
+		t.Errorf("dead-lettered %d, want the 4 refused messages\n%s", dead, text)
+	}
+	if num("order violations") != 0 {
+		t.Errorf("order violations\n%s", text)
+	}
+	if num("breaker openings") < 1 {
+		t.Errorf("the outage did not open the breaker\n%s", text)
+	}
+	if num("released without charge") < 1 {
+		t.Errorf("nothing released without charge\n%s", text)
+	}
+}
