@@ -29,15 +29,23 @@ func (s *Store) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
-	var res *store.Result
+	var (
+		res *store.Result
+		bad []badMessage
+	)
 	err := retryTx(ctx, func() error {
 		var err error
-		res, err = s.processBatch(ctx, b)
+		res, bad, err = s.processBatch(ctx, b)
 		return err
 	})
+	if err != nil && refused(err) && hasOutcomes(b) {
+		res, bad, err = s.processOneByOne(ctx, b)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: process batch: %w", err)
 	}
+	s.quarantine(ctx, b.Instance.ID, bad, res)
+	s.logRejected(ctx, b.Instance.ID, res)
 	return res, nil
 }
 
@@ -79,21 +87,22 @@ func (p *pipeline) run(br pgx.BatchResults) error {
 	return errors.Join(err, br.Close())
 }
 
-func (s *Store) processBatch(ctx context.Context, b *store.Batch) (*store.Result, error) {
+func (s *Store) processBatch(ctx context.Context, b *store.Batch) (*store.Result, []badMessage, error) {
 	res := &store.Result{}
+	var bad []badMessage
 	now := s.now()
 	if len(b.Failures) == 0 {
 		p := &pipeline{}
-		s.queueBatch(p, b, now, nil, res)
+		s.queueBatch(p, b, now, nil, res, &bad)
 		if err := p.run(s.pool.SendBatch(ctx, &p.b)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		sortClaimed(res)
-		return res, nil
+		return res, bad, nil
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer conn.Release()
 	err = func() error {
@@ -115,7 +124,7 @@ func (s *Store) processBatch(ctx context.Context, b *store.Batch) (*store.Result
 		}
 		fs := s.decideFailures(b, locked, res)
 		second := &pipeline{}
-		s.queueBatch(second, b, now, fs, res)
+		s.queueBatch(second, b, now, fs, res, &bad)
 		second.exec("commit")
 		return second.run(conn.SendBatch(ctx, &second.b))
 	}()
@@ -127,16 +136,18 @@ func (s *Store) processBatch(ctx context.Context, b *store.Batch) (*store.Result
 			}
 			cancel()
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	sortClaimed(res)
-	return res, nil
+	return res, bad, nil
 }
 
 // queueBatch queues the statements of b in their order: heartbeat, dead
 // instances, completions, failures (fs, when any), releases, renewals,
 // claim. Their readers fill res.
-func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, fs *failureArrays, res *store.Result) {
+//
+// Claimed rows that cannot be decoded go to bad, to be quarantined.
+func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, fs *failureArrays, res *store.Result, bad *[]badMessage) {
 	me := b.Instance.ID
 	lease := b.Claim.Lease
 	if lease == 0 {
@@ -152,7 +163,7 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, fs *fail
 		return nil
 	}, s.sql.deadInstances, now, me, micros(s.cfg.InstanceTimeout))
 
-	s.queueCompletions(p, b.Completions, now, me)
+	s.queueCompletions(p, b.Completions, now, me, res)
 	if fs != nil && len(fs.ids) > 0 {
 		p.exec(s.sql.fail, now, me, fs.ids, fs.flags, fs.attempts, fs.reasons, fs.errors,
 			fs.fingerprints, fs.delays, fs.deadLetter)
@@ -179,9 +190,14 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, fs *fail
 	if b.Claim.Limit > 0 {
 		p.query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				m, err := scanMessage(rows)
-				if err != nil {
+				var r rawMessage
+				if err := rows.Scan(r.dest()...); err != nil {
 					return err
+				}
+				m, err := r.decode()
+				if err != nil {
+					*bad = append(*bad, badMessage{raw: &r, err: err})
+					continue
 				}
 				res.Claimed = append(res.Claimed, m)
 			}
@@ -193,7 +209,7 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, fs *fail
 // queueCompletions merges completions per id (flags OR-ed) and queues the
 // delete of delivered messages (without retention) and the update of the
 // others.
-func (s *Store) queueCompletions(p *pipeline, cs []store.Completion, now *time.Time, instance string) {
+func (s *Store) queueCompletions(p *pipeline, cs []store.Completion, now *time.Time, instance string, res *store.Result) {
 	if len(cs) == 0 {
 		return
 	}
@@ -206,24 +222,31 @@ func (s *Store) queueCompletions(p *pipeline, cs []store.Completion, now *time.T
 		ids = append(ids, id)
 	}
 	ids = sortedIDs(ids)
-	var del, upd, delivered []string
-	var st []int32
+	var del, upd, delivered, leased []string
+	var st, leasedSt []int32
+	var leasedIDs []uuid.UUID
 	for _, id := range ids {
 		f := merged[id]
-		if f.Has(outbox.StatusPublished) {
-			delivered = append(delivered, id.String())
-		}
-		if f.Has(outbox.StatusPublished) && s.cfg.Retention == 0 {
-			del = append(del, id.String())
+		switch {
+		case !f.Has(outbox.StatusPublished):
+			leased, leasedSt, leasedIDs = append(leased, id.String()), append(leasedSt, int32(f)), append(leasedIDs, id)
 			continue
+		case s.cfg.Retention == 0:
+			del = append(del, id.String())
+		default:
+			upd, st = append(upd, id.String()), append(st, int32(f))
 		}
-		upd, st = append(upd, id.String()), append(st, int32(f))
+		delivered = append(delivered, id.String())
 	}
 	if len(del) > 0 {
 		p.exec(s.sql.deletePublished, del)
 	}
 	if len(upd) > 0 {
 		p.exec(s.sql.complete, now, upd, st)
+	}
+	if len(leased) > 0 {
+		p.query(staleReader(leasedIDs, func(id uuid.UUID) uuid.UUID { return id }, res),
+			s.life.completeLeased, leased, leasedSt, instance)
 	}
 	if len(delivered) > 0 {
 		p.exec(s.life.resolveDelivered, now, delivered, dlq.ActorBackstop, deliveredNote(instance))

@@ -51,7 +51,7 @@ func scanEntry(row pgx.Row) (*dlq.Entry, error) {
 	}
 	e.Reason = errorhandling.FailureReason(reason)
 	e.Status = dlq.Status(status)
-	e.Headers = decodeHeaders(headers)
+	e.Headers, _ = decodeHeaders(headers)
 	if len(meta) > 0 && string(meta) != "{}" {
 		if err := json.Unmarshal(meta, &e.Metadata); err != nil {
 			return nil, fmt.Errorf("decode metadata: %w", err)

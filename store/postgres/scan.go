@@ -10,9 +10,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
 )
 
 // msgCols are the outbox columns scanMessage reads, in its order.
@@ -29,33 +31,119 @@ func msgColsOf(alias string) string {
 		alias + `.lease_expiry, ` + alias + `.created_at, ` + alias + `.dead_lettered_at`
 }
 
-// scanMessage reads one row of msgCols.
+// rawMessage is one row of msgCols scanned into types that accept every
+// value the columns can hold (NULL, infinite times), so that reading a row
+// never fails; decode then checks the values.
+type rawMessage struct {
+	seq                             pgtype.Int8
+	id                              pgtype.UUID
+	destination, stream, typ        pgtype.Text
+	payload, headers                []byte
+	ordering, errText, fp, instance pgtype.Text
+	status, attempts, reason        pgtype.Int4
+	sched, lease, created, dead     pgtype.Timestamptz
+}
+
+func (r *rawMessage) dest() []any {
+	return []any{&r.seq, &r.id, &r.destination, &r.stream, &r.typ, &r.payload, &r.headers, &r.ordering,
+		&r.status, &r.attempts, &r.reason, &r.errText, &r.fp, &r.sched, &r.instance, &r.lease, &r.created, &r.dead}
+}
+
+// scanMessage reads one row of msgCols. A value it cannot use is a
+// *store.ColumnError naming the column and the value.
 func scanMessage(row pgx.Row) (*outbox.Message, error) {
-	var (
-		m                                 outbox.Message
-		headers                           []byte
-		ordering, errText, fp, instanceID *string
-		reason                            *int32
-		status                            int32
-		sched, lease, dead                *time.Time
-	)
-	err := row.Scan(&m.Seq, &m.ID, &m.Destination, &m.Stream, &m.Type, &m.Payload, &headers,
-		&ordering, &status, &m.Attempts, &reason, &errText, &fp, &sched, &instanceID,
-		&lease, &m.CreatedAt, &dead)
-	if err != nil {
+	var r rawMessage
+	if err := row.Scan(r.dest()...); err != nil {
 		return nil, err
 	}
-	m.Status = outbox.Status(status)
-	m.Headers = decodeHeaders(headers)
-	m.Ordering = outbox.Ordering(deref(ordering))
-	if reason != nil {
-		m.FailureReason = errorhandling.FailureReason(*reason)
+	return r.decode()
+}
+
+// decode checks the row's values and turns them into a message.
+func (r *rawMessage) decode() (*outbox.Message, error) {
+	bad := func(col string, v any, problem string) error {
+		return &store.ColumnError{Column: col, Value: v, Problem: problem}
 	}
-	m.Error, m.Fingerprint, m.InstanceID = deref(errText), deref(fp), deref(instanceID)
-	m.ScheduledFor, m.LeaseExpiry, m.DeadLetteredAt = derefTime(sched), derefTime(lease), derefTime(dead)
-	m.CreatedAt = m.CreatedAt.UTC()
+	text := func(col string, t pgtype.Text, required bool) (string, error) {
+		switch {
+		case !t.Valid && required:
+			return "", bad(col, nil, "is NULL")
+		case required && t.String == "":
+			return "", bad(col, "", "is empty")
+		}
+		return t.String, nil
+	}
+	when := func(col string, t pgtype.Timestamptz, required bool) (time.Time, error) {
+		switch {
+		case !t.Valid && required:
+			return time.Time{}, bad(col, nil, "is NULL")
+		case !t.Valid:
+			return time.Time{}, nil
+		case t.InfinityModifier == pgtype.Infinity:
+			return time.Time{}, bad(col, "infinity", "is not a finite time")
+		case t.InfinityModifier == pgtype.NegativeInfinity:
+			return time.Time{}, bad(col, "-infinity", "is not a finite time")
+		}
+		return t.Time.UTC(), nil
+	}
+	var (
+		m   outbox.Message
+		err error
+	)
+	if !r.seq.Valid {
+		return nil, bad("seq", nil, "is NULL")
+	}
+	m.Seq = r.seq.Int64
+	if !r.id.Valid {
+		return nil, bad("id", nil, "is NULL")
+	}
+	m.ID = uuid.UUID(r.id.Bytes)
+	if m.Destination, err = text("destination", r.destination, true); err != nil {
+		return nil, err
+	}
+	if m.Stream, err = text("stream", r.stream, false); err != nil {
+		return nil, err
+	}
+	if m.Type, err = text("type", r.typ, true); err != nil {
+		return nil, err
+	}
+	m.Payload = r.payload
 	if m.Payload == nil {
 		m.Payload = []byte{}
+	}
+	if m.Headers, err = decodeHeaders(r.headers); err != nil {
+		return nil, bad("headers", string(r.headers), err.Error())
+	}
+	m.Ordering = outbox.Ordering(r.ordering.String)
+	if m.Ordering.Validate() != nil {
+		return nil, bad("ordering", r.ordering.String, "is not strict, release or none")
+	}
+	switch {
+	case !r.status.Valid:
+		return nil, bad("status", nil, "is NULL")
+	case r.status.Int32 < 0 || r.status.Int32 > store.MaxStatus:
+		return nil, bad("status", int64(r.status.Int32), fmt.Sprintf("is out of range [0, %d]", store.MaxStatus))
+	case !r.attempts.Valid:
+		return nil, bad("attempts", nil, "is NULL")
+	case r.attempts.Int32 < 0:
+		return nil, bad("attempts", int64(r.attempts.Int32), "is negative")
+	}
+	m.Status, m.Attempts = outbox.Status(r.status.Int32), int(r.attempts.Int32)
+	if r.reason.Valid {
+		m.FailureReason = errorhandling.FailureReason(r.reason.Int32)
+	}
+	m.Error, m.Fingerprint, m.InstanceID = r.errText.String, r.fp.String, r.instance.String
+	if m.ScheduledFor, err = when("scheduled_for", r.sched, false); err != nil {
+		return nil, err
+	}
+	if m.LeaseExpiry, err = when("lease_expiry", r.lease, false); err != nil {
+		return nil, err
+	}
+	if m.CreatedAt, err = when("created_at", r.created, true); err != nil {
+		return nil, err
+	}
+	if m.DeadLetteredAt, err = when("dead_lettered_at", r.dead, false); err != nil {
+		return nil, err
 	}
 	return &m, nil
 }
@@ -74,15 +162,19 @@ func collectMessages(rows pgx.Rows) ([]*outbox.Message, error) {
 	return out, rows.Err()
 }
 
-// decodeHeaders reads a headers object. Rows written with plain SQL may
-// hold non-string values; they are kept in their JSON spelling.
-func decodeHeaders(b []byte) map[string]string {
+// decodeHeaders reads a headers object; nil when empty. Rows written
+// with plain SQL may hold non-string values; they are kept in their JSON
+// spelling. Anything but an object is an error.
+func decodeHeaders(b []byte) (map[string]string, error) {
 	if len(b) == 0 {
-		return nil
+		return nil, nil
 	}
 	var raw map[string]json.RawMessage
-	if json.Unmarshal(b, &raw) != nil || len(raw) == 0 {
-		return nil
+	if err := json.Unmarshal(b, &raw); err != nil || raw == nil {
+		return nil, errors.New("is not a JSON object")
+	}
+	if len(raw) == 0 {
+		return nil, nil
 	}
 	out := make(map[string]string, len(raw))
 	for k, v := range raw {
@@ -93,7 +185,7 @@ func decodeHeaders(b []byte) map[string]string {
 			out[k] = string(v)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // encodeHeaders writes headers as a JSON object ("{}" when empty).

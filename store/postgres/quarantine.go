@@ -1,0 +1,166 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
+)
+
+// badMessage is a claimed row that could not be decoded.
+type badMessage struct {
+	raw *rawMessage
+	err error
+}
+
+// quarantine dead-letters the claimed rows that could not be decoded, each
+// with reason SerializationError and its decoding error (naming the column
+// and the value), in one statement after the claim, and logs each. The
+// claim committed their leases; the quarantine clears them, so they are
+// not claimed again. If it fails, the rows keep their leases until they
+// lapse and are quarantined by the next claim that takes them.
+func (s *Store) quarantine(ctx context.Context, instance string, bad []badMessage, res *store.Result) {
+	if len(bad) == 0 {
+		return
+	}
+	reason := errorhandling.ReasonSerializationError
+	log := s.cfg.Log()
+	seqs := make([]int64, len(bad))
+	errs, entries, metas := make([]string, len(bad)), make([]string, len(bad)), make([]string, len(bad))
+	for i, b := range bad {
+		seqs[i] = b.raw.seq.Int64
+		errs[i] = outbox.TruncateError(fmt.Sprintf("undecodable outbox row (seq %d): %s", seqs[i], b.err))
+		entries[i] = newEntryID()
+		meta := map[string]any{"quarantined_by": instance}
+		var ce *store.ColumnError
+		if errors.As(b.err, &ce) {
+			meta["column"], meta["value"] = ce.Column, store.FormatValue(ce.Value)
+		}
+		if _, err := decodeHeaders(b.raw.headers); err != nil {
+			meta["raw_headers"] = outbox.TruncateError(string(b.raw.headers))
+		}
+		j, _ := json.Marshal(meta)
+		metas[i] = string(j)
+		log.LogAttrs(ctx, slog.LevelError, "outbox row quarantined", slog.String("store", "postgres"),
+			slog.String("instance_id", instance), slog.String("message_id", uuid.UUID(b.raw.id.Bytes).String()),
+			slog.Int64("seq", seqs[i]), slog.String("reason", reason.String()), slog.String("error", errs[i]))
+	}
+	var done []uuid.UUID
+	err := retryTx(ctx, func() error {
+		rows, err := s.pool.Query(ctx, s.life.quarantine, s.now(), seqs, errs, int32(reason), entries, metas,
+			instance, reason.String())
+		if err != nil {
+			return err
+		}
+		done, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		return err
+	})
+	if err != nil {
+		log.LogAttrs(ctx, slog.LevelError, "quarantining outbox rows failed; they are tried again when their leases lapse",
+			slog.String("store", "postgres"), slog.Int("rows", len(bad)), slog.String("error", outbox.TruncateError(err.Error())))
+		return
+	}
+	res.Quarantined = append(res.Quarantined, done...)
+}
+
+// refused reports whether err is the database refusing a value (a data
+// exception, a constraint, a trigger's exception, a size limit) rather
+// than failing: recording the outcomes one by one then isolates the one it
+// refused.
+func refused(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	for _, class := range []string{"22", "23", "54", "P0"} {
+		if strings.HasPrefix(pe.Code, class) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasOutcomes(b *store.Batch) bool {
+	return len(b.Completions)+len(b.Failures)+len(b.Releases) > 0
+}
+
+// processOneByOne records each outcome of b in a transaction of its own,
+// reporting those the database refuses in Result.Rejected, then renews
+// and claims. It is the slow path, taken only when the batch as a whole
+// was refused: one poison outcome must not block the others or the claim.
+func (s *Store) processOneByOne(ctx context.Context, b *store.Batch) (*store.Result, []badMessage, error) {
+	res := &store.Result{}
+	one := func(id uuid.UUID, what string, sub store.Batch) error {
+		sub.Instance = b.Instance
+		sub.Claim.Lease = b.Claim.Lease
+		var r *store.Result
+		err := retryTx(ctx, func() error {
+			var err error
+			r, _, err = s.processBatch(ctx, &sub)
+			return err
+		})
+		switch {
+		case err != nil && refused(err):
+			res.Rejected = append(res.Rejected, store.Rejection{ID: id, Err: fmt.Errorf("%s %s: %w", what, id, err)})
+			return nil
+		case err != nil:
+			return err
+		}
+		res.Stale = append(res.Stale, r.Stale...)
+		res.DeadLettered = append(res.DeadLettered, r.DeadLettered...)
+		res.DeadInstances += r.DeadInstances
+		return nil
+	}
+	for _, c := range b.Completions {
+		if err := one(c.ID, "completion", store.Batch{Completions: []store.Completion{c}}); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, f := range b.Failures {
+		if err := one(f.ID, "failure", store.Batch{Failures: []store.Failure{f}}); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, r := range b.Releases {
+		if err := one(r.ID, "release", store.Batch{Releases: []store.Release{r}}); err != nil {
+			return nil, nil, err
+		}
+	}
+	var (
+		rest *store.Result
+		bad  []badMessage
+	)
+	err := retryTx(ctx, func() error {
+		var err error
+		rest, bad, err = s.processBatch(ctx, &store.Batch{Instance: b.Instance, RenewLeases: b.RenewLeases, Claim: b.Claim})
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	rest.Stale = append(res.Stale, rest.Stale...)
+	rest.DeadLettered = append(res.DeadLettered, rest.DeadLettered...)
+	rest.DeadInstances += res.DeadInstances
+	rest.Rejected = res.Rejected
+	return rest, bad, nil
+}
+
+// logRejected writes the operations log of the outcomes the database
+// refused.
+func (s *Store) logRejected(ctx context.Context, instance string, res *store.Result) {
+	for _, r := range res.Rejected {
+		s.cfg.Log().LogAttrs(ctx, slog.LevelError, "outcome not recorded", slog.String("store", "postgres"),
+			slog.String("instance_id", instance), slog.String("message_id", r.ID.String()),
+			slog.String("error", outbox.TruncateError(r.Err.Error())))
+	}
+}
