@@ -35,45 +35,10 @@ func modeCase(cfg store.Config) string {
 	return b.String()
 }
 
-// claimMessages implements the claim rules of the store package doc. The
-// candidates are the live rows (partial index outbox_claim) that are due and
-// not leased, in seq order; a candidate is skipped when an earlier message
-// of its (destination, stream) holds it back (index outbox_stream):
-//
-//   - an unexpired lease holds back, unless either message's ordering is
-//     none;
-//   - under strict (the earlier message's ordering), so does a message
-//     waiting for a later try or dead-lettered, unless an operator released
-//     the stream past it.
-//
-// Messages with an empty stream are unordered. The first :limit candidates
-// are leased to the caller, in the same statement.
-const claimMessages = `UPDATE {{prefix}}outbox
-SET instance_id = :instance, lease_expiry = :expiry
-WHERE seq IN (
-	SELECT m.seq FROM {{prefix}}outbox AS m
-	WHERE m.dead_lettered_at IS NULL AND (m.status & 4) = 0
-	  AND (m.lease_expiry IS NULL OR m.lease_expiry <= :now)
-	  AND (m.scheduled_for IS NULL OR m.scheduled_for <= :now)
-	  AND (json_array_length(:only) = 0 OR m.destination IN (SELECT value FROM json_each(:only)))
-	  AND m.destination NOT IN (SELECT value FROM json_each(:skip))
-	  AND (m.stream = ''
-	    OR coalesce(nullif(m.ordering, ''), {{mode}}) = 'none'
-	    OR NOT EXISTS (
-		SELECT 1 FROM {{prefix}}outbox AS e
-		WHERE e.destination = m.destination AND e.stream = m.stream AND e.seq < m.seq
-		  AND (e.status & 4) = 0
-		  AND coalesce(nullif(e.ordering, ''), {{mode}}) <> 'none'
-		  AND (e.lease_expiry > :now
-		    OR (coalesce(nullif(e.ordering, ''), {{mode}}) = 'strict'
-		      AND e.stream_released_at IS NULL
-		      AND (e.dead_lettered_at IS NOT NULL OR e.scheduled_for > :now)))))
-	ORDER BY m.seq
-	LIMIT :limit)
-RETURNING ` + messageColumns
-
-// claim leases up to req.Limit messages to instance and returns them in seq
-// order, and apart the leased rows it cannot decode (to be quarantined).
+// claim leases up to req.Limit messages to instance under the claim rules
+// of package store (pickHeads chooses them, reading stream heads only) and
+// returns them in seq order, and apart the leased rows it cannot decode (to
+// be quarantined).
 func (s *Store) claim(ctx context.Context, tx *sql.Tx, instance string, req store.ClaimRequest, now time.Time) ([]*outbox.Message, []badRow, error) {
 	if req.Limit <= 0 {
 		return nil, nil, nil
@@ -82,21 +47,13 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, instance string, req stor
 	if lease == 0 {
 		lease = s.cfg.LeaseDuration
 	}
-	only, err := jsonList(req.Destinations)
-	if err != nil {
+	expiry := now.Add(lease).UnixMilli()
+	seqs, err := s.pickHeads(ctx, tx, req, now.UnixMilli(), expiry)
+	if err != nil || len(seqs) == 0 {
 		return nil, nil, err
 	}
-	skip, err := jsonList(req.ExcludeDestinations)
-	if err != nil {
-		return nil, nil, err
-	}
-	rows, err := tx.QueryContext(ctx, s.sql(claimMessages),
-		sql.Named("instance", instance),
-		sql.Named("expiry", now.Add(lease).UnixMilli()),
-		sql.Named("now", now.UnixMilli()),
-		sql.Named("only", only),
-		sql.Named("skip", skip),
-		sql.Named("limit", req.Limit))
+	rows, err := tx.QueryContext(ctx, s.sql(leaseSeqs),
+		sql.Named("instance", instance), sql.Named("expiry", expiry), sql.Named("seqs", seqList(seqs)))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -107,11 +107,20 @@ func TestHotQueriesUseTheirIndexes(t *testing.T) {
 		}
 		return b.String()
 	}
-	claim := plan(claimMessages, sql.Named("instance", "i"), sql.Named("expiry", 1), sql.Named("now", 1),
-		sql.Named("only", "[]"), sql.Named("skip", "[]"), sql.Named("limit", 5))
-	for _, idx := range []string{"backstop_outbox_claim", "backstop_outbox_stream"} {
-		if !strings.Contains(claim, idx) {
-			t.Errorf("claim plan does not use %s:\n%s", idx, claim)
+	for q, idxs := range map[string][]string{
+		unorderedCandidates: {"backstop_outbox_unordered", "backstop_outbox_scheduled", "backstop_outbox_lease"},
+		readyStreams:        {"backstop_streams_ready"},
+		streamRows:          {"backstop_outbox_stream"},
+	} {
+		p := plan(q, sql.Named("dest", "d"), sql.Named("stream", "s"), sql.Named("now", 1),
+			sql.Named("head", 0), sql.Named("limit", 5))
+		for _, idx := range idxs {
+			if !strings.Contains(p, idx) {
+				t.Errorf("claim plan does not use %s:\n%s", idx, p)
+			}
+		}
+		if strings.Contains(p, "SCAN backstop_outbox") && !strings.Contains(p, "USING") {
+			t.Errorf("claim plan scans the outbox:\n%s", p)
 		}
 	}
 	if p := plan(streamHead, "d", "s"); !strings.Contains(p, "backstop_outbox_stream") {

@@ -1,0 +1,414 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/backstophq/backstop/store"
+)
+
+// The claim reads stream heads, never the rows held behind them (migration
+// 0004; docs/claim.md). Ordered messages are claimed through the streams
+// table: a stream is ready when a write or a change may have freed one of
+// its messages, or when a lease or retry time it waits for has come; a claim
+// reads a ready stream from its head and stops at the first message that
+// holds back the rest. Unordered messages (no stream, or ordering none)
+// are claimed by their own index. SQLite runs one writer at a time, so this
+// runs inside the batch's write transaction.
+
+const (
+	// promoteStreams makes ready the streams whose wait time came.
+	promoteStreams = `UPDATE {{prefix}}streams SET ready = 1, wait_until = NULL, turn = :turn
+WHERE (destination, stream) IN (SELECT destination, stream FROM {{prefix}}streams
+  WHERE ready = 0 AND wait_until <= :now ORDER BY wait_until LIMIT 1000)`
+
+	// nextTurn takes a turn number.
+	nextTurn = `UPDATE {{prefix}}stream_turn SET n = n + 1 RETURNING n`
+
+	// readyDestination is the first destination after :after with a ready
+	// stream (a skip scan of streams_ready).
+	readyDestination = `SELECT destination FROM {{prefix}}streams WHERE ready = 1 AND destination > :after
+ORDER BY destination LIMIT 1`
+
+	// unorderedDestination is the first destination after :after with a
+	// fresh unordered message (a skip scan of outbox_unordered).
+	unorderedDestination = `SELECT destination FROM {{prefix}}outbox
+WHERE dead_lettered_at IS NULL AND (status & 4) = 0 AND instance_id IS NULL AND scheduled_for IS NULL
+  AND (stream = '' OR ordering = 'none') AND destination > :after
+ORDER BY destination LIMIT 1`
+
+	// dueDestinations are the destinations of unordered retries due now
+	// and of unordered leases that lapsed.
+	dueDestinations = `SELECT DISTINCT destination FROM (
+  SELECT destination FROM (SELECT destination, stream, ordering, status, dead_lettered_at, instance_id
+    FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_scheduled WHERE scheduled_for IS NOT NULL AND scheduled_for <= :now ORDER BY scheduled_for LIMIT 1000)
+  WHERE dead_lettered_at IS NULL AND (status & 4) = 0 AND instance_id IS NULL AND (stream = '' OR ordering = 'none')
+  UNION ALL
+  SELECT destination FROM (SELECT destination, stream, ordering, status, dead_lettered_at, scheduled_for
+    FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lease WHERE instance_id IS NOT NULL AND lease_expiry <= :now ORDER BY lease_expiry LIMIT 1000)
+  WHERE dead_lettered_at IS NULL AND (status & 4) = 0 AND (stream = '' OR ordering = 'none')
+    AND (scheduled_for IS NULL OR scheduled_for <= :now))`
+
+	// unorderedCandidates are a destination's claimable unordered
+	// messages: fresh by outbox_unordered, due retries by
+	// outbox_scheduled, lapsed leases by outbox_lease.
+	unorderedCandidates = `SELECT seq FROM (
+  SELECT seq FROM (SELECT seq FROM {{prefix}}outbox
+    WHERE destination = :dest AND dead_lettered_at IS NULL AND (status & 4) = 0
+      AND instance_id IS NULL AND scheduled_for IS NULL AND (stream = '' OR ordering = 'none')
+    ORDER BY seq LIMIT :limit)
+  UNION ALL
+  SELECT seq FROM (SELECT seq FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_scheduled
+    WHERE scheduled_for IS NOT NULL AND scheduled_for <= :now AND destination = :dest
+      AND dead_lettered_at IS NULL AND (status & 4) = 0 AND instance_id IS NULL
+      AND (stream = '' OR ordering = 'none')
+    ORDER BY scheduled_for LIMIT :limit)
+  UNION ALL
+  SELECT seq FROM (SELECT seq FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lease
+    WHERE instance_id IS NOT NULL AND lease_expiry <= :now AND destination = :dest
+      AND dead_lettered_at IS NULL AND (status & 4) = 0
+      AND (scheduled_for IS NULL OR scheduled_for <= :now) AND (stream = '' OR ordering = 'none')
+    ORDER BY lease_expiry LIMIT :limit))
+ORDER BY seq LIMIT :limit`
+
+	// readyStreams are a destination's ready streams, oldest turn first.
+	readyStreams = `SELECT stream, head_seq FROM {{prefix}}streams
+WHERE destination = :dest AND ready = 1 ORDER BY turn LIMIT :limit`
+
+	// streamRows reads a stream from its head, in seq order (outbox_stream).
+	streamRows = `SELECT seq, coalesce(ordering, ''), instance_id IS NOT NULL AND coalesce(lease_expiry, 0) > :now,
+  lease_expiry, dead_lettered_at IS NOT NULL, scheduled_for, stream_released_at IS NOT NULL
+FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_stream
+WHERE destination = :dest AND stream = :stream AND (status & 4) = 0 AND seq >= :head
+ORDER BY seq`
+
+	// leaseSeqs leases the chosen messages.
+	leaseSeqs = `UPDATE {{prefix}}outbox SET instance_id = :instance, lease_expiry = :expiry
+WHERE seq IN (SELECT value FROM json_each(:seqs))
+RETURNING ` + messageColumns
+)
+
+// headStream is a stream read by a claim.
+type headStream struct {
+	dest, key string
+	first     int64 // the head's seq; 0: the stream is empty
+	wait      int64 // earliest lease or retry time seen; 0: none
+	more      bool  // more was claimable than the claim took
+	cands     []int64
+}
+
+// candidate is a message a claim may lease.
+type candidate struct {
+	seq    int64
+	dest   int // index in caps
+	stream int // index in streams + 1; 0: unordered
+}
+
+// pickHeads chooses the messages to lease under req's rules and limits and
+// updates the streams it read; it returns the chosen seqs in order.
+func (s *Store) pickHeads(ctx context.Context, tx *sql.Tx, req store.ClaimRequest, now, expiry int64) ([]int64, error) {
+	turn, err := s.takeTurn(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, s.sql(promoteStreams), sql.Named("turn", turn), sql.Named("now", now)); err != nil {
+		return nil, fmt.Errorf("promote streams: %w", err)
+	}
+	dests, err := s.claimDestinations(ctx, tx, req, now)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		cands   []candidate
+		caps    []int
+		streams []*headStream
+	)
+	for _, dest := range dests {
+		limit := req.Limit
+		if c, ok := req.PerDestination[dest]; ok {
+			limit = min(limit, max(c, 0))
+		}
+		if limit <= 0 {
+			continue
+		}
+		caps = append(caps, limit)
+		d := len(caps) - 1
+		seqs, err := s.int64s(ctx, tx, unorderedCandidates, sql.Named("dest", dest), sql.Named("now", now), sql.Named("limit", limit))
+		if err != nil {
+			return nil, fmt.Errorf("unordered candidates: %w", err)
+		}
+		for _, q := range seqs {
+			cands = append(cands, candidate{seq: q, dest: d})
+		}
+		read, err := s.readStreams(ctx, tx, dest, s.modeOf(dest), limit, now)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range read {
+			streams = append(streams, h)
+			for _, q := range h.cands {
+				cands = append(cands, candidate{seq: q, dest: d, stream: len(streams)})
+			}
+		}
+	}
+	// The lowest seqs win, at most each destination's cap.
+	slices.SortFunc(cands, func(a, b candidate) int { return int(a.seq - b.seq) })
+	taken := make([]int, len(caps))
+	got := make([]int, len(streams)+1)
+	var chosen []int64
+	for _, c := range cands {
+		if len(chosen) == req.Limit {
+			break
+		}
+		if taken[c.dest] == caps[c.dest] {
+			continue
+		}
+		taken[c.dest]++
+		got[c.stream]++
+		chosen = append(chosen, c.seq)
+	}
+	for i, h := range streams {
+		if err := s.settleStream(ctx, tx, h, got[i+1], turn, expiry); err != nil {
+			return nil, err
+		}
+	}
+	return chosen, nil
+}
+
+// settleStream records what a claim saw of h: gone when empty; ready for
+// its next turn when it had more to give; waiting otherwise.
+func (s *Store) settleStream(ctx context.Context, tx *sql.Tx, h *headStream, got int, turn, expiry int64) error {
+	var err error
+	switch {
+	case h.first == 0:
+		_, err = tx.ExecContext(ctx, s.sql(`DELETE FROM {{prefix}}streams WHERE destination = ? AND stream = ?`), h.dest, h.key)
+	case got < len(h.cands):
+		// Cut by the limit: it keeps its turn.
+		_, err = tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}streams SET head_seq = ? WHERE destination = ? AND stream = ?`),
+			h.first, h.dest, h.key)
+	case h.more:
+		_, err = tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}streams SET head_seq = ?, turn = ? WHERE destination = ? AND stream = ?`),
+			h.first, turn, h.dest, h.key)
+	default:
+		wait := h.wait
+		if got > 0 && (wait == 0 || expiry < wait) {
+			wait = expiry
+		}
+		var w any
+		if wait != 0 {
+			w = wait
+		}
+		_, err = tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}streams SET head_seq = ?, ready = 0, wait_until = ?
+			WHERE destination = ? AND stream = ?`), h.first, w, h.dest, h.key)
+	}
+	if err != nil {
+		return fmt.Errorf("settle stream %s/%s: %w", h.dest, h.key, err)
+	}
+	return nil
+}
+
+// readStreams reads dest's ready streams, oldest turn first, each from its
+// head, collecting claimable messages up to limit in all.
+func (s *Store) readStreams(ctx context.Context, tx *sql.Tx, dest, mode string, limit int, now int64) ([]*headStream, error) {
+	rows, err := tx.QueryContext(ctx, s.sql(readyStreams), sql.Named("dest", dest), sql.Named("limit", limit))
+	if err != nil {
+		return nil, fmt.Errorf("ready streams: %w", err)
+	}
+	var out []*headStream
+	var heads []int64
+	for rows.Next() {
+		h := &headStream{dest: dest}
+		var head int64
+		if err := rows.Scan(&h.key, &head); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out, heads = append(out, h), append(heads, head)
+	}
+	if err := errors2(rows); err != nil {
+		return nil, fmt.Errorf("ready streams: %w", err)
+	}
+	left := limit
+	for i, h := range out {
+		if left <= 0 {
+			return out[:i], nil
+		}
+		if err := s.readStream(ctx, tx, h, heads[i], mode, left, now); err != nil {
+			return nil, err
+		}
+		left -= len(h.cands)
+	}
+	return out, nil
+}
+
+// readStream reads h from head: claimable messages, up to limit, until the
+// first that holds back the rest (a leased one; under strict ordering one
+// waiting for its retry or dead-lettered, unless the stream was released
+// past it).
+func (s *Store) readStream(ctx context.Context, tx *sql.Tx, h *headStream, head int64, mode string, limit int, now int64) error {
+	rows, err := tx.QueryContext(ctx, s.sql(streamRows), sql.Named("dest", h.dest), sql.Named("stream", h.key),
+		sql.Named("now", now), sql.Named("head", head))
+	if err != nil {
+		return fmt.Errorf("read stream %s/%s: %w", h.dest, h.key, err)
+	}
+	defer rows.Close()
+	soonest := func(t sql.NullInt64) {
+		if t.Valid && (h.wait == 0 || t.Int64 < h.wait) {
+			h.wait = t.Int64
+		}
+	}
+	for rows.Next() {
+		var (
+			seq                      int64
+			ordering                 string
+			leased, dead, released   bool
+			leaseExpiry, scheduledAt sql.NullInt64
+		)
+		if err := rows.Scan(&seq, &ordering, &leased, &leaseExpiry, &dead, &scheduledAt, &released); err != nil {
+			return err
+		}
+		if ordering == "none" {
+			continue // unordered: claimed by its own index
+		}
+		if h.first == 0 {
+			h.first = seq
+		}
+		m := ordering
+		if m == "" {
+			m = mode
+		}
+		holds := m == "strict" && !released
+		switch {
+		case leased:
+			soonest(leaseExpiry)
+			if m == "none" {
+				continue
+			}
+			return rows.Err()
+		case dead:
+			if holds {
+				return rows.Err()
+			}
+			continue
+		case scheduledAt.Valid && scheduledAt.Int64 > now:
+			soonest(scheduledAt)
+			if holds {
+				return rows.Err()
+			}
+			continue
+		}
+		if len(h.cands) >= limit {
+			h.more = true
+			return rows.Err()
+		}
+		h.cands = append(h.cands, seq)
+	}
+	return rows.Err()
+}
+
+// claimDestinations are the destinations a claim looks at, in name order:
+// req.Destinations, or those with a ready stream or a claimable unordered
+// message; never req.ExcludeDestinations.
+func (s *Store) claimDestinations(ctx context.Context, tx *sql.Tx, req store.ClaimRequest, now int64) ([]string, error) {
+	set := map[string]bool{}
+	if len(req.Destinations) > 0 {
+		for _, d := range req.Destinations {
+			set[d] = true
+		}
+	} else {
+		for _, q := range []string{readyDestination, unorderedDestination} {
+			after := ""
+			for {
+				var d string
+				err := tx.QueryRowContext(ctx, s.sql(q), sql.Named("after", after)).Scan(&d)
+				if err == sql.ErrNoRows {
+					break
+				}
+				if err != nil {
+					return nil, fmt.Errorf("claim destinations: %w", err)
+				}
+				set[d], after = true, d
+			}
+		}
+		rows, err := tx.QueryContext(ctx, s.sql(dueDestinations), sql.Named("now", now))
+		if err != nil {
+			return nil, fmt.Errorf("claim destinations: %w", err)
+		}
+		for rows.Next() {
+			var d string
+			if err := rows.Scan(&d); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			set[d] = true
+		}
+		if err := errors2(rows); err != nil {
+			return nil, fmt.Errorf("claim destinations: %w", err)
+		}
+	}
+	for _, d := range req.ExcludeDestinations {
+		delete(set, d)
+	}
+	out := make([]string, 0, len(set))
+	for d := range set {
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// takeTurn takes the next turn number.
+func (s *Store) takeTurn(ctx context.Context, tx *sql.Tx) (int64, error) {
+	var n int64
+	if err := tx.QueryRowContext(ctx, s.sql(nextTurn)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("stream turn: %w", err)
+	}
+	return n, nil
+}
+
+// modeOf is the ordering mode of dest's policy.
+func (s *Store) modeOf(dest string) string {
+	if p, ok := s.cfg.Policies[dest]; ok && p.Ordering != "" {
+		return string(p.Ordering)
+	}
+	return string(s.cfg.DefaultPolicy.Ordering)
+}
+
+func (s *Store) int64s(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]int64, error) {
+	rows, err := tx.QueryContext(ctx, s.sql(q), args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []int64
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, errors2(rows)
+}
+
+// errors2 closes rows and returns the first error of iterating or closing.
+func errors2(rows *sql.Rows) error {
+	err := rows.Err()
+	if cerr := rows.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// seqList spells seqs as a JSON array for json_each.
+func seqList(seqs []int64) string {
+	parts := make([]string, len(seqs))
+	for i, q := range seqs {
+		parts[i] = strconv.FormatInt(q, 10)
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
