@@ -1,0 +1,215 @@
+package config
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/backstophq/backstop/circuitbreaker"
+	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/relay"
+	"github.com/backstophq/backstop/retry"
+	"github.com/backstophq/backstop/store"
+	"github.com/backstophq/backstop/transport"
+	natstransport "github.com/backstophq/backstop/transport/nats"
+	"github.com/backstophq/backstop/transport/rabbitmq"
+	"github.com/backstophq/backstop/transport/webhook"
+)
+
+// StoreConfig is the store configuration: each destination's durable retry,
+// attempts and ordering in one place.
+func (c *Config) StoreConfig() store.Config {
+	sc := store.Config{
+		Policies:        map[string]store.Policy{},
+		LeaseDuration:   c.Store.LeaseDuration.D(),
+		InstanceTimeout: c.Store.InstanceTimeout.D(),
+		Retention:       c.Store.Retention.D(),
+		TablePrefix:     c.Store.TablePrefix,
+	}
+	for _, d := range c.Destinations {
+		sc.Policies[d.Name] = store.Policy{
+			Strategy:    d.Retry.strategy(),
+			MaxAttempts: d.Retry.MaxAttempts,
+			Ordering:    outbox.Ordering(d.Ordering),
+		}
+	}
+	return sc
+}
+
+func (r Retry) strategy() retry.Strategy {
+	jitter := *r.Jitter > 0
+	var opts []retry.Option
+	if jitter {
+		opts = append(opts, retry.WithJitterFraction(*r.Jitter))
+	}
+	switch r.Strategy {
+	case "linear":
+		return retry.NewLinearBackoff(r.Base.D(), r.Max.D(), r.Base.D(), jitter, opts...)
+	case "fixed":
+		return retry.NewFixedDelay(r.Base.D(), jitter, opts...)
+	}
+	return retry.NewExponentialBackoff(r.Base.D(), r.Max.D(), jitter, append(opts, retry.WithMultiplier(r.Multiplier))...)
+}
+
+// RelayConfig builds the relay's configuration and opens every
+// destination's transport. Close the returned transports when done (the
+// relay does not).
+func (c *Config) RelayConfig(ctx context.Context) (relay.Config, []transport.Transport, error) {
+	rc := relay.Config{
+		Destinations:    map[string]relay.Destination{},
+		Workers:         c.Relay.Workers,
+		PollInterval:    c.Relay.PollInterval.D(),
+		ShutdownTimeout: c.Relay.ShutdownTimeout.D(),
+		Classifier:      errorhandling.NewErrorClassifier(),
+	}
+	if c.Relay.UnknownDestinations == "ignore" {
+		rc.UnknownDestination = relay.IgnoreUnknown
+	}
+	var opened []transport.Transport
+	for i, d := range c.Destinations {
+		tr, err := d.transport()
+		if err != nil {
+			for _, t := range opened {
+				_ = t.Close()
+			}
+			return relay.Config{}, nil, &Error{Key: fmt.Sprintf("destinations[%d]", i), Problem: err.Error()}
+		}
+		opened = append(opened, tr)
+		if d.UnknownErrors == "transient" {
+			tr = &unknownTransient{Transport: tr, classifier: rc.Classifier}
+		}
+		if d.RateLimit != nil {
+			tr = newRateLimited(tr, d.RateLimit.PerSecond, d.RateLimit.Burst)
+		}
+		rc.Destinations[d.Name] = relay.Destination{
+			Transport: tr,
+			InProcess: retry.NewConfig(d.InnerRetry.Attempts, retry.NewExponentialBackoff(d.InnerRetry.Delay.D(), 30*time.Second, false)),
+			Breaker: &circuitbreaker.Config{
+				MaxFailures:         d.Breaker.MaxFailures,
+				Timeout:             d.Breaker.Timeout.D(),
+				HalfOpenMaxRequests: d.Breaker.HalfOpenMaxRequests,
+			},
+			Timeout:     d.Timeout.D(),
+			Concurrency: d.Concurrency,
+		}
+	}
+	return rc, opened, nil
+}
+
+// transport opens the destination's transport.
+func (d *Destination) transport() (transport.Transport, error) {
+	switch d.Type {
+	case "nats":
+		return natstransport.New(natstransport.Config{URL: d.URL, Subject: d.Subject, Stream: d.Stream, Timeout: d.Timeout.D()})
+	case "rabbitmq":
+		return rabbitmq.New(rabbitmq.Config{URL: d.URL, Exchange: d.Exchange, RoutingKey: d.RoutingKey, Timeout: d.Timeout.D()})
+	}
+	wc := webhook.Config{URL: d.URL, Headers: d.Headers, Timeout: d.Timeout.D()}
+	if d.Secret != "" {
+		wc.Secret = []byte(d.Secret)
+	}
+	for _, o := range d.StatusOverrides {
+		so := webhook.StatusOverride{Status: o.Status, Class: errorhandling.ClassTransient, Blame: errorhandling.BlameDestination}
+		if o.Class == "permanent" {
+			so.Class = errorhandling.ClassPermanent
+		}
+		if o.Blame == "message" {
+			so.Blame = errorhandling.BlameMessage
+		}
+		wc.StatusOverrides = append(wc.StatusOverrides, so)
+	}
+	return webhook.New(wc)
+}
+
+// unknownTransient makes the errors nobody classified transient for one
+// destination (unknown_errors: transient).
+type unknownTransient struct {
+	transport.Transport
+	classifier *errorhandling.ErrorClassifier
+}
+
+func (u *unknownTransient) Deliver(ctx context.Context, m *outbox.Message) error {
+	err := u.Transport.Deliver(ctx, m)
+	if err != nil && u.classifier.Classify(err).Class == errorhandling.ClassUnknown {
+		return errorhandling.Transient(err)
+	}
+	return err
+}
+
+// rateLimited starts at most perSecond deliveries a second, with bursts of
+// burst: a token bucket. A delivery waits for a token or its context.
+type rateLimited struct {
+	transport.Transport
+	mu       sync.Mutex
+	interval time.Duration
+	burst    int
+	next     time.Time // when the bucket is next full minus burst tokens
+}
+
+func newRateLimited(t transport.Transport, perSecond float64, burst int) *rateLimited {
+	return &rateLimited{Transport: t, interval: time.Duration(float64(time.Second) / perSecond), burst: burst}
+}
+
+func (r *rateLimited) Deliver(ctx context.Context, m *outbox.Message) error {
+	if err := r.wait(ctx); err != nil {
+		return errorhandling.Transient(fmt.Errorf("rate limit: %w", err))
+	}
+	return r.Transport.Deliver(ctx, m)
+}
+
+// wait takes a token: the virtual schedule next advances by interval per
+// delivery and may lag now by at most burst intervals.
+func (r *rateLimited) wait(ctx context.Context) error {
+	r.mu.Lock()
+	now := time.Now()
+	if floor := now.Add(-time.Duration(r.burst-1) * r.interval); r.next.Before(floor) {
+		r.next = floor
+	}
+	at := r.next
+	r.next = r.next.Add(r.interval)
+	r.mu.Unlock()
+	d := time.Until(at)
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Summary describes the configuration in a few lines, for config check.
+func (c *Config) Summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "listen %s, db %s, %d tokens\n", c.Listen, redactURL(c.DB), len(c.Tokens))
+	for _, d := range c.Destinations {
+		fmt.Fprintf(&b, "destination %s: %s %s, ordering %s, retry %s %s..%s max %d attempts, breaker %d failures/%s\n",
+			d.Name, d.Type, redactURL(d.URL), d.Ordering, d.Retry.Strategy, d.Retry.Base.D(), d.Retry.Max.D(),
+			d.Retry.MaxAttempts, d.Breaker.MaxFailures, d.Breaker.Timeout.D())
+	}
+	for _, r := range c.Routes {
+		fmt.Fprintf(&b, "route %s -> %s\n", r.Topic, strings.Join(r.To, ", "))
+	}
+	return b.String()
+}
+
+// redactURL hides a URL's password.
+func redactURL(s string) string {
+	i := strings.Index(s, "://")
+	at := strings.LastIndex(s, "@")
+	if i < 0 || at < i {
+		return s
+	}
+	userinfo := s[i+3 : at]
+	if u, _, ok := strings.Cut(userinfo, ":"); ok {
+		return s[:i+3] + u + ":***" + s[at:]
+	}
+	return s
+}

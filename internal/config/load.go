@@ -1,0 +1,271 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Error is a problem with a configuration: the key's path (such as
+// destinations[0].retry.base), its line (0 when the key is absent) and
+// what is wrong.
+type Error struct {
+	Key     string
+	Line    int
+	Problem string
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.Line > 0 && e.Key != "":
+		return fmt.Sprintf("line %d: %s: %s", e.Line, e.Key, e.Problem)
+	case e.Line > 0:
+		return fmt.Sprintf("line %d: %s", e.Line, e.Problem)
+	case e.Key != "":
+		return fmt.Sprintf("%s: %s", e.Key, e.Problem)
+	}
+	return e.Problem
+}
+
+// Load reads and checks the file at path; see Parse.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := Parse(b, os.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse reads a configuration strictly, expands ${NAME} with lookup, applies
+// the defaults and validates. Errors are *Error values (joined when there
+// are several), each naming its key and line.
+func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, &Error{Line: yamlLine(err.Error()), Problem: stripLine(err.Error())}
+	}
+	c := &Config{}
+	lines := map[string]int{}
+	if len(doc.Content) > 0 {
+		root := doc.Content[0]
+		var errs []error
+		checkKeys(root, reflect.TypeOf(*c), "", lines, &errs)
+		expand(root, lookup, lines, &errs)
+		if len(errs) > 0 {
+			return nil, errors.Join(errs...)
+		}
+		if err := root.Decode(c); err != nil {
+			return nil, decodeErrors(err, lines)
+		}
+	}
+	c.applyDefaults()
+	if errs := c.validate(); len(errs) > 0 {
+		for _, e := range errs {
+			e.Line = lines[e.Key]
+		}
+		out := make([]error, len(errs))
+		for i, e := range errs {
+			out[i] = e
+		}
+		return nil, errors.Join(out...)
+	}
+	return c, nil
+}
+
+// checkKeys walks n against the struct type t, reporting every key that t
+// has no field for, and records each key's line under its path.
+func checkKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int, errs *[]error) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return // Decode reports the type error
+		}
+		fields := map[string]reflect.Type{}
+		for i := 0; i < t.NumField(); i++ {
+			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+			if tag != "" && tag != "-" {
+				fields[tag] = t.Field(i).Type
+			}
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := join(path, k.Value)
+			lines[p] = k.Line
+			ft, ok := fields[k.Value]
+			if !ok {
+				*errs = append(*errs, &Error{Key: p, Line: k.Line, Problem: "unknown key" + suggest(k.Value, fields)})
+				continue
+			}
+			checkKeys(v, ft, p, lines, errs)
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return
+		}
+		for i, v := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			lines[p] = v.Line
+			checkKeys(v, t.Elem(), p, lines, errs)
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			lines[join(path, n.Content[i].Value)] = n.Content[i].Line
+		}
+	}
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// suggest names the known keys when a key is unknown.
+func suggest(key string, fields map[string]reflect.Type) string {
+	names := make([]string, 0, len(fields))
+	for f := range fields {
+		names = append(names, f)
+	}
+	slicesSort(names)
+	for _, f := range names {
+		if distance(strings.ToLower(key), f) <= 2 {
+			return fmt.Sprintf(" (did you mean %s?)", f)
+		}
+	}
+	return " (known keys: " + strings.Join(names, ", ") + ")"
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expand replaces ${NAME} in every scalar value under n. A variable that is
+// not set is an error naming the key.
+func expand(n *yaml.Node, lookup func(string) (string, bool), lines map[string]int, errs *[]error) {
+	if n.Kind == yaml.ScalarNode {
+		if !strings.Contains(n.Value, "${") {
+			return
+		}
+		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
+			name := envRef.FindStringSubmatch(ref)[1]
+			v, ok := lookup(name)
+			if !ok {
+				*errs = append(*errs, &Error{Key: keyAt(lines, n.Line), Line: n.Line,
+					Problem: fmt.Sprintf("environment variable %s is not set", name)})
+			}
+			return v
+		})
+		if n.Tag == "!!null" || n.Tag == "" {
+			n.Tag = "!!str"
+		}
+		return
+	}
+	for i, c := range n.Content {
+		if n.Kind == yaml.MappingNode && i%2 == 0 {
+			continue // keys are not expanded
+		}
+		expand(c, lookup, lines, errs)
+	}
+}
+
+// keyAt returns the deepest key path on line, for messages about a value.
+func keyAt(lines map[string]int, line int) string {
+	best := ""
+	for p, l := range lines {
+		if l == line && len(p) > len(best) {
+			best = p
+		}
+	}
+	return best
+}
+
+var lineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
+
+func yamlLine(msg string) int {
+	if m := lineRE.FindStringSubmatch(msg); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	return 0
+}
+
+func stripLine(msg string) string {
+	return strings.TrimPrefix(lineRE.ReplaceAllString(msg, ""), "yaml: ")
+}
+
+// decodeErrors turns yaml's type errors into Errors naming their key.
+func decodeErrors(err error, lines map[string]int) error {
+	var te *yaml.TypeError
+	msgs := []string{err.Error()}
+	if errors.As(err, &te) {
+		msgs = te.Errors
+	}
+	var de *Error
+	if errors.As(err, &de) {
+		if de.Key == "" {
+			de.Key = keyAt(lines, de.Line)
+		}
+		return de
+	}
+	var out []error
+	for _, m := range msgs {
+		line := yamlLine(m)
+		problem := stripLine(m)
+		problem = strings.Replace(problem, "cannot unmarshal", "cannot read", 1)
+		out = append(out, &Error{Key: keyAt(lines, line), Line: line, Problem: problem})
+	}
+	return errors.Join(out...)
+}
+
+// UnmarshalYAML reads a duration in Go syntax.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(strings.TrimSpace(n.Value))
+	if err != nil || n.Kind != yaml.ScalarNode {
+		return &Error{Line: n.Line, Problem: fmt.Sprintf("bad duration %q (want Go syntax such as 500ms, 30s, 5m, 1h)", n.Value)}
+	}
+	if v < 0 {
+		return &Error{Line: n.Line, Problem: fmt.Sprintf("duration %q must not be negative", n.Value)}
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration in Go syntax.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// distance is the Levenshtein distance between a and b.
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,5 @@
+package config
+
+import "slices"
+
+func slicesSort(s []string) { slices.Sort(s) }

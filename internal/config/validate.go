@@ -1,0 +1,291 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/backstophq/backstop/outbox"
+)
+
+// applyDefaults fills in what the file left out.
+func (c *Config) applyDefaults() {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	def(&c.Listen, DefaultListen)
+	def(&c.DB, DefaultDB)
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.Relay.Workers == 0 {
+		c.Relay.Workers = DefaultWorkers
+	}
+	if c.Relay.PollInterval == 0 {
+		c.Relay.PollInterval = Duration(DefaultPollInterval)
+	}
+	if c.Relay.ShutdownTimeout == 0 {
+		c.Relay.ShutdownTimeout = Duration(DefaultShutdown)
+	}
+	def(&c.Relay.UnknownDestinations, "dead_letter")
+	if c.Store.LeaseDuration == 0 {
+		c.Store.LeaseDuration = Duration(DefaultLease)
+	}
+	if c.Store.InstanceTimeout == 0 {
+		c.Store.InstanceTimeout = Duration(DefaultInstanceTO)
+	}
+	def(&c.Store.TablePrefix, "backstop_")
+	for i := range c.Destinations {
+		d := &c.Destinations[i]
+		if d.Timeout == 0 {
+			d.Timeout = Duration(DefaultTimeout)
+		}
+		def(&d.Ordering, "strict")
+		def(&d.UnknownErrors, "permanent")
+		r := &d.Retry
+		def(&r.Strategy, "exponential")
+		if r.Base == 0 {
+			r.Base = Duration(DefaultRetryBase)
+		}
+		if r.Multiplier == 0 {
+			r.Multiplier = DefaultRetryMult
+		}
+		if r.Max == 0 {
+			r.Max = Duration(DefaultRetryMax)
+		}
+		if r.Jitter == nil {
+			j := DefaultRetryJitter
+			r.Jitter = &j
+		}
+		if r.MaxAttempts == 0 {
+			r.MaxAttempts = DefaultMaxAttempts
+		}
+		if d.InnerRetry.Attempts == 0 {
+			d.InnerRetry.Attempts = DefaultInnerAttempts
+		}
+		if d.InnerRetry.Delay == 0 {
+			d.InnerRetry.Delay = Duration(DefaultInnerDelay)
+		}
+		if d.Breaker.MaxFailures == 0 {
+			d.Breaker.MaxFailures = DefaultBreakerFails
+		}
+		if d.Breaker.Timeout == 0 {
+			d.Breaker.Timeout = Duration(DefaultBreakerTimeout)
+		}
+		if d.Breaker.HalfOpenMaxRequests == 0 {
+			d.Breaker.HalfOpenMaxRequests = DefaultHalfOpen
+		}
+		if d.RateLimit != nil && d.RateLimit.Burst == 0 {
+			d.RateLimit.Burst = 1
+		}
+		for j := range d.StatusOverrides {
+			def(&d.StatusOverrides[j].Blame, "destination")
+		}
+	}
+	for i := range c.Tokens {
+		def(&c.Tokens[i].Role, "operate")
+	}
+}
+
+// validate returns every problem, each naming its key.
+func (c *Config) validate() []*Error {
+	var errs []*Error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &Error{Key: key, Problem: fmt.Sprintf(format, args...)})
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("listen", "%q is not host:port", c.Listen)
+	}
+	if !strings.HasPrefix(c.DB, "sqlite:") && !strings.HasPrefix(c.DB, "postgres://") && !strings.HasPrefix(c.DB, "postgresql://") {
+		bad("db", "%q is neither sqlite:PATH nor a postgres:// URL", c.DB)
+	}
+	if c.MaxBodyBytes < 0 {
+		bad("max_body_bytes", "must not be negative")
+	}
+	if c.Relay.Workers < 0 {
+		bad("relay.workers", "must not be negative")
+	}
+	if c.Relay.PollInterval.D() < 10e6 {
+		bad("relay.poll_interval", "must be at least 10ms")
+	}
+	oneOf(&errs, "relay.unknown_destinations", c.Relay.UnknownDestinations, "dead_letter", "ignore")
+	for _, r := range c.Store.TablePrefix {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
+			bad("store.table_prefix", "may hold only a-z, 0-9 and _")
+			break
+		}
+	}
+	if len(c.Destinations) == 0 {
+		bad("destinations", "at least one destination is required")
+	}
+	names := map[string]bool{}
+	for i := range c.Destinations {
+		d := &c.Destinations[i]
+		p := fmt.Sprintf("destinations[%d]", i)
+		errs = append(errs, d.validate(p)...)
+		if names[d.Name] {
+			bad(p+".name", "%q is named twice", d.Name)
+		}
+		names[d.Name] = true
+	}
+	for i, r := range c.Routes {
+		p := fmt.Sprintf("routes[%d]", i)
+		if err := checkPattern(r.Topic); err != "" {
+			bad(p+".topic", "%s", err)
+		}
+		if len(r.To) == 0 {
+			bad(p+".to", "names no destination")
+		}
+		for j, to := range r.To {
+			if !names[to] {
+				bad(fmt.Sprintf("%s.to[%d]", p, j), "unknown destination %q", to)
+			}
+		}
+	}
+	tokens := map[string]bool{}
+	for i, t := range c.Tokens {
+		p := fmt.Sprintf("tokens[%d]", i)
+		switch {
+		case t.Name == "":
+			bad(p+".name", "is required")
+		case len(t.Token) < 16:
+			bad(p+".token", "must be at least 16 characters")
+		case tokens[t.Token]:
+			bad(p+".token", "is the same as another token's")
+		}
+		tokens[t.Token] = true
+		oneOf(&errs, p+".role", t.Role, "read", "operate")
+	}
+	return errs
+}
+
+func (d *Destination) validate(p string) []*Error {
+	var errs []*Error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &Error{Key: p + "." + key, Problem: fmt.Sprintf(format, args...)})
+	}
+	if d.Name == "" {
+		bad("name", "is required")
+	} else if err := (&outbox.Message{Destination: d.Name, Type: "t"}).Validate(); err != nil {
+		bad("name", "%q is not a valid destination name", d.Name)
+	}
+	oneOf(&errs, p+".type", d.Type, "webhook", "nats", "rabbitmq")
+	if d.URL == "" {
+		bad("url", "is required")
+	} else if u, err := url.Parse(d.URL); err != nil || u.Scheme == "" || u.Host == "" {
+		bad("url", "%q is not an absolute URL", d.URL)
+	} else {
+		want := map[string][]string{"webhook": {"http", "https"}, "nats": {"nats", "tls", "ws", "wss"}, "rabbitmq": {"amqp", "amqps"}}[d.Type]
+		if want != nil && !contains(want, u.Scheme) {
+			bad("url", "scheme %q does not suit a %s destination (want %s)", u.Scheme, d.Type, strings.Join(want, " or "))
+		}
+	}
+	if d.Type != "webhook" {
+		if d.Secret != "" {
+			bad("secret", "only webhooks are signed")
+		}
+		if len(d.StatusOverrides) > 0 {
+			bad("status_overrides", "only webhooks answer with a status")
+		}
+	}
+	oneOf(&errs, p+".ordering", d.Ordering, "strict", "release", "none")
+	oneOf(&errs, p+".unknown_errors", d.UnknownErrors, "permanent", "transient")
+	if d.Concurrency < 0 {
+		bad("concurrency", "must not be negative")
+	}
+	r := d.Retry
+	oneOf(&errs, p+".retry.strategy", r.Strategy, "exponential", "linear", "fixed")
+	if r.Multiplier < 1 {
+		bad("retry.multiplier", "must be at least 1, got %v", r.Multiplier)
+	}
+	if r.Max < r.Base {
+		bad("retry.max", "%s is less than retry.base %s", r.Max.D(), r.Base.D())
+	}
+	if *r.Jitter < 0 || *r.Jitter > 1 {
+		bad("retry.jitter", "must be between 0 and 1, got %v", *r.Jitter)
+	}
+	if r.MaxAttempts < 1 {
+		bad("retry.max_attempts", "must be at least 1, got %d", r.MaxAttempts)
+	}
+	if d.InnerRetry.Attempts < 1 {
+		bad("inner_retry.attempts", "must be at least 1, got %d", d.InnerRetry.Attempts)
+	}
+	if d.Breaker.MaxFailures < 1 {
+		bad("breaker.max_failures", "must be at least 1, got %d", d.Breaker.MaxFailures)
+	}
+	if d.Breaker.HalfOpenMaxRequests < 1 {
+		bad("breaker.half_open_max_requests", "must be at least 1, got %d", d.Breaker.HalfOpenMaxRequests)
+	}
+	if rl := d.RateLimit; rl != nil {
+		if rl.PerSecond <= 0 {
+			bad("rate_limit.per_second", "must be more than 0, got %v", rl.PerSecond)
+		}
+		if rl.Burst < 1 {
+			bad("rate_limit.burst", "must be at least 1, got %d", rl.Burst)
+		}
+	}
+	for i, o := range d.StatusOverrides {
+		oneOf(&errs, fmt.Sprintf("%s.status_overrides[%d].class", p, i), o.Class, "transient", "permanent")
+		oneOf(&errs, fmt.Sprintf("%s.status_overrides[%d].blame", p, i), o.Blame, "destination", "message")
+	}
+	return errs
+}
+
+func oneOf(errs *[]*Error, key, v string, allowed ...string) {
+	if !contains(allowed, v) {
+		*errs = append(*errs, &Error{Key: key, Problem: fmt.Sprintf("%q is not one of %s", v, strings.Join(allowed, ", "))})
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// checkPattern returns what is wrong with a route's topic pattern, or "".
+func checkPattern(p string) string {
+	switch {
+	case p == "":
+		return "is required"
+	case p == "*":
+		return ""
+	case strings.Contains(strings.TrimSuffix(p, ".*"), "*"):
+		return fmt.Sprintf("%q: * may only stand alone or end the pattern as .*", p)
+	}
+	return ""
+}
+
+// Match reports whether topic matches the route's pattern.
+func (r Route) Match(topic string) bool {
+	switch {
+	case r.Topic == "*":
+		return true
+	case strings.HasSuffix(r.Topic, ".*"):
+		return strings.HasPrefix(topic, strings.TrimSuffix(r.Topic, "*"))
+	}
+	return r.Topic == topic
+}
+
+// Destinations returns the destinations a topic is routed to, each once, in
+// the order of the routes.
+func (c *Config) RouteTopic(topic string) []string {
+	var out []string
+	for _, r := range c.Routes {
+		if !r.Match(topic) {
+			continue
+		}
+		for _, d := range r.To {
+			if !contains(out, d) {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
