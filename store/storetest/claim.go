@@ -22,6 +22,11 @@ var claimCases = []testCase{
 	{"PerMessageOrderingOverridesDestination", testClaimPerMessageOrdering},
 	{"PerDestinationOrderingPolicy", testClaimPerDestinationPolicy},
 	{"LaterMessagesNeverHoldBackEarlierOnes", testClaimLaterDoesNotHold},
+	{"PerDestinationCaps", testClaimPerDestination},
+	{"StreamsServedRoundRobin", testClaimRoundRobin},
+	{"HeldHeadsHideNothingElse", testClaimHeldHeads},
+	{"HeldStreamsWakeOnTimeAndChanges", testClaimWakesOnTimeAndWrites},
+	{"RenewalsReportTheStoresExpiry", testRenewReportsExpiry},
 }
 
 func testClaimLimit(t *testing.T, h Harness) {

@@ -103,6 +103,16 @@ BEGIN
 	SELECT s.destination, s.stream FROM {{T}}streams s
 	JOIN k ON k.destination = s.destination AND k.stream = s.stream
 	WHERE NOT EXISTS (SELECT 1 FROM l WHERE l.destination = s.destination AND l.stream = s.stream);
+	IF TG_OP = 'UPDATE' THEN
+		-- A message made undelivered again (a replay) in a stream that has
+		-- no row any more gets one.
+		INSERT INTO {{T}}streams (destination, stream)
+		SELECT DISTINCT c.destination, c.stream FROM changed c
+		WHERE c.stream <> '' AND c.instance_id IS NULL AND c.published_at IS NULL
+			AND c.ordering IS DISTINCT FROM 'none'
+			AND NOT EXISTS (SELECT 1 FROM {{T}}streams s WHERE s.destination = c.destination AND s.stream = c.stream)
+		ON CONFLICT DO NOTHING;
+	END IF;
 	RETURN NULL;
 END
 $$;
