@@ -103,6 +103,73 @@ type Monitoring interface {
 	StreamStatus(ctx context.Context, destination, stream string) (*StreamStatus, error)
 }
 
+// Admin is what the admin API and the operator's commands need beyond
+// Store. Both stores implement it (their admin*.go files).
+type Admin interface {
+	// EnqueueIdempotent writes msgs in one transaction of the store's own,
+	// unless key was used before: then it writes nothing and returns the
+	// ids written under the key the first time. created says which.
+	EnqueueIdempotent(ctx context.Context, key string, msgs ...*outbox.Message) (ids []uuid.UUID, created bool, err error)
+	// ListMessages lists messages in seq order after f.AfterSeq.
+	ListMessages(ctx context.Context, f MessageFilter) ([]*outbox.Message, error)
+	// Cancel deletes an undelivered message no relay holds: it will never
+	// be delivered. ErrLeased when a relay holds it, ErrNotFound when it
+	// does not exist or was delivered.
+	Cancel(ctx context.Context, id uuid.UUID) error
+	// Audit records an operator's action; r.ID and r.At are set.
+	Audit(ctx context.Context, r *AuditRecord) error
+	// AuditLog lists the records matching f, newest first.
+	AuditLog(ctx context.Context, f AuditFilter) ([]*AuditRecord, error)
+}
+
+// MessageFilter narrows ListMessages; zero fields match everything.
+type MessageFilter struct {
+	Destination, Stream, Type string
+	// State is one of the MessageState values; empty matches all.
+	State MessageState
+	// AfterSeq is the cursor: list messages with a larger Seq.
+	AfterSeq int64
+	// Limit caps the messages returned; 0 means 100.
+	Limit int
+}
+
+// MessageState is what a message is doing, for listing.
+type MessageState string
+
+// The message states.
+const (
+	StateReady        MessageState = "ready"         // waiting to be claimed, never failed
+	StateRetrying     MessageState = "retrying"      // failed, waiting for its retry
+	StateLeased       MessageState = "leased"        // held by a relay
+	StateDeadLettered MessageState = "dead_lettered" // in the dead-letter queue
+	StateDelivered    MessageState = "delivered"     // kept for the retention period
+)
+
+// AuditRecord is one operator action.
+type AuditRecord struct {
+	ID     int64
+	At     time.Time
+	Actor  string // the token's name
+	Action string // replay, resolve, release, delete, purge, reset, cancel...
+	Target string // the message, entry or stream acted on; empty for bulk
+	Filter string // a bulk action's filter, as JSON
+	Count  int    // how many it touched
+	Notes  string
+}
+
+// AuditFilter narrows AuditLog.
+type AuditFilter struct {
+	Target string
+	Action string
+	// BeforeID is the cursor: records with a smaller ID.
+	BeforeID int64
+	// Limit caps the records returned; 0 means 100.
+	Limit int
+}
+
+// ErrLeased is returned when an action needs a message no relay holds.
+var ErrLeased = errors.New("store: message is leased by a relay")
+
 // Instance identifies a relay process.
 type Instance struct {
 	// ID is unique per process (a UUID is a good choice). Required.
@@ -288,3 +355,60 @@ type Notifier interface {
 	// see what is there. The channel is closed when ctx is done.
 	Subscribe(ctx context.Context) (<-chan struct{}, error)
 }
+
+// Inbox is implemented by stores that keep an inbox (package inbox): a
+// received message is written as an outbox row for the inbox's reserved
+// destination, next to a de-duplication record of its source message id,
+// so that the relay's claim rules, ordering, leases, retries and
+// dead-letter queue apply to it unchanged.
+type Inbox interface {
+	// Receive writes m and the de-duplication record (inbox, messageID)
+	// in one transaction. When that record exists already it writes
+	// nothing and returns true: the message is a duplicate.
+	Receive(ctx context.Context, inbox, messageID string, m *outbox.Message) (duplicate bool, err error)
+	// SweepReceived deletes at most limit de-duplication records of inbox
+	// received longer than window ago, by the store's clock, and returns
+	// how many it deleted.
+	SweepReceived(ctx context.Context, inbox string, window time.Duration, limit int) (int, error)
+	// BeginTx begins a transaction on the store's database, in which a
+	// handler writes its effects and completes its message (Tx.Complete).
+	BeginTx(ctx context.Context) (Tx, error)
+}
+
+// Tx is a transaction on a store's database. What a handler writes in it,
+// the outbox messages it enqueues and the completion of the message it
+// handles are committed together or not at all.
+type Tx interface {
+	// Exec runs a statement with the database's placeholders ($1 on
+	// PostgreSQL, ? on SQLite) and returns how many rows it affected.
+	Exec(ctx context.Context, query string, args ...any) (int64, error)
+	// QueryRow runs a query that returns at most one row.
+	QueryRow(ctx context.Context, query string, args ...any) Row
+	// Enqueue writes outbox messages inside the transaction.
+	Enqueue(ctx context.Context, msgs ...*outbox.Message) error
+	// Complete marks message id delivered inside the transaction if
+	// instanceID still holds its lease, and otherwise writes nothing and
+	// returns an error matching ErrLeaseLost (the transaction should then
+	// be rolled back). Once the transaction commits, the relay's own
+	// completion of the message changes nothing.
+	Complete(ctx context.Context, id uuid.UUID, instanceID string) error
+	// Commit commits the transaction; Rollback abandons it (after Commit
+	// it does nothing).
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+	// Driver returns the driver's transaction: a *sql.Tx on SQLite, a
+	// pgx.Tx on PostgreSQL.
+	Driver() any
+}
+
+// Row is one row of Tx.QueryRow.
+type Row interface {
+	// Scan copies the row's columns into dest; with no row it returns the
+	// driver's no-rows error (sql.ErrNoRows, pgx.ErrNoRows).
+	Scan(dest ...any) error
+}
+
+// ErrLeaseLost is matched by Tx.Complete's error when the instance no
+// longer holds the message's lease (it expired and another instance took
+// it, an operator dead-lettered it, or it was delivered already).
+var ErrLeaseLost = errors.New("store: lease lost")

@@ -1,0 +1,131 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
+)
+
+var _ store.Inbox = (*Store)(nil)
+
+// receivedTable is the inbox's de-duplication table.
+func (s *Store) receivedTable() string { return s.n.qual + "inbox_received" }
+
+// Receive implements store.Inbox: it writes m and the de-duplication
+// record (inbox, messageID) in one transaction, or nothing when the record
+// exists already (duplicate true). Two receivers of one message id at
+// once are serialised by the record's primary key: the second waits for
+// the first to commit and then sees a duplicate.
+func (s *Store) Receive(ctx context.Context, inbox, messageID string, m *outbox.Message) (bool, error) {
+	if err := m.Prepare(); err != nil {
+		return false, err
+	}
+	var dup bool
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO `+s.receivedTable()+` (inbox, message_id, received_at)
+			VALUES ($2, $3, `+nowExpr+`) ON CONFLICT (inbox, message_id) DO NOTHING`, s.now(), inbox, messageID)
+		if err != nil {
+			return fmt.Errorf("postgres: receive %q: %w", messageID, err)
+		}
+		if dup = tag.RowsAffected() == 0; dup {
+			return nil
+		}
+		return s.EnqueueTx(ctx, tx, m)
+	})
+	return dup, err
+}
+
+// SweepReceived implements store.Inbox: it deletes at most limit records
+// of inbox older than window, the oldest first.
+func (s *Store) SweepReceived(ctx context.Context, inbox string, window time.Duration, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	t := s.receivedTable()
+	tag, err := s.pool.Exec(ctx, `DELETE FROM `+t+` WHERE (inbox, message_id) IN (
+		SELECT inbox, message_id FROM `+t+`
+		WHERE inbox = $2 AND received_at <= `+nowExpr+` - $3 * interval '1 microsecond'
+		ORDER BY received_at LIMIT $4 FOR UPDATE SKIP LOCKED)`,
+		s.now(), inbox, window.Microseconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: sweep inbox %q: %w", inbox, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// CompleteTx marks message id delivered inside the caller's transaction
+// tx if instanceID still holds its lease: it deletes the row, or marks it
+// Published when a retention period is configured. The row stays locked
+// until tx ends, so no other instance can claim it meanwhile. When the
+// instance no longer holds the lease it changes nothing and returns an
+// error matching store.ErrLeaseLost; roll tx back then. After tx commits,
+// the relay's own completion of the message changes nothing.
+func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, instanceID string) error {
+	q, args := `DELETE FROM `+s.n.outbox+` WHERE id = $1 AND instance_id = $2 AND status & 4 = 0`, []any{id, instanceID}
+	if s.cfg.Retention > 0 {
+		q = `UPDATE ` + s.n.outbox + ` SET status = status | 4, published_at = coalesce($3::timestamptz, now()),
+			instance_id = NULL, lease_expiry = NULL WHERE id = $1 AND instance_id = $2 AND status & 4 = 0`
+		args = append(args, s.now())
+	}
+	tag, err := tx.Exec(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("postgres: complete %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: message %s is not leased by %s", store.ErrLeaseLost, id, instanceID)
+	}
+	return nil
+}
+
+// BeginTx implements store.Inbox: a transaction on the store's pool.
+func (s *Store) BeginTx(ctx context.Context) (store.Tx, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: begin: %w", err)
+	}
+	return &inboxTx{s: s, tx: tx}, nil
+}
+
+// inboxTx is store.Tx on a pgx.Tx.
+type inboxTx struct {
+	s  *Store
+	tx pgx.Tx
+}
+
+func (t *inboxTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	tag, err := t.tx.Exec(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (t *inboxTx) QueryRow(ctx context.Context, query string, args ...any) store.Row {
+	return t.tx.QueryRow(ctx, query, args...)
+}
+
+func (t *inboxTx) Enqueue(ctx context.Context, msgs ...*outbox.Message) error {
+	return t.s.EnqueueTx(ctx, t.tx, msgs...)
+}
+
+func (t *inboxTx) Complete(ctx context.Context, id uuid.UUID, instanceID string) error {
+	return t.s.CompleteTx(ctx, t.tx, id, instanceID)
+}
+
+func (t *inboxTx) Commit(ctx context.Context) error { return t.tx.Commit(ctx) }
+
+func (t *inboxTx) Rollback(ctx context.Context) error {
+	if err := t.tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+		return err
+	}
+	return nil
+}
+
+func (t *inboxTx) Driver() any { return t.tx }

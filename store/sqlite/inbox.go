@@ -1,0 +1,129 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
+)
+
+var _ store.Inbox = (*Store)(nil)
+
+// Receive implements store.Inbox: it writes m and the de-duplication
+// record (inbox, messageID) in one transaction, or nothing when the record
+// exists already (duplicate true).
+func (s *Store) Receive(ctx context.Context, inbox, messageID string, m *outbox.Message) (bool, error) {
+	if err := m.Prepare(); err != nil {
+		return false, err
+	}
+	var dup bool
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		n, err := affected(tx.ExecContext(ctx, s.sql(`INSERT INTO {{prefix}}inbox_received (inbox, message_id, received_at)
+			VALUES (?, ?, ?) ON CONFLICT (inbox, message_id) DO NOTHING`), inbox, messageID, s.now().UnixMilli()))
+		if err != nil {
+			return fmt.Errorf("sqlite: receive %q: %w", messageID, err)
+		}
+		if dup = n == 0; dup {
+			return nil
+		}
+		return s.EnqueueTx(ctx, tx, m)
+	})
+	return dup, err
+}
+
+// SweepReceived implements store.Inbox: it deletes at most limit records
+// of inbox older than window, the oldest first.
+func (s *Store) SweepReceived(ctx context.Context, inbox string, window time.Duration, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	n, err := s.exec(ctx, `DELETE FROM {{prefix}}inbox_received WHERE rowid IN (
+		SELECT rowid FROM {{prefix}}inbox_received WHERE inbox = ? AND received_at <= ?
+		ORDER BY received_at LIMIT ?)`, inbox, s.now().Add(-window).UnixMilli(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: sweep inbox %q: %w", inbox, err)
+	}
+	return int(n), nil
+}
+
+// CompleteTx marks message id delivered inside the caller's transaction
+// tx (begun on DB()) if instanceID still holds its lease: it deletes the
+// row, or marks it Published when a retention period is configured. When
+// the instance no longer holds the lease it changes nothing and returns an
+// error matching store.ErrLeaseLost; roll tx back then. After tx commits,
+// the relay's own completion of the message changes nothing.
+func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, id uuid.UUID, instanceID string) error {
+	var res sql.Result
+	var err error
+	if s.cfg.Retention == 0 {
+		res, err = tx.ExecContext(ctx, s.sql(`DELETE FROM {{prefix}}outbox
+			WHERE id = ? AND instance_id = ? AND (status & 4) = 0`), id.String(), instanceID)
+	} else {
+		res, err = tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox
+			SET status = status | 4, published_at = ?, instance_id = NULL, lease_expiry = NULL
+			WHERE id = ? AND instance_id = ? AND (status & 4) = 0`), s.now().UnixMilli(), id.String(), instanceID)
+	}
+	n, err := affected(res, err)
+	if err != nil {
+		return fmt.Errorf("sqlite: complete %s: %w", id, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: message %s is not leased by %s", store.ErrLeaseLost, id, instanceID)
+	}
+	return nil
+}
+
+// BeginTx implements store.Inbox: a write transaction on the store's
+// single writer connection. Until it ends, the store's other writes wait
+// for it; do not call the store's own methods on the goroutine holding it.
+func (s *Store) BeginTx(ctx context.Context) (store.Tx, error) {
+	var tx *sql.Tx
+	err := retryBusy(ctx, func() error {
+		var err error
+		tx, err = s.w.BeginTx(ctx, nil)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: begin: %w", err)
+	}
+	return &inboxTx{s: s, tx: tx}, nil
+}
+
+// inboxTx is store.Tx on a *sql.Tx.
+type inboxTx struct {
+	s  *Store
+	tx *sql.Tx
+}
+
+func (t *inboxTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	return affected(t.tx.ExecContext(ctx, query, args...))
+}
+
+func (t *inboxTx) QueryRow(ctx context.Context, query string, args ...any) store.Row {
+	return t.tx.QueryRowContext(ctx, query, args...)
+}
+
+func (t *inboxTx) Enqueue(ctx context.Context, msgs ...*outbox.Message) error {
+	return t.s.EnqueueTx(ctx, t.tx, msgs...)
+}
+
+func (t *inboxTx) Complete(ctx context.Context, id uuid.UUID, instanceID string) error {
+	return t.s.CompleteTx(ctx, t.tx, id, instanceID)
+}
+
+func (t *inboxTx) Commit(context.Context) error { return t.tx.Commit() }
+
+func (t *inboxTx) Rollback(context.Context) error {
+	if err := t.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		return err
+	}
+	return nil
+}
+
+func (t *inboxTx) Driver() any { return t.tx }

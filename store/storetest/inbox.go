@@ -1,0 +1,294 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
+)
+
+// RunInbox runs the conformance tests of store.Inbox against the stores h
+// opens, which must implement it. A store package wires it next to Run:
+//
+//	func TestInboxConformance(t *testing.T) { storetest.RunInbox(t, harness) }
+//
+// Decisions it pins down: a duplicate writes nothing (neither row nor
+// record); de-duplication records are per inbox; Tx.Complete deletes the
+// row (or marks it Published under a retention period) only for the lease
+// holder, and a rolled-back transaction leaves the lease as it was.
+func RunInbox(t *testing.T, h Harness) {
+	if h.Open == nil {
+		t.Fatal("storetest: Harness.Open is required")
+	}
+	for _, c := range inboxCases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.fn(t, h)
+		})
+	}
+}
+
+var inboxCases = []testCase{
+	{"ReceiveOnce", testReceiveOnce},
+	{"ReceivePerInbox", testReceivePerInbox},
+	{"ReceiveConcurrent", testReceiveConcurrent},
+	{"ReceiveInvalid", testReceiveInvalid},
+	{"Sweep", testSweepReceived},
+	{"CompleteCommits", testCompleteCommits},
+	{"CompleteRolledBack", testCompleteRolledBack},
+	{"CompleteLeaseLost", testCompleteLeaseLost},
+	{"CompleteTwice", testCompleteTwice},
+	{"CompleteRetention", testCompleteRetention},
+}
+
+// inboxEnv is env with the store as a store.Inbox.
+func inboxEnv(t *testing.T, h Harness, opts ...option) (*env, store.Inbox) {
+	t.Helper()
+	e := newEnv(t, h, opts...)
+	in, ok := e.s.(store.Inbox)
+	if !ok {
+		t.Fatalf("%T does not implement store.Inbox", e.s)
+	}
+	return e, in
+}
+
+func received(typ, stream string) *outbox.Message {
+	return &outbox.Message{Destination: "inbox:orders", Stream: stream, Type: typ, Payload: []byte(typ)}
+}
+
+func (e *env) receive(in store.Inbox, inbox, id string, m *outbox.Message) bool {
+	e.t.Helper()
+	dup, err := in.Receive(e.ctx, inbox, id, m)
+	noErr(e.t, "Receive "+id, err)
+	return dup
+}
+
+func testReceiveOnce(t *testing.T, h Harness) {
+	e, in := inboxEnv(t, h)
+	first := received("order.created", "o-1")
+	eq(t, "first receipt is a duplicate", e.receive(in, "orders", "m-1", first), false)
+	again := received("order.created", "o-1")
+	eq(t, "second receipt is a duplicate", e.receive(in, "orders", "m-1", again), true)
+	other := received("order.paid", "o-1")
+	eq(t, "another id is a duplicate", e.receive(in, "orders", "m-2", other), false)
+	got := e.claim("i1", 10)
+	sameIDs(t, "claimed", got, first, other)
+	eq(t, "destination", got[0].Destination, "inbox:orders")
+	eq(t, "type", got[0].Type, "order.created")
+	eq(t, "stream", got[0].Stream, "o-1")
+	eq(t, "payload", string(got[0].Payload), "order.created")
+}
+
+func testReceivePerInbox(t *testing.T, h Harness) {
+	e, in := inboxEnv(t, h)
+	eq(t, "orders m-1 duplicate", e.receive(in, "orders", "m-1", received("a", "")), false)
+	eq(t, "billing m-1 duplicate", e.receive(in, "billing", "m-1", received("a", "")), false)
+	eq(t, "orders m-1 again duplicate", e.receive(in, "orders", "m-1", received("a", "")), true)
+}
+
+// testReceiveConcurrent receives one id from many goroutines at once:
+// exactly one writes.
+func testReceiveConcurrent(t *testing.T, h Harness) {
+	e, in := inboxEnv(t, h)
+	const n = 8
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	fresh, errs := 0, []error{}
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dup, err := in.Receive(e.ctx, "orders", "same", received(fmt.Sprintf("t%d", i), ""))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			} else if !dup {
+				fresh++
+			}
+		}()
+	}
+	wg.Wait()
+	noErr(t, "concurrent Receive", errors.Join(errs...))
+	eq(t, "receipts written", fresh, 1)
+	eq(t, "rows", len(e.claim("i1", 10)), 1)
+}
+
+// testReceiveInvalid: a message outbox validation refuses writes nothing,
+// not even the record, so a corrected re-send is received.
+func testReceiveInvalid(t *testing.T, h Harness) {
+	e, in := inboxEnv(t, h)
+	bad := received("order\x00created", "")
+	if _, err := in.Receive(e.ctx, "orders", "m-1", bad); !errors.Is(err, outbox.ErrInvalidMessage) {
+		t.Fatalf("Receive of a NUL type: err = %v, want outbox.ErrInvalidMessage", err)
+	}
+	eq(t, "re-send after an invalid one is a duplicate", e.receive(in, "orders", "m-1", received("ok", "")), false)
+}
+
+func testSweepReceived(t *testing.T, h Harness) {
+	e, in := inboxEnv(t, h)
+	for i := range 5 {
+		e.receive(in, "orders", fmt.Sprintf("old-%d", i), received("a", ""))
+	}
+	e.receive(in, "billing", "old-b", received("a", ""))
+	e.clk.Advance(time.Hour)
+	e.receive(in, "orders", "new", received("a", ""))
+	e.clk.Advance(time.Minute)
+
+	n, err := in.SweepReceived(e.ctx, "orders", time.Hour, 3)
+	noErr(t, "SweepReceived", err)
+	eq(t, "first batch", n, 3)
+	n, err = in.SweepReceived(e.ctx, "orders", time.Hour, 3)
+	noErr(t, "SweepReceived", err)
+	eq(t, "second batch", n, 2)
+	n, err = in.SweepReceived(e.ctx, "orders", time.Hour, 3)
+	noErr(t, "SweepReceived", err)
+	eq(t, "third batch", n, 0)
+	n, err = in.SweepReceived(e.ctx, "orders", time.Hour, 0)
+	noErr(t, "SweepReceived limit 0", err)
+	eq(t, "limit 0", n, 0)
+
+	eq(t, "swept id received again is a duplicate", e.receive(in, "orders", "old-0", received("a", "")), false)
+	eq(t, "recent id is a duplicate", e.receive(in, "orders", "new", received("a", "")), true)
+	eq(t, "other inbox's old id is a duplicate", e.receive(in, "billing", "old-b", received("a", "")), true)
+}
+
+// begin begins a transaction and makes sure it ends with the test.
+func (e *env) begin(in store.Inbox) store.Tx {
+	e.t.Helper()
+	tx, err := in.BeginTx(e.ctx)
+	noErr(e.t, "BeginTx", err)
+	e.t.Cleanup(func() { _ = tx.Rollback(e.ctx) })
+	return tx
+}
+
+// business creates the test's business table inside tx and adds a row.
+func (e *env) business(tx store.Tx) {
+	e.t.Helper()
+	_, err := tx.Exec(e.ctx, `CREATE TABLE IF NOT EXISTS inbox_business (n integer)`)
+	noErr(e.t, "create business table", err)
+	n, err := tx.Exec(e.ctx, `INSERT INTO inbox_business (n) VALUES (1)`)
+	noErr(e.t, "business write", err)
+	eq(e.t, "rows inserted", n, int64(1))
+}
+
+// businessRows counts the business rows, in a transaction of its own.
+func (e *env) businessRows(in store.Inbox) int {
+	e.t.Helper()
+	tx := e.begin(in)
+	defer tx.Rollback(e.ctx)
+	_, err := tx.Exec(e.ctx, `CREATE TABLE IF NOT EXISTS inbox_business (n integer)`)
+	noErr(e.t, "create business table", err)
+	var n int
+	noErr(e.t, "count business rows", tx.QueryRow(e.ctx, `SELECT count(*) FROM inbox_business`).Scan(&n))
+	return n
+}
+
+func testCompleteCommits(t *testing.T, h Harness) {
+	e, in := inboxEnv(t, h)
+	m := received("order.created", "o-1")
+	e.receive(in, "orders", "m-1", m)
+	e.claimExactly("i1", 1, m)
+
+	tx := e.begin(in)
+	e.business(tx)
+	out := &outbox.Message{Destination: "billing", Type: "invoice.requested"}
+	noErr(t, "Enqueue in tx", tx.Enqueue(e.ctx, out))
+	noErr(t, "Complete", tx.Complete(e.ctx, m.ID, "i1"))
+	if tx.Driver() == nil {
+		t.Fatal("Driver() = nil")
+	}
+	noErr(t, "Commit", tx.Commit(e.ctx))
+	noErr(t, "Rollback after Commit", tx.Rollback(e.ctx))
+
+	e.mustBeGone(m.ID)
+	eq(t, "business rows", e.businessRows(in), 1)
+	eq(t, "enqueued message's destination", e.get(out.ID).Destination, "billing")
+	// The relay records its own completion afterwards: nothing changes.
+	e.complete("i1", outbox.StatusPublished, m.ID)
+	e.mustBeGone(m.ID)
+	sameIDs(t, "claimed after", e.claim("i1", 10), out)
+}
+
+func testCompleteRolledBack(t *testing.T, h Harness) {
+	e, in := inboxEnv(t, h)
+	m := received("order.created", "o-1")
+	e.receive(in, "orders", "m-1", m)
+	e.claimExactly("i1", 1, m)
+
+	tx := e.begin(in)
+	e.business(tx)
+	out := &outbox.Message{Destination: "billing", Type: "invoice.requested"}
+	noErr(t, "Enqueue in tx", tx.Enqueue(e.ctx, out))
+	noErr(t, "Complete", tx.Complete(e.ctx, m.ID, "i1"))
+	noErr(t, "Rollback", tx.Rollback(e.ctx))
+
+	got := e.get(m.ID)
+	eq(t, "lease holder after rollback", got.InstanceID, "i1")
+	eq(t, "status after rollback", got.Status, outbox.StatusStored)
+	e.mustBeGone(out.ID)
+	eq(t, "business rows", e.businessRows(in), 0)
+}
+
+func testCompleteLeaseLost(t *testing.T, h Harness) {
+	e, in := inboxEnv(t, h)
+	m := received("order.created", "o-1")
+	e.receive(in, "orders", "m-1", m)
+
+	// Never claimed.
+	tx := e.begin(in)
+	isErr(t, "Complete of an unclaimed message", tx.Complete(e.ctx, m.ID, "i1"), store.ErrLeaseLost)
+	noErr(t, "Rollback", tx.Rollback(e.ctx))
+
+	// Claimed by i1, lease expired, taken by i2.
+	e.claimExactly("i1", 1, m)
+	e.clk.Advance(31 * time.Second)
+	e.claimExactly("i2", 1, m)
+	tx = e.begin(in)
+	isErr(t, "Complete by the old holder", tx.Complete(e.ctx, m.ID, "i1"), store.ErrLeaseLost)
+	noErr(t, "Rollback", tx.Rollback(e.ctx))
+	eq(t, "lease holder", e.get(m.ID).InstanceID, "i2")
+
+	// Dead-lettered by an operator while i2 held it.
+	noErr(t, "DeadLetter", e.s.DeadLetter(e.ctx, m.ID, "operator"))
+	tx = e.begin(in)
+	isErr(t, "Complete after a manual dead-letter", tx.Complete(e.ctx, m.ID, "i2"), store.ErrLeaseLost)
+	noErr(t, "Rollback", tx.Rollback(e.ctx))
+	if e.get(m.ID).DeadLetteredAt.IsZero() {
+		t.Fatal("message no longer dead-lettered")
+	}
+}
+
+func testCompleteTwice(t *testing.T, h Harness) {
+	e, in := inboxEnv(t, h)
+	n := received("order.paid", "o-2")
+	e.receive(in, "orders", "m-2", n)
+	e.claimExactly("i3", 1, n)
+	tx := e.begin(in)
+	noErr(t, "first Complete", tx.Complete(e.ctx, n.ID, "i3"))
+	isErr(t, "second Complete", tx.Complete(e.ctx, n.ID, "i3"), store.ErrLeaseLost)
+}
+
+func testCompleteRetention(t *testing.T, h Harness) {
+	e, in := inboxEnv(t, h, func(c *store.Config) { c.Retention = time.Hour })
+	m := received("order.created", "o-1")
+	e.receive(in, "orders", "m-1", m)
+	e.claimExactly("i1", 1, m)
+	tx := e.begin(in)
+	noErr(t, "Complete", tx.Complete(e.ctx, m.ID, "i1"))
+	noErr(t, "Commit", tx.Commit(e.ctx))
+	got := e.get(m.ID)
+	if !got.Status.Has(outbox.StatusPublished) || got.InstanceID != "" {
+		t.Fatalf("after Complete: status %v, lease %q; want Published, no lease", got.Status, got.InstanceID)
+	}
+	e.complete("i1", outbox.StatusPublished, m.ID)
+	eq(t, "claimable after", len(e.claim("i1", 10)), 0)
+	e.clk.Advance(time.Hour)
+	n, err := e.s.Sweep(e.ctx)
+	noErr(t, "Sweep", err)
+	eq(t, "swept", n, 1)
+}
