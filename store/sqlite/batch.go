@@ -40,6 +40,7 @@ func (s *Store) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, bad = &store.Result{}, nil
 		now := s.now()
+		var err error
 		steps := []func(context.Context, *sql.Tx, *store.Batch, *store.Result, time.Time) error{
 			s.heartbeat, s.buryDeadInstances, s.applyCompletions, s.applyFailures, s.applyReleases, s.renewLeases,
 		}
@@ -48,12 +49,20 @@ func (s *Store) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result
 				return err
 			}
 		}
+		if b.Claim.Limit > 0 {
+			if bad, err = s.sweep(ctx, tx); err != nil {
+				return err
+			}
+			if err := s.quarantine(ctx, tx, b.Instance.ID, bad, res, now); err != nil {
+				return err
+			}
+		}
 		claimed, rows, err := s.claim(ctx, tx, b.Instance.ID, b.Claim, now)
 		if err != nil {
 			return err
 		}
-		res.Claimed, bad = claimed, rows
-		return s.quarantine(ctx, tx, b.Instance.ID, bad, res, now)
+		res.Claimed, bad = claimed, append(bad, rows...)
+		return s.quarantine(ctx, tx, b.Instance.ID, rows, res, now)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: process batch: %w", err)
