@@ -128,8 +128,14 @@ func TestChaosPostgres(t *testing.T) {
 	defer gen.halt()
 
 	rep := &report{title: fmt.Sprintf("PostgreSQL: 3 relay processes, %d strict streams (%s size)", sz.load.streams, sz.name)}
+	defer rep.finish(t, l)
+	count := func(ctx context.Context, sql string) (n int, err error) {
+		err = st.Pool().QueryRow(ctx, sql).Scan(&n)
+		return n, err
+	}
 	var held func(*sent) bool // messages held back on purpose, not waited for
 	settle := func(p *phase) {
+		p.backlog = undelivered(ctx, count, schema+".backstop_outbox")
 		if err := l.waitFor(ctx, sz.recoverLimit, l.caughtUp(held)); err != nil {
 			p.failed = err.Error()
 			t.Errorf("%s: not recovered: %v", p.name, err)
@@ -244,9 +250,8 @@ func TestChaosPostgres(t *testing.T) {
 	settle(drain)
 	rep.add(drain)
 
-	finalChecks(t, ctx, st, f, rc, l, rep, poisonIDs)
 	rep.fact("load transactions (bursts of "+fmt.Sprint(sz.load.burstN)+")", "%d (%d)", gen.txs, gen.bursts)
-	rep.publish(t)
+	finalChecks(t, ctx, st, f, rc, l, rep, poisonIDs)
 	assertVerdict(t, rep)
 }
 
@@ -369,6 +374,7 @@ func finalChecks(t *testing.T, ctx context.Context, st store.Store, f *fleet, rc
 	bad := f.stopAll(15 * time.Second)
 	rep.v = l.check()
 	rep.attribute()
+	rep.checked = true
 	rejected, badSigs := rc.stats()
 	rep.fact("**dead letters caused by the faults**", "%d %v", outage, outageNotes)
 	rep.fact("**strict streams left blocked**", "%d", blocked)

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -12,7 +13,8 @@ import (
 // `make chaos` (BACKSTOP_CHAOS=full).
 type size struct {
 	name         string
-	load         load
+	load         load          // on PostgreSQL
+	sqliteLoad   load          // on SQLite: one writer at a time, shared by the load and the relay
 	kills        int           // SIGKILLs mid-batch (PostgreSQL)
 	stops        int           // SIGSTOPs past the lease
 	pgRestarts   int           // rounds of terminated connections
@@ -28,17 +30,19 @@ type size struct {
 func chaosSize() size {
 	if os.Getenv("BACKSTOP_CHAOS") == "full" {
 		return size{
-			name:  "full",
-			load:  load{streams: 500, every: 20 * time.Millisecond, perTx: 4, burstN: 300, burstAt: 50},
-			kills: 6, stops: 2, pgRestarts: 2, pgDown: 3 * time.Second,
+			name:       "full",
+			load:       load{streams: 500, every: 25 * time.Millisecond, perTx: 3, burstN: 200, burstAt: 80},
+			sqliteLoad: load{streams: 200, every: 40 * time.Millisecond, perTx: 2, burstN: 100, burstAt: 50},
+			kills:      6, stops: 2, pgRestarts: 2, pgDown: 3 * time.Second,
 			destDown: 5 * time.Second, flap: 8 * time.Second, flapEvery: 300 * time.Millisecond,
 			poison: 10, sqliteKills: 8, recoverLimit: 90 * time.Second,
 		}
 	}
 	return size{
-		name:  "small",
-		load:  load{streams: 200, every: 25 * time.Millisecond, perTx: 3, burstN: 100, burstAt: 40},
-		kills: 2, stops: 1, pgRestarts: 1, pgDown: time.Second,
+		name:       "small",
+		load:       load{streams: 200, every: 25 * time.Millisecond, perTx: 3, burstN: 100, burstAt: 40},
+		sqliteLoad: load{streams: 100, every: 50 * time.Millisecond, perTx: 2, burstN: 50, burstAt: 40},
+		kills:      2, stops: 1, pgRestarts: 1, pgDown: time.Second,
 		destDown: 2500 * time.Millisecond, flap: 2 * time.Second, flapEvery: 250 * time.Millisecond,
 		poison: 4, sqliteKills: 3, recoverLimit: 30 * time.Second,
 	}
@@ -52,6 +56,7 @@ type phase struct {
 	recovery time.Duration // from end until everything committed before end arrived
 	failed   string        // why recovery was not reached, if it was not
 	note     string
+	backlog  int // undelivered messages in the outbox when the fault ended
 	dups     int
 	stale    int
 }
@@ -62,6 +67,8 @@ type report struct {
 	phases []*phase
 	v      verdict
 	extra  [][2]string // name, value
+	// checked says the verdict was computed at the end of the run.
+	checked bool
 }
 
 func (r *report) add(p *phase) { r.phases = append(r.phases, p) }
@@ -98,17 +105,27 @@ func ms(d time.Duration) string {
 	return fmt.Sprintf("%.2f s", d.Seconds())
 }
 
+// undelivered counts the outbox's messages neither delivered nor
+// dead-lettered, or -1 when the query fails.
+func undelivered(ctx context.Context, q func(ctx context.Context, sql string) (int, error), table string) int {
+	n, err := q(ctx, `SELECT count(*) FROM `+table+` WHERE published_at IS NULL AND dead_lettered_at IS NULL`)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
 // String renders the report as Markdown tables.
 func (r *report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## %s\n\n", r.title)
-	b.WriteString("| fault | lasted | recovery | duplicates | stale re-sends | note |\n|---|---|---|---|---|---|\n")
+	b.WriteString("| fault | lasted | backlog at its end | recovery | duplicates | stale re-sends | note |\n|---|---|---|---|---|---|---|\n")
 	for _, p := range r.phases {
 		rec := ms(p.recovery)
 		if p.failed != "" {
 			rec = "NOT RECOVERED: " + p.failed
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %s |\n", p.name, ms(p.end.Sub(p.start)), rec, p.dups, p.stale, p.note)
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d | %s |\n", p.name, ms(p.end.Sub(p.start)), p.backlog, rec, p.dups, p.stale, p.note)
 	}
 	v := r.v
 	b.WriteString("\n| check | value |\n|---|---|\n")
@@ -126,6 +143,17 @@ func (r *report) String() string {
 		fmt.Fprintf(&b, "| %s | %s |\n", row[0], row[1])
 	}
 	return b.String()
+}
+
+// finish computes the verdict, if finalChecks did not, and publishes the
+// report: deferred, so that a run that fails half-way still reports.
+func (r *report) finish(t *testing.T, l *ledger) {
+	if !r.checked {
+		r.v = l.check()
+		r.attribute()
+		r.title += " (INCOMPLETE: the run failed before its end)"
+	}
+	r.publish(t)
 }
 
 // publish logs the report and, when BACKSTOP_CHAOS_REPORT names a file,

@@ -66,13 +66,18 @@ func TestChaosSQLite(t *testing.T) {
 			"-breaker-timeout", breakerTimeout.String(), "-workers", "8"}
 	})
 	f.start("s")
-	shape := sz.load
-	shape.streams /= 2
+	shape := sz.sqliteLoad
 	gen := startGenerator(ctx, l, sqliteWriter(st), shape)
 	defer gen.halt()
 
 	rep := &report{title: fmt.Sprintf("SQLite: 1 relay process, %d strict streams (%s size)", shape.streams, sz.name)}
+	defer rep.finish(t, l)
+	count := func(ctx context.Context, sql string) (n int, err error) {
+		err = st.DB().QueryRowContext(ctx, sql).Scan(&n)
+		return n, err
+	}
 	settle := func(p *phase) {
+		p.backlog = undelivered(ctx, count, "backstop_outbox")
 		if err := l.waitFor(ctx, sz.recoverLimit, l.caughtUp(nil)); err != nil {
 			p.failed = err.Error()
 			t.Errorf("%s: not recovered: %v", p.name, err)
@@ -116,8 +121,7 @@ func TestChaosSQLite(t *testing.T) {
 		t.Errorf("PRAGMA integrity_check = %q after the kills", integrity)
 	}
 	rep.fact("SQLite integrity_check", "%s", integrity)
-	finalChecks(t, ctx, st, f, rc, l, rep, nil)
 	rep.fact("load transactions (bursts of "+fmt.Sprint(shape.burstN)+")", "%d (%d)", gen.txs, gen.bursts)
-	rep.publish(t)
+	finalChecks(t, ctx, st, f, rc, l, rep, nil)
 	assertVerdict(t, rep)
 }
