@@ -22,12 +22,23 @@ func (b *Batch) Validate() error {
 	case b.Claim.Lease < 0:
 		return fmt.Errorf("%w: Claim.Lease must not be negative, got %s", ErrInvalidBatch, b.Claim.Lease)
 	}
+	for i, c := range b.Completions {
+		if c.Status < 0 || c.Status > MaxStatus {
+			return fmt.Errorf("%w: Completions[%d].Status %d is outside 0-%d", ErrInvalidBatch, i, c.Status, MaxStatus)
+		}
+	}
 	for i, f := range b.Failures {
+		if f.CompletedStatus < 0 || f.CompletedStatus > MaxStatus {
+			return fmt.Errorf("%w: Failures[%d].CompletedStatus %d is outside 0-%d", ErrInvalidBatch, i, f.CompletedStatus, MaxStatus)
+		}
 		if f.RetryAfter < 0 {
 			return fmt.Errorf("%w: Failures[%d].RetryAfter must not be negative, got %s", ErrInvalidBatch, i, f.RetryAfter)
 		}
 	}
 	for i, r := range b.Releases {
+		if r.CompletedStatus < 0 || r.CompletedStatus > MaxStatus {
+			return fmt.Errorf("%w: Releases[%d].CompletedStatus %d is outside 0-%d", ErrInvalidBatch, i, r.CompletedStatus, MaxStatus)
+		}
 		if r.After < 0 {
 			return fmt.Errorf("%w: Releases[%d].After must not be negative, got %s", ErrInvalidBatch, i, r.After)
 		}
