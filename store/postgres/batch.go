@@ -188,6 +188,7 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, fs *fail
 		p.query(renewReader(ids, res), s.sql.renew, now, me, uuidStrings(ids), micros(lease))
 	}
 	if b.Claim.Limit > 0 {
+		p.query(sweepReader(bad), s.life.sweep, now, me, sweepLimit)
 		p.query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var r rawMessage

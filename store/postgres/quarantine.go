@@ -30,6 +30,7 @@ type badMessage struct {
 // not claimed again. If it fails, the rows keep their leases until they
 // lapse and are quarantined by the next claim that takes them.
 func (s *Store) quarantine(ctx context.Context, instance string, bad []badMessage, res *store.Result) {
+	bad = uniqueSeqs(bad)
 	if len(bad) == 0 {
 		return
 	}
@@ -163,4 +164,38 @@ func (s *Store) logRejected(ctx context.Context, instance string, res *store.Res
 			slog.String("instance_id", instance), slog.String("message_id", r.ID.String()),
 			slog.String("error", outbox.TruncateError(r.Err.Error())))
 	}
+}
+
+// sweepLimit bounds how many undecodable rows one batch quarantines.
+const sweepLimit = 100
+
+// sweepReader reads the rows sweepSQL found into bad. Every one should
+// fail to decode; one that decodes means the index and the decoder
+// disagree, and it is left alone (the claim takes it as usual).
+func sweepReader(bad *[]badMessage) func(pgx.Rows) error {
+	return func(rows pgx.Rows) error {
+		for rows.Next() {
+			var r rawMessage
+			if err := rows.Scan(r.dest()...); err != nil {
+				return err
+			}
+			if _, err := r.decode(); err != nil {
+				*bad = append(*bad, badMessage{raw: &r, err: err})
+			}
+		}
+		return nil
+	}
+}
+
+// uniqueSeqs drops the second sighting of a row (swept, then claimed).
+func uniqueSeqs(bad []badMessage) []badMessage {
+	seen := map[int64]bool{}
+	out := bad[:0:0]
+	for _, b := range bad {
+		if !seen[b.raw.seq.Int64] {
+			seen[b.raw.seq.Int64] = true
+			out = append(out, b)
+		}
+	}
+	return out
 }
