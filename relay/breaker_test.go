@@ -49,23 +49,27 @@ func TestDestinationOutageOpensBreakerAndChargesNoAttempts(t *testing.T) {
 	if s.Destinations["down"].Breaker != circuitbreaker.StateOpen || s.Rejected != 7 || s.Released != 10 || s.Failed != 0 {
 		t.Fatalf("stats = %+v", s)
 	}
+	// While it stays open, a single probe claim goes through after 1 s,
+	// then after 2 s, 4 s, ... up to the breaker's Timeout (1 min); each
+	// probe fails and re-opens the circuit, and nothing else is claimed.
 	claimed := s.Claimed
-	for range 3 {
-		rn.advance(15 * time.Second)
-	}
-	if s := rn.r.Stats(); s.Claimed != claimed || failing.Load() != 3 {
-		t.Fatalf("claimed while open: %d claims (was %d), %d calls", s.Claimed, claimed, failing.Load())
-	}
-
-	// Half-open: exactly one probe, which fails and re-opens it.
-	for probe := int64(4); probe <= 5; probe++ {
-		rn.advance(time.Minute)
-		if n := failing.Load(); n != probe {
-			t.Fatalf("calls after half-open = %d, want %d (one probe)", n, probe)
+	calls := int64(3)
+	wait := time.Second
+	for probe := 1; probe <= 8; probe++ {
+		rn.advance(wait - time.Millisecond)
+		if s := rn.r.Stats(); s.Claimed != claimed || failing.Load() != calls {
+			t.Fatalf("probe %d: claimed before it was due: %d claims (was %d), %d calls (was %d)", probe, s.Claimed, claimed, failing.Load(), calls)
+		}
+		rn.advance(time.Millisecond)
+		calls++
+		if n := failing.Load(); n != calls {
+			t.Fatalf("probe %d after %v: %d calls, want %d (one probe)", probe, wait, n, calls)
 		}
 		if st := rn.r.Breaker("down").State(); st != circuitbreaker.StateOpen {
 			t.Fatalf("breaker %v after a failed probe", st)
 		}
+		claimed = rn.r.Stats().Claimed
+		wait = min(2*wait, time.Minute)
 	}
 	for _, m := range msgs {
 		got := e.get(m.ID)
@@ -77,9 +81,10 @@ func TestDestinationOutageOpensBreakerAndChargesNoAttempts(t *testing.T) {
 		t.Fatal("an outage filled the DLQ")
 	}
 
-	// Recovery: the probe succeeds, the breaker closes, everything goes.
+	// Recovery: the next probe succeeds, the breaker closes, everything
+	// goes.
 	down.Store(false)
-	rn.advance(time.Minute)
+	rn.advance(wait)
 	if st := rn.r.Breaker("down").State(); st != circuitbreaker.StateClosed {
 		t.Fatalf("breaker %v after a good probe", st)
 	}
@@ -95,7 +100,7 @@ func TestDestinationOutageOpensBreakerAndChargesNoAttempts(t *testing.T) {
 	if got := int64(len(rec.got())); got != failing.Load()+int64(len(msgs)) {
 		t.Fatalf("transport calls = %d, want %d failing + %d good", got, failing.Load(), len(msgs))
 	}
-	if s := rn.r.Stats(); s.Delivered != 10 || s.DeadLettered != 0 || s.Destinations["down"].BreakerTrips != 3 {
+	if s := rn.r.Stats(); s.Delivered != 10 || s.DeadLettered != 0 || s.Destinations["down"].BreakerTrips != 9 {
 		t.Fatalf("stats = %+v", s)
 	}
 	if logs := e.logs.find("circuit breaker state changed"); len(logs) == 0 {

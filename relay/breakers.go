@@ -1,30 +1,204 @@
 package relay
 
 import (
+	"context"
+	"log/slog"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/backstophq/backstop/circuitbreaker"
 )
 
-// The loop consults the destinations' breakers before each claim: an open
-// breaker's destination is not claimed for; a half-open one's gets a probe
-// claim of its own, of at most HalfOpenMaxRequests messages, whose outcome
-// closes or re-opens the breaker.
+// A destination's circuit has two parts. Its circuitbreaker counts the
+// faults blamed on the destination and trips; from then on the relay's
+// gate decides when to try the destination again. While the circuit is
+// open the claimer does not claim for the destination; the gate lets one
+// probe claim through (of at most HalfOpenMaxRequests messages) after
+// DefaultFirstProbe, then after twice as long each time a probe fails, up
+// to the breaker's Timeout. So a destination that comes back after a short
+// outage is found within seconds, and one that stays down for hours sees
+// one probe per Timeout. When HalfOpenMaxRequests probes have succeeded
+// the circuit closes (the breaker is Reset) and claiming resumes.
+//
+// A Retry-After hint on a fault blamed on the destination (a 429 or 503
+// with the header) pauses the whole destination until then: nothing is
+// claimed for it meanwhile, and DestinationStats.PausedUntil shows it.
 
-// breakerPlan returns the destinations not to claim for (breaker open or
-// half-open) and the half-open ones that may take a probe.
-func (l *loop) breakerPlan() (exclude []string, probes []*destination) {
+// DefaultFirstProbe is how long after a destination's circuit opens the
+// first probe is sent.
+const DefaultFirstProbe = time.Second
+
+// breakerNeverHalfOpens is the Timeout given to each destination's
+// circuitbreaker: the gate, not the breaker's own timer, decides when to
+// probe.
+const breakerNeverHalfOpens = time.Duration(math.MaxInt64 / 4)
+
+// gate is the relay's side of a destination's circuit.
+type gate struct {
+	mu          sync.Mutex
+	open        bool
+	nextProbe   time.Time     // when the next probe may be claimed
+	backoff     time.Duration // the wait before the probe after nextProbe's
+	probes      int           // probe messages in flight
+	successes   int           // probes that succeeded since the last failure
+	pausedUntil time.Time     // a Retry-After pause of the whole destination
+}
+
+// trip opens the circuit at now, unless it is open already, and reports
+// whether it did.
+func (d *destination) trip(now time.Time) bool {
+	g := &d.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open {
+		return false
+	}
+	g.open = true
+	g.backoff = min(d.firstProbe, d.openFor)
+	g.nextProbe = now.Add(g.backoff)
+	g.successes = 0
+	return true
+}
+
+// isOpen reports whether the destination's circuit is open.
+func (d *destination) isOpen() bool {
+	d.gate.mu.Lock()
+	defer d.gate.mu.Unlock()
+	return d.gate.open
+}
+
+// probing is the number of probe messages in flight.
+func (d *destination) probing() int {
+	d.gate.mu.Lock()
+	defer d.gate.mu.Unlock()
+	return d.gate.probes
+}
+
+// probeClaimed accounts for a probe claim made at now that got n
+// messages. A claim that found nothing puts the next one off by the
+// current back-off, without growing it.
+func (d *destination) probeClaimed(now time.Time, n int) {
+	g := &d.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.probes += n
+	if n == 0 {
+		g.nextProbe = now.Add(g.backoff)
+	}
+}
+
+// probeDone ends a probe's flight.
+func (d *destination) probeDone() {
+	g := &d.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.probes > 0 {
+		g.probes--
+	}
+}
+
+// probeResult records the end of a probe delivery at now: ok when the
+// destination answered (the message may still be at fault), not ok when
+// the fault was the destination's. It returns whether the circuit
+// closed.
+func (r *Relay) probeResult(d *destination, now time.Time, ok bool) {
+	g := &d.gate
+	g.mu.Lock()
+	if !g.open {
+		g.mu.Unlock()
+		return
+	}
+	if !ok {
+		g.successes = 0
+		g.backoff = min(2*g.backoff, d.openFor)
+		g.nextProbe = now.Add(g.backoff)
+		g.mu.Unlock()
+		d.stats.trips.Add(1)
+		r.log.LogAttrs(context.Background(), slog.LevelWarn, "destination still down after a probe",
+			slog.String("destination", d.name), slog.Duration("next_probe_in", g.backoff))
+		return
+	}
+	g.successes++
+	closed := g.successes >= d.halfOpenMax
+	if closed {
+		g.open = false
+		g.successes = 0
+	}
+	g.mu.Unlock()
+	if closed {
+		d.breaker.Reset()
+		if t, ok := r.trackers.Lookup(d.name); ok {
+			t.Success()
+		}
+		r.log.LogAttrs(context.Background(), slog.LevelInfo, "destination recovered; circuit closed",
+			slog.String("destination", d.name))
+		r.wake()
+	}
+}
+
+// pause holds every delivery to the destination until until.
+func (d *destination) pause(until time.Time) {
+	g := &d.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if until.After(g.pausedUntil) {
+		g.pausedUntil = until
+	}
+}
+
+// pausedUntil is the end of the destination's Retry-After pause; zero
+// or past when it is not paused.
+func (d *destination) pausedUntil() time.Time {
+	d.gate.mu.Lock()
+	defer d.gate.mu.Unlock()
+	return d.gate.pausedUntil
+}
+
+// untilProbeAt is how long after now the destination's circuit lets a
+// probe claim through; zero when it is not open.
+func (d *destination) untilProbeAt(now time.Time) time.Duration {
+	g := &d.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.open {
+		return 0
+	}
+	return max(g.nextProbe.Sub(now), 0)
+}
+
+// state is the destination's circuit as the breaker_state gauge and
+// DestinationStats report it.
+func (d *destination) state(now time.Time) circuitbreaker.State {
+	g := &d.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case !g.open:
+		return d.breaker.State()
+	case g.probes > 0 || !now.Before(g.nextProbe):
+		return circuitbreaker.StateHalfOpen
+	}
+	return circuitbreaker.StateOpen
+}
+
+// breakerPlan returns the destinations not to claim for (circuit open or
+// paused) and those due for a probe claim.
+func (l *loop) breakerPlan(now time.Time) (exclude []string, probes []*destination) {
 	for _, d := range l.r.destList {
-		switch d.breaker.State() {
-		case circuitbreaker.StateOpen:
+		g := &d.gate
+		g.mu.Lock()
+		paused := now.Before(g.pausedUntil)
+		switch {
+		case g.open:
 			exclude = append(exclude, d.name)
-		case circuitbreaker.StateHalfOpen:
-			exclude = append(exclude, d.name)
-			if d.probes < d.halfOpenMax {
+			if !paused && !now.Before(g.nextProbe) && g.probes < d.halfOpenMax {
 				probes = append(probes, d)
 			}
+		case paused:
+			exclude = append(exclude, d.name)
 		}
+		g.mu.Unlock()
 	}
 	return exclude, probes
 }
@@ -44,15 +218,21 @@ next:
 	return out
 }
 
-// untilHalfOpen is the time left before the first open breaker lets a
-// probe through.
-func (l *loop) untilHalfOpen() time.Duration {
+// untilProbe is the time left before the first open circuit lets a probe
+// through or the first pause ends.
+func (l *loop) untilProbe() time.Duration {
 	d := time.Duration(math.MaxInt64)
 	now := l.r.clk.Now()
 	for _, dest := range l.r.destList {
-		if st := dest.breaker.GetStats(); st.State == circuitbreaker.StateOpen {
-			d = min(d, max(st.OpenUntil.Sub(now), 0))
+		g := &dest.gate
+		g.mu.Lock()
+		switch {
+		case now.Before(g.pausedUntil):
+			d = min(d, g.pausedUntil.Sub(now))
+		case g.open && g.probes < dest.halfOpenMax:
+			d = min(d, max(g.nextProbe.Sub(now), 0))
 		}
+		g.mu.Unlock()
 	}
 	return d
 }

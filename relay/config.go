@@ -25,6 +25,10 @@ const (
 	DefaultMaxPollInterval = 5 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultTimeout         = 30 * time.Second
+	// DefaultBatchFactor times Workers is the default BatchSize: the
+	// prefetch that keeps the workers busy while claims and records are
+	// under way.
+	DefaultBatchFactor = 16
 	// MinPollInterval is the shortest PollInterval New accepts, so that a
 	// typo cannot turn the relay into a busy loop against the database.
 	MinPollInterval = 10 * time.Millisecond
@@ -53,10 +57,13 @@ type Config struct {
 	// Zero means DefaultWorkers (16).
 	Workers int
 
-	// BatchSize is the most messages one store call claims, and the most
-	// the relay holds leased at once: up to Workers are being delivered
-	// and the rest wait for a worker, so that workers are not idle while
-	// the relay talks to the store. Zero means 2 × Workers.
+	// BatchSize is the most messages the relay holds leased at once, and
+	// so the most one claim asks for: up to Workers are being delivered
+	// and the rest wait for a worker, so that workers are never idle while
+	// the relay talks to the store. The relay claims again once an eighth
+	// of it is free (or the workers run short), in store calls of their
+	// own; outcomes are recorded in other calls, batched. Zero means
+	// DefaultBatchFactor × Workers.
 	BatchSize int
 
 	// PollInterval is how soon an idle relay asks the store for work
@@ -146,6 +153,12 @@ type Destination struct {
 	// waits between them. Zero means DefaultTimeout (30 s).
 	Timeout time.Duration
 
+	// FirstProbe is how long after the destination's circuit opens the
+	// relay sends the first probe; each probe that fails doubles the wait
+	// before the next, up to Breaker.Timeout. Zero means
+	// DefaultFirstProbe (1 s).
+	FirstProbe time.Duration
+
 	// Concurrency is the most deliveries to this destination in progress
 	// at once. Zero means Workers.
 	Concurrency int
@@ -188,7 +201,7 @@ func (c Config) withDefaults(s store.Store) Config {
 		c.Workers = DefaultWorkers
 	}
 	if c.BatchSize == 0 {
-		c.BatchSize = 2 * c.Workers
+		c.BatchSize = DefaultBatchFactor * c.Workers
 	}
 	if c.PollInterval == 0 {
 		c.PollInterval = DefaultPollInterval
@@ -276,6 +289,9 @@ func (d Destination) withDefaults(name string, c *Config) Destination {
 
 	if d.Timeout == 0 {
 		d.Timeout = DefaultTimeout
+	}
+	if d.FirstProbe == 0 {
+		d.FirstProbe = DefaultFirstProbe
 	}
 	if d.Concurrency == 0 {
 		d.Concurrency = c.Workers

@@ -63,7 +63,7 @@ func TestDefaults(t *testing.T) {
 	switch {
 	case c.Instance.ID == "" || c.Instance.PID == 0 || c.Instance.StartedAt.IsZero():
 		t.Errorf("instance = %+v", c.Instance)
-	case c.Workers != DefaultWorkers || c.BatchSize != 2*DefaultWorkers:
+	case c.Workers != DefaultWorkers || c.BatchSize != DefaultBatchFactor*DefaultWorkers:
 		t.Errorf("workers %d, batch %d", c.Workers, c.BatchSize)
 	case c.PollInterval != time.Second || c.MaxPollInterval != 5*time.Second || c.ShutdownTimeout != 30*time.Second:
 		t.Errorf("intervals %s %s %s", c.PollInterval, c.MaxPollInterval, c.ShutdownTimeout)

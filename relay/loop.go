@@ -17,21 +17,14 @@ import (
 // connection cannot stall the relay for ever.
 const storeCallTimeout = 30 * time.Second
 
-// flight is a claimed message whose outcome the store has not recorded.
-type flight struct {
-	m     *outbox.Message
-	dest  *destination // nil for an unconfigured destination
-	probe bool         // claimed to probe a half-open breaker
-	lost  bool         // a renewal found the lease gone
-}
-
-// loop is the coordinating goroutine's state. Only that goroutine touches
-// it.
+// loop is the claimer: the goroutine that claims messages, renews the
+// leases the relay holds, and hands messages to the workers. Outcomes are
+// recorded by the recorder in calls of their own, so that a claim never
+// waits for them. Only the claimer's goroutine touches a loop.
 type loop struct {
 	r           *Relay
-	inflight    map[uuid.UUID]*flight
-	held        []outcome // outcomes of a failed store call, to send again
 	lastRenew   time.Time
+	lastCall    time.Time // the start of the last store call that succeeded
 	renewEvery  time.Duration
 	poll        time.Duration // the idle wait, doubled up to MaxPollInterval
 	errWait     time.Duration // the wait after a failed store call
@@ -42,7 +35,6 @@ type loop struct {
 func newLoop(r *Relay) *loop {
 	return &loop{
 		r:          r,
-		inflight:   make(map[uuid.UUID]*flight),
 		lastRenew:  r.clk.Now(),
 		renewEvery: max(r.cfg.LeaseDuration/3, time.Millisecond),
 		poll:       r.cfg.PollInterval,
@@ -66,9 +58,9 @@ func (l *loop) run(ctx context.Context, notify <-chan struct{}) {
 		case err != nil:
 			wait = l.errWait
 			l.errWait = min(2*l.errWait, cfg.MaxPollInterval)
-		case rd.limit > 0 && rd.claimed == rd.limit && l.free() > 0:
+		case rd.limit > 0 && rd.claimed == rd.limit && l.free() >= l.claimMin():
 			continue // a full claim: more is probably waiting
-		case rd.claimed > 0:
+		case rd.claimed > 0 || rd.skipped:
 			l.poll = cfg.PollInterval
 			wait = l.poll
 		default:
@@ -83,15 +75,15 @@ func (l *loop) run(ctx context.Context, notify <-chan struct{}) {
 }
 
 // block waits for a wake-up, a notification, ctx, or wait (shortened to
-// the next lease renewal or breaker half-opening). It returns notify, or
-// nil once that channel is closed.
+// the next lease renewal or probe). It returns notify, or nil once that
+// channel is closed.
 func (l *loop) block(ctx context.Context, notify <-chan struct{}, wait time.Duration) <-chan struct{} {
 	r := l.r
-	wait = min(wait, l.untilRenew(), l.untilHalfOpen())
+	wait = min(wait, l.untilRenew(), l.untilProbe())
 	t := r.clk.NewTimer(wait)
 	defer t.Stop()
 	r.turned.set(l.round)
-	if len(l.inflight) == 0 && !r.pendingOutcomes() {
+	if r.fl.len() == 0 && !r.pendingOutcomes() {
 		r.idle.set(l.round)
 	}
 	select {
@@ -109,95 +101,90 @@ func (l *loop) block(ctx context.Context, notify <-chan struct{}, wait time.Dura
 
 // round is what one step did.
 type round struct {
-	limit   int // messages the main claim asked for
-	claimed int // messages it got
+	limit   int  // messages the main claim asked for
+	claimed int  // messages it got
+	skipped bool // the claim was put off: too little room for it
 }
 
 // free is how many more messages the relay may hold.
-func (l *loop) free() int { return l.r.cfg.BatchSize - len(l.inflight) }
+func (l *loop) free() int { return l.r.cfg.BatchSize - l.r.fl.len() }
 
-// step records the reported outcomes, renews the leases due for renewal
-// and, when claim is set, claims work: one call for the destinations whose
-// breaker is closed and one probe call for each half-open one.
+// claimMin is the least room worth a claim while the workers have
+// enough queued: an eighth of BatchSize, so that a relay with a full
+// buffer does not claim one message per recorded outcome.
+func (l *loop) claimMin() int { return max(l.r.cfg.BatchSize/8, 1) }
+
+// step renews the leases due for renewal and, when claim is set, claims
+// work: one call for the destinations whose circuit is closed and one
+// probe call for each destination due for a probe.
 func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 	r := l.r
 	l.round = r.rounds.Add(1)
-	outs := l.take()
 	now := r.clk.Now()
 	b := &store.Batch{Instance: r.cfg.Instance, Claim: store.ClaimRequest{Lease: r.cfg.LeaseDuration}}
-	for i := range outs {
-		outs[i].addTo(b)
-	}
 	var renewed []uuid.UUID
-	if len(l.inflight) > 0 && now.Sub(l.lastRenew) >= l.renewEvery {
-		for id, f := range l.inflight {
-			if !f.lost {
-				renewed = append(renewed, id)
-			}
-		}
+	if now.Sub(l.lastRenew) >= l.renewEvery {
+		renewed = r.fl.renewable()
 		b.RenewLeases = renewed
 	}
 	var probes []*destination
+	var rd round
 	if claim {
 		var exclude []string
-		exclude, probes = l.breakerPlan()
-		b.Claim.Limit = max(l.free()-len(probes), 0)
+		exclude, probes = l.breakerPlan(now)
+		free := l.free()
+		held := r.cfg.BatchSize - free
+		if free >= l.claimMin() || held < r.cfg.Workers {
+			b.Claim.Limit = max(free-len(probes), 0)
+		} else {
+			rd.skipped = free > 0
+		}
 		b.Claim.ExcludeDestinations = exclude
-		if r.cfg.UnknownDestination == IgnoreUnknown {
+		if r.cfg.UnknownDestination != DeadLetterUnknown {
 			b.Claim.Destinations = l.closedDestinations(exclude)
 			if len(b.Claim.Destinations) == 0 {
 				b.Claim.Limit = 0
 			}
 		}
 	}
-	rd := round{limit: b.Claim.Limit}
-	// While running, every round calls the store, if only to heart-beat;
-	// while shutting down, only to record and renew.
-	if claim || len(outs) > 0 || len(renewed) > 0 {
+	rd.limit = b.Claim.Limit
+	// Every round that claims, renews, or has not called the store for a
+	// poll interval makes a call: the last heart-beats.
+	if b.Claim.Limit > 0 || len(renewed) > 0 || (claim && now.Sub(l.lastCall) >= r.cfg.PollInterval) {
+		r.fl.watch(true)
 		res, err := l.call(ctx, b)
 		if err != nil {
-			l.held = outs
+			r.fl.watch(false)
 			return rd, err
 		}
-		if len(renewed) > 0 {
+		l.lastCall = now
+		if len(renewed) > 0 || now.Sub(l.lastRenew) >= l.renewEvery {
 			l.lastRenew = now
 		}
-		r.recorded(outs, res)
-		l.lostLeases(res.Stale, renewed)
-		l.dispatch(res.Claimed, false)
+		l.renewed(renewed, res.Stale, now)
+		l.dispatch(res.Claimed, false, now)
+		r.fl.watch(false)
 		rd.claimed = len(res.Claimed)
 	}
 	for _, d := range probes {
-		n := min(d.halfOpenMax-d.probes, l.free())
+		n := min(d.halfOpenMax-d.probing(), l.free())
 		if n <= 0 {
 			continue
 		}
+		r.fl.watch(true)
 		res, err := l.call(ctx, &store.Batch{Instance: r.cfg.Instance, Claim: store.ClaimRequest{
 			Limit: n, Lease: r.cfg.LeaseDuration, Destinations: []string{d.name},
 		}})
 		if err != nil {
+			r.fl.watch(false)
 			return rd, err
 		}
-		l.dispatch(res.Claimed, true)
+		d.probeClaimed(now, len(res.Claimed))
+		l.dispatch(res.Claimed, true, now)
+		r.fl.watch(false)
 	}
-	r.stats.inFlight.Store(int64(len(l.inflight)))
+	r.stats.inFlight.Store(int64(r.fl.len()))
 	return rd, nil
-}
-
-// take returns the outcomes to record: those held back by a failed call,
-// then those reported since; their messages are no longer in flight.
-func (l *loop) take() []outcome {
-	outs := append(l.held, l.r.takeOutcomes()...)
-	l.held = nil
-	for _, o := range outs {
-		if f, ok := l.inflight[o.m.ID]; ok {
-			if f.probe && f.dest != nil {
-				f.dest.probes--
-			}
-			delete(l.inflight, o.m.ID)
-		}
-	}
-	return outs
 }
 
 // call makes one store call and accounts for it.
@@ -216,7 +203,7 @@ func (l *loop) call(ctx context.Context, b *store.Batch) (*store.Result, error) 
 			level = slog.LevelWarn
 		}
 		r.log.LogAttrs(ctx, level, "store call failed; will try again",
-			slog.Int("outcomes", len(b.Completions)+len(b.Failures)+len(b.Releases)),
+			slog.Int("renewals", len(b.RenewLeases)), slog.Int("claim", b.Claim.Limit),
 			slog.String("error", err.Error()))
 		return nil, err
 	}
@@ -229,49 +216,92 @@ func (l *loop) call(ctx context.Context, b *store.Batch) (*store.Result, error) 
 	return res, nil
 }
 
-// lostLeases logs the renewals the store refused: another instance may be
-// delivering the message too. The delivery here goes on (at least once).
-func (l *loop) lostLeases(stale, renewed []uuid.UUID) {
-	if len(stale) == 0 || len(renewed) == 0 {
+// renewed extends the leases the store renewed (the call started at now)
+// and marks lost those it refused: another instance may be delivering the
+// message. A delivery in progress goes on (at least once); one not yet
+// started will not start.
+func (l *loop) renewed(renewed, stale []uuid.UUID, now time.Time) {
+	if len(renewed) == 0 {
 		return
 	}
-	asked := idSet(renewed)
-	for _, id := range stale {
-		f, ok := l.inflight[id]
-		if _, was := asked[id]; !was || !ok || f.lost {
+	r := l.r
+	refused := idSet(stale)
+	until := now.Add(r.cfg.LeaseDuration)
+	var lost []*flight
+	r.fl.mu.Lock()
+	for _, id := range renewed {
+		f, ok := r.fl.m[id]
+		if !ok || f.lost {
 			continue
 		}
-		f.lost = true
-		l.r.stats.leasesLost.Add(1)
-		l.r.log.LogAttrs(context.Background(), slog.LevelWarn, "lease lost; delivery continues",
-			slog.String("message_id", id.String()), slog.String("destination", f.m.Destination),
+		if _, no := refused[id]; no {
+			f.lost = true
+			lost = append(lost, &flight{m: f.m, started: f.started})
+			continue
+		}
+		if until.After(f.until) {
+			f.until = until
+		}
+	}
+	r.fl.mu.Unlock()
+	for _, f := range lost {
+		r.stats.leasesLost.Add(1)
+		msg := "lease lost; the message will not be started here"
+		if f.started {
+			msg = "lease lost; delivery continues"
+		}
+		r.log.LogAttrs(context.Background(), slog.LevelWarn, msg,
+			slog.String("message_id", f.m.ID.String()), slog.String("destination", f.m.Destination),
 			slog.String("stream", f.m.Stream))
 	}
 }
 
 // dispatch hands claimed messages to the workers: the messages of one
-// ordered stream as one task, in Seq order; every other message alone.
-func (l *loop) dispatch(claimed []*outbox.Message, probe bool) {
+// ordered stream as one task, in Seq order; every other message alone. A
+// message the relay already holds is not delivered a second time (see
+// flight.reclaimed). The claim call started at now.
+func (l *loop) dispatch(claimed []*outbox.Message, probe bool, now time.Time) {
 	if len(claimed) == 0 {
 		return
 	}
 	r := l.r
 	r.stats.claimed.Add(int64(len(claimed)))
 	r.metrics.claimed.Add(float64(len(claimed)))
+	until := now.Add(r.cfg.LeaseDuration)
 	streams := make(map[string]*task)
 	var tasks []*task
+	var giveBack, unknown []outcome
+	r.fl.mu.Lock()
 	for _, m := range claimed {
 		d := r.dests[m.Destination]
-		l.inflight[m.ID] = &flight{m: m, dest: d, probe: probe}
-		if d == nil {
-			r.report(r.unknownDestination(m))
+		if f, ok := r.fl.m[m.ID]; ok {
+			// Claimed again while in flight here: its lease had lapsed.
+			// The claim renewed it, for the flight that already has it.
+			f.lost = false
+			f.until = until
+			if f.reported {
+				f.reclaimed = true
+			}
+			r.stats.reclaimed.Add(1)
 			continue
 		}
-		if probe {
-			d.probes++
+		f := &flight{m: m, dest: d, probe: probe, until: until}
+		r.fl.m[m.ID] = f
+		if _, ok := r.fl.recent[m.ID]; ok {
+			// Its outcome was recorded while this claim was under way:
+			// give the new lease back rather than deliver it again.
+			f.reported = true
+			giveBack = append(giveBack, outcome{m: m, dest: d, kind: released, cause: causeReclaimed})
+			r.stats.reclaimed.Add(1)
+			continue
+		}
+		if d == nil {
+			f.reported = true
+			unknown = append(unknown, r.unknownDestination(m))
+			continue
 		}
 		if m.Stream == "" || r.cfg.Store.EffectiveOrdering(m) == outbox.OrderingNone {
-			tasks = append(tasks, &task{dest: d, msgs: []*outbox.Message{m}})
+			tasks = append(tasks, &task{dest: d, msgs: []*outbox.Message{m}, probe: probe})
 			continue
 		}
 		key := m.Destination + "\x00" + m.Stream
@@ -279,10 +309,13 @@ func (l *loop) dispatch(claimed []*outbox.Message, probe bool) {
 			t.msgs = append(t.msgs, m)
 			continue
 		}
-		t := &task{dest: d, msgs: []*outbox.Message{m}}
+		t := &task{dest: d, msgs: []*outbox.Message{m}, probe: probe}
 		streams[key] = t
 		tasks = append(tasks, t)
 	}
+	r.fl.mu.Unlock()
+	r.report(unknown...)
+	r.report(giveBack...)
 	for _, t := range tasks {
 		r.sched.push(t)
 	}
@@ -293,7 +326,7 @@ func (l *loop) dispatch(claimed []*outbox.Message, probe bool) {
 // untilRenew is the time left before the leases in flight are due for
 // renewal.
 func (l *loop) untilRenew() time.Duration {
-	if len(l.inflight) == 0 {
+	if l.r.fl.len() == 0 {
 		return math.MaxInt64
 	}
 	return max(l.lastRenew.Add(l.renewEvery).Sub(l.r.clk.Now()), 0)

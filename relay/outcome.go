@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/backstophq/backstop/circuitbreaker"
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
@@ -28,6 +29,9 @@ const (
 	causeBreaker     = "breaker_open"
 	causeCascade     = "cascade"
 	causeShutdown    = "shutdown"
+	causeLeaseLapsed = "lease_lapsed" // not started: its lease had lapsed
+	causeReclaimed   = "reclaimed"    // a second lease on a message in flight, given back
+	causeStall       = "stall"        // the relay stalled during the attempt
 )
 
 // outcome is the result of one message, as a worker reports it.
@@ -96,10 +100,21 @@ func (r *Relay) decide(d *destination, m *outbox.Message, last error, completed 
 		tok := r.trackers.Get(d.name).FaultRetryAfter(o.v.RetryAfter)
 		o.kind, o.cause = released, causeDestination
 		// The tracker paces retries; its back-off is capped at the
-		// breaker's Timeout, since an open breaker keeps the relay off the
-		// destination anyway and a long back-off would only delay the
-		// messages once it has recovered.
-		o.after = max(min(tok.Remaining(), d.openFor, maxRelease), o.v.RetryAfter, minRelease)
+		// breaker's Timeout, and at the next probe while the circuit is
+		// open, since the open circuit keeps the relay off the destination
+		// anyway and a long back-off would only delay the messages once
+		// it has recovered.
+		now := r.clk.Now()
+		limit := d.openFor
+		if d.isOpen() || d.breaker.State() == circuitbreaker.StateOpen {
+			limit = min(limit, max(d.untilProbeAt(now), d.firstProbe))
+		}
+		o.after = max(min(tok.Remaining(), limit, maxRelease), o.v.RetryAfter, minRelease)
+		if o.v.RetryAfter > 0 {
+			// Retry-After speaks for the destination, not the message.
+			d.pause(now.Add(o.v.RetryAfter))
+			r.wake()
+		}
 		r.logAttempt(slog.LevelDebug, "destination fault; message released", &o,
 			slog.Duration("retry_in", o.after))
 	case o.v.Retryable:
@@ -122,12 +137,9 @@ const (
 
 // rejected is the outcome of a message the breaker would not let through.
 func (r *Relay) rejected(d *destination, m *outbox.Message) outcome {
-	// Open: until it half-opens. Half-open with its trial slots taken:
-	// a poll interval, by when the trial has likely ended.
-	after := r.cfg.PollInterval
-	if st := d.breaker.GetStats(); !st.OpenUntil.IsZero() {
-		after = max(st.OpenUntil.Sub(r.clk.Now()), minRelease)
-	}
+	// Until the next probe, by when the circuit may have closed; the
+	// claimer does not claim for the destination meanwhile.
+	after := max(d.untilProbeAt(r.clk.Now()), minRelease)
 	d.stats.rejected.Add(1)
 	r.stats.rejected.Add(1)
 	o := outcome{m: m, dest: d, kind: released, after: after, cause: causeBreaker}

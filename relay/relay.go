@@ -71,8 +71,13 @@ type Relay struct {
 	stats      counters
 
 	mu       sync.Mutex
-	outcomes []outcome // reported by workers, not yet taken by the loop
+	outcomes []outcome // reported by workers, not yet taken by the recorder
 	wakeCh   chan struct{}
+	recordCh chan struct{} // wakes the recorder
+	fl       *flights
+	stalls   stalls
+	// startMargin is the least lease left for a delivery to start.
+	startMargin time.Duration
 
 	sched            *scheduler
 	workers          sync.WaitGroup
@@ -100,8 +105,10 @@ type destination struct {
 	stats       destCounters
 	m           destMetrics
 
+	firstProbe time.Duration
+	gate       gate
+
 	running int // tasks in progress; guarded by the scheduler's mutex
-	probes  int // probe messages in flight; owned by the loop
 }
 
 // hooks let the package's tests observe the relay without sleeping.
@@ -136,7 +143,10 @@ func New(s store.Store, cfg Config) (*Relay, error) {
 		dests:      make(map[string]*destination, len(cfg.Destinations)),
 		trackers:   tracker.NewRegistry(cfg.Tracker),
 		wakeCh:     make(chan struct{}, 1),
+		recordCh:   make(chan struct{}, 1),
+		fl:         newFlights(),
 	}
+	r.startMargin = min(cfg.LeaseDuration/10, time.Second)
 	r.metrics = newMetrics()
 	for name, d := range cfg.Destinations {
 		r.dests[name] = r.newDestination(name, d)
@@ -160,6 +170,7 @@ func (r *Relay) newDestination(name string, cfg Destination) *destination {
 		tr:          cfg.Transport,
 		halfOpenMax: cfg.Breaker.HalfOpenMaxRequests,
 		openFor:     cfg.Breaker.Timeout,
+		firstProbe:  cfg.FirstProbe,
 		timeout:     cfg.Timeout,
 		concurrency: cfg.Concurrency,
 		m:           r.metrics.forDestination(name),
@@ -168,6 +179,7 @@ func (r *Relay) newDestination(name string, cfg Destination) *destination {
 		d.openFor = circuitbreaker.DefaultTimeout
 	}
 	br := *cfg.Breaker
+	br.Timeout = breakerNeverHalfOpens // the gate probes (breakers.go)
 	user := br.OnStateChange
 	br.OnStateChange = func(from, to circuitbreaker.State) {
 		if to == circuitbreaker.StateOpen {
@@ -215,9 +227,14 @@ func (r *Relay) Run(ctx context.Context) error {
 	r.log.LogAttrs(ctx, slog.LevelInfo, "relay started",
 		slog.String("instance", r.cfg.Instance.ID), slog.Int("workers", r.cfg.Workers),
 		slog.Int("destinations", len(r.dests)))
+	stopRecorder, recorderDone := make(chan struct{}), make(chan struct{})
+	go r.runRecorder(stopRecorder, recorderDone)
+	stopWatch := make(chan struct{})
+	defer close(stopWatch)
+	go r.watchStalls(stopWatch)
 	l := newLoop(r)
 	l.run(ctx, r.subscribe(ctx))
-	err := l.shutdown()
+	err := l.shutdown(stopRecorder, recorderDone)
 	r.log.LogAttrs(context.Background(), slog.LevelInfo, "relay stopped",
 		slog.String("instance", r.cfg.Instance.ID))
 	return err
@@ -238,7 +255,7 @@ func (r *Relay) subscribe(ctx context.Context) <-chan struct{} {
 	return ch
 }
 
-// report hands outcomes to the loop and wakes it.
+// report hands outcomes to the recorder and wakes it.
 func (r *Relay) report(outs ...outcome) {
 	if len(outs) == 0 {
 		return
@@ -246,7 +263,18 @@ func (r *Relay) report(outs ...outcome) {
 	r.mu.Lock()
 	r.outcomes = append(r.outcomes, outs...)
 	r.mu.Unlock()
-	r.wake()
+	select {
+	case r.recordCh <- struct{}{}:
+	default:
+	}
+}
+
+// putBack returns outcomes the recorder could not record to the front of
+// the queue.
+func (r *Relay) putBack(outs []outcome) {
+	r.mu.Lock()
+	r.outcomes = append(outs, r.outcomes...)
+	r.mu.Unlock()
 }
 
 // wake makes the loop run a round soon; wake-ups coalesce.
@@ -257,12 +285,18 @@ func (r *Relay) wake() {
 	}
 }
 
-// takeOutcomes returns and clears the reported outcomes.
-func (r *Relay) takeOutcomes() []outcome {
+// takeOutcomes returns and removes up to n reported outcomes, the
+// earliest first; n <= 0 takes all.
+func (r *Relay) takeOutcomes(n int) []outcome {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	outs := r.outcomes
-	r.outcomes = nil
+	if n <= 0 || n >= len(r.outcomes) {
+		outs := r.outcomes
+		r.outcomes = nil
+		return outs
+	}
+	outs := append([]outcome(nil), r.outcomes[:n]...)
+	r.outcomes = append(r.outcomes[:0:0], r.outcomes[n:]...)
 	return outs
 }
 

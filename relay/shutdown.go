@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/backstophq/backstop/store"
 )
 
 const (
@@ -23,7 +21,7 @@ const (
 // are given back; deliveries in progress get ShutdownTimeout to finish
 // (their outcomes are recorded and their leases renewed meanwhile), then
 // their contexts are cancelled; a last store call records what is left.
-func (l *loop) shutdown() error {
+func (l *loop) shutdown(stopRecorder chan struct{}, recorderDone <-chan struct{}) error {
 	r := l.r
 	r.stopping.Store(true)
 	deadline := r.clk.NewTimer(r.cfg.ShutdownTimeout)
@@ -35,7 +33,7 @@ func (l *loop) shutdown() error {
 		r.hooks.onShutdown()
 	}
 	r.log.LogAttrs(context.Background(), slog.LevelInfo, "relay shutting down",
-		slog.Int("in_flight", len(l.inflight)), slog.Duration("timeout", r.cfg.ShutdownTimeout))
+		slog.Int("in_flight", r.fl.len()), slog.Duration("timeout", r.cfg.ShutdownTimeout))
 
 	workersDone := make(chan struct{})
 	go func() {
@@ -50,13 +48,13 @@ func (l *loop) shutdown() error {
 		select {
 		case <-workersDone:
 			wait.Stop()
-			return l.finish(false)
+			return l.finish(false, stopRecorder, recorderDone)
 		case <-r.wakeCh:
 		case <-wait.C():
 		case <-deadlineC:
 			deadlineC = nil
 			r.log.LogAttrs(context.Background(), slog.LevelWarn, "shutdown timeout reached; cancelling deliveries in progress",
-				slog.Int("in_flight", len(l.inflight)))
+				slog.Int("in_flight", r.fl.len()))
 			r.cancelDeliveries()
 			grace := r.clk.NewTimer(cancelGrace)
 			defer grace.Stop()
@@ -66,55 +64,57 @@ func (l *loop) shutdown() error {
 			}
 		case <-graceC:
 			wait.Stop()
-			return l.finish(true)
+			return l.finish(true, stopRecorder, recorderDone)
 		}
 		wait.Stop()
 	}
 }
 
-// drainStep records outcomes and renews leases during shutdown, on a
-// context of its own since Run's is done.
+// drainStep renews leases during shutdown (the recorder records the
+// outcomes meanwhile), on a context of its own since Run's is done.
 func (l *loop) drainStep() {
 	ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
 	defer cancel()
 	_, _ = l.step(ctx, false)
 }
 
-// finish makes the last store call: every outcome not yet recorded and,
-// when abandoned, a release of each message whose delivery never returned.
-func (l *loop) finish(abandoned bool) error {
+// finish stops the recorder and makes the last store call: every outcome
+// not yet recorded and, when abandoned, a release of each message whose
+// delivery never returned.
+func (l *loop) finish(abandoned bool, stopRecorder chan struct{}, recorderDone <-chan struct{}) error {
 	r := l.r
-	outs := l.take()
+	close(stopRecorder)
+	<-recorderDone
+	outs := r.takeOutcomes(0)
 	stuck := 0
 	if abandoned {
-		for _, f := range l.inflight {
-			outs = append(outs, outcome{m: f.m, dest: f.dest, kind: released, cause: causeShutdown})
-			stuck++
+		r.fl.mu.Lock()
+		for _, f := range r.fl.m {
+			if !f.reported {
+				outs = append(outs, outcome{m: f.m, dest: f.dest, kind: released, cause: causeShutdown})
+				stuck++
+			}
 		}
-		clear(l.inflight)
+		r.fl.mu.Unlock()
 	}
 	defer func() {
-		r.stats.inFlight.Store(int64(len(l.inflight)))
+		r.stats.inFlight.Store(int64(r.fl.len()))
 		n := r.rounds.Add(1)
 		r.turned.set(n)
 		r.idle.set(n)
 	}()
 	if len(outs) > 0 {
-		b := &store.Batch{Instance: r.cfg.Instance}
-		for i := range outs {
-			outs[i].addTo(b)
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), finalCallTimeout)
 		defer cancel()
-		res, err := r.store.ProcessBatch(ctx, b)
-		if err != nil {
-			r.stats.storeErrors.Add(1)
-			r.log.LogAttrs(ctx, slog.LevelError, "relay could not record its last outcomes; their leases will lapse",
-				slog.Int("outcomes", len(outs)), slog.String("error", err.Error()))
-			return fmt.Errorf("relay: shutdown: recording %d outcomes: %w", len(outs), err)
+		var left []outcome
+		for i := 0; i < len(outs); i += maxRecord {
+			left = append(left, r.record(ctx, outs[i:min(i+maxRecord, len(outs))])...)
 		}
-		r.stats.batches.Add(1)
-		r.recorded(outs, res)
+		if len(left) > 0 {
+			r.log.LogAttrs(ctx, slog.LevelError, "relay could not record its last outcomes; their leases will lapse",
+				slog.Int("outcomes", len(left)))
+			return fmt.Errorf("relay: shutdown: %d outcomes could not be recorded", len(left))
+		}
 	}
 	if stuck > 0 {
 		return fmt.Errorf("relay: shutdown: %d deliveries did not return after their contexts were cancelled; their messages were released", stuck)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/backstophq/backstop/circuitbreaker"
 )
@@ -40,6 +41,16 @@ type Stats struct {
 	Batches int64
 	// InFlight is the number of messages claimed and not yet recorded.
 	InFlight int64
+	// Reclaimed is the number of times a claim returned a message the
+	// relay still held (its lease had lapsed); none was delivered twice.
+	Reclaimed int64
+	// Unrecorded is the number of outcomes the store refused to record
+	// while it recorded others; their messages are tried again once their
+	// leases lapse.
+	Unrecorded int64
+	// Stalls is the number of times the relay found it had been stalled
+	// (paused past its timers).
+	Stalls int64
 	// Destinations holds the counts of each configured destination.
 	Destinations map[string]DestinationStats
 }
@@ -56,15 +67,19 @@ type DestinationStats struct {
 	Rejected     int64
 	// Breaker is the state of the destination's circuit breaker.
 	Breaker circuitbreaker.State
-	// BreakerTrips is how many times the breaker opened.
+	// BreakerTrips is how many times the circuit opened, counting each
+	// failed probe as opening it again.
 	BreakerTrips int64
+	// PausedUntil is the end of a pause of the whole destination asked
+	// for by a Retry-After hint; zero or past when it is not paused.
+	PausedUntil time.Time
 }
 
 // counters are the relay-wide counts behind Stats.
 type counters struct {
 	claimed, delivered, failed, released, deadLettered  atomic.Int64
 	retries, rejected, leasesLost, storeErrors, batches atomic.Int64
-	inFlight                                            atomic.Int64
+	inFlight, reclaimed, unrecorded, stalls             atomic.Int64
 }
 
 // destCounters are a destination's counts behind DestinationStats.
@@ -74,6 +89,7 @@ type destCounters struct {
 
 // Stats returns a snapshot of the relay's counts.
 func (r *Relay) Stats() Stats {
+	now := r.clk.Now()
 	s := Stats{
 		Claimed:      r.stats.claimed.Load(),
 		Delivered:    r.stats.delivered.Load(),
@@ -86,6 +102,9 @@ func (r *Relay) Stats() Stats {
 		StoreErrors:  r.stats.storeErrors.Load(),
 		Batches:      r.stats.batches.Load(),
 		InFlight:     r.stats.inFlight.Load(),
+		Reclaimed:    r.stats.reclaimed.Load(),
+		Unrecorded:   r.stats.unrecorded.Load(),
+		Stalls:       r.stats.stalls.Load(),
 		Destinations: make(map[string]DestinationStats, len(r.destList)),
 	}
 	for _, d := range r.destList {
@@ -96,7 +115,8 @@ func (r *Relay) Stats() Stats {
 			DeadLettered: d.stats.deadLettered.Load(),
 			Retries:      d.stats.retries.Load(),
 			Rejected:     d.stats.rejected.Load(),
-			Breaker:      d.breaker.State(),
+			Breaker:      d.state(now),
+			PausedUntil:  d.pausedUntil(),
 			BreakerTrips: d.stats.trips.Load(),
 		}
 	}

@@ -56,6 +56,8 @@ func (d Destination) validate(field string) error {
 		return fmt.Errorf("relay: %s.Transport is nil", field)
 	case d.Timeout < 0:
 		return fmt.Errorf("relay: %s.Timeout must not be negative, got %s", field, d.Timeout)
+	case d.FirstProbe < 0:
+		return fmt.Errorf("relay: %s.FirstProbe must not be negative, got %s", field, d.FirstProbe)
 	case d.Concurrency < 0:
 		return fmt.Errorf("relay: %s.Concurrency must not be negative, got %d", field, d.Concurrency)
 	}

@@ -16,8 +16,9 @@ import (
 // task is what one worker delivers in one go: a single message, or the
 // messages of one ordered stream claimed together, in Seq order.
 type task struct {
-	dest *destination
-	msgs []*outbox.Message
+	dest  *destination
+	msgs  []*outbox.Message
+	probe bool // claimed to probe the destination's open circuit
 }
 
 // scheduler hands tasks to workers, round-robin over the destinations and
@@ -114,7 +115,13 @@ func (r *Relay) runTask(t *task) {
 			r.report(shutdownRelease(t.dest, t.msgs[i:])...)
 			return
 		}
-		o := r.deliver(t.dest, m)
+		if !r.fl.startable(m.ID, r.clk.Now(), r.startMargin) {
+			// The lease lapsed (the relay stalled, or a renewal was
+			// refused): another instance may hold the message now.
+			r.report(lapsedRelease(t.dest, t.msgs[i:])...)
+			return
+		}
+		o := r.deliver(t.dest, m, t.probe)
 		rest := t.msgs[i+1:]
 		if len(rest) > 0 && o.holdsStream() && r.cfg.Store.EffectiveOrdering(m) == outbox.OrderingStrict {
 			r.report(append([]outcome{o}, cascade(t.dest, rest)...)...)
@@ -122,6 +129,17 @@ func (r *Relay) runTask(t *task) {
 		}
 		r.report(o)
 	}
+}
+
+// lapsedRelease gives back messages whose lease lapsed before they were
+// started. The store ignores the release of a message another instance
+// took meanwhile.
+func lapsedRelease(d *destination, msgs []*outbox.Message) []outcome {
+	outs := make([]outcome, len(msgs))
+	for i, m := range msgs {
+		outs[i] = outcome{m: m, dest: d, kind: released, cause: causeLeaseLapsed}
+	}
+	return outs
 }
 
 // shutdownRelease gives back messages that were not started.
@@ -134,21 +152,43 @@ func shutdownRelease(d *destination, msgs []*outbox.Message) []outcome {
 }
 
 // deliver makes one delivery attempt of m through its destination's
-// breaker, in-process retry and timeout.
-func (r *Relay) deliver(d *destination, m *outbox.Message) outcome {
-	permit, err := d.breaker.Allow()
-	if err != nil {
-		return r.rejected(d, m)
+// breaker, in-process retry and timeout. A probe of an open circuit
+// passes the breaker by: the gate let it through (breakers.go).
+func (r *Relay) deliver(d *destination, m *outbox.Message, probe bool) outcome {
+	var permit circuitbreaker.Permit
+	if !probe {
+		var err error
+		if permit, err = d.breaker.Allow(); err != nil {
+			return r.rejected(d, m)
+		}
 	}
 	start := r.clk.Now()
 	completed, tries, last := r.attempt(d, m)
-	if tries == 0 {
-		permit.Done(context.Canceled) // no call was made: counts as nothing
-	} else {
-		permit.Done(last)
+	end := r.clk.Now()
+	stalled := last != nil && r.stalls.overlaps(start, end)
+	if !probe {
+		switch {
+		case tries == 0 || stalled:
+			// No call was made, or the relay itself stalled during the
+			// attempt: nothing was learnt about the destination.
+			permit.Done(context.Canceled)
+		default:
+			permit.Done(last)
+		}
+		if d.breaker.State() == circuitbreaker.StateOpen && d.trip(end) {
+			r.wake()
+		}
 	}
-	d.m.duration.Observe(r.clk.Now().Sub(start).Seconds())
-	return r.decide(d, m, last, completed, tries)
+	d.m.duration.Observe(end.Sub(start).Seconds())
+	o := r.decide(d, m, last, completed, tries)
+	if stalled && o.kind != delivered {
+		o = outcome{m: m, dest: d, kind: released, cause: causeStall, completed: completed, err: last}
+		r.logAttempt(slog.LevelWarn, "the relay stalled during the delivery; not counted against the destination", &o)
+	}
+	if probe && tries > 0 && !stalled {
+		r.probeResult(d, end, !(o.kind == released && o.cause == causeDestination))
+	}
+	return o
 }
 
 // attempt runs the in-process retry. It returns the steps reported

@@ -1,0 +1,93 @@
+package relay
+
+import (
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/backstophq/backstop/outbox"
+)
+
+// flight is a claimed message whose outcome the store has not recorded.
+type flight struct {
+	m     *outbox.Message
+	dest  *destination // nil for an unconfigured destination
+	probe bool         // claimed to probe a destination whose circuit is open
+	// until is when, on the relay's clock, the lease may have lapsed: the
+	// start of the store call that took or last renewed it plus the
+	// lease. The database's expiry is never earlier (the call reached it
+	// after it started), so a delivery started before until holds the
+	// lease whatever the two clocks read.
+	until   time.Time
+	lost    bool // a renewal found the lease gone
+	started bool // a worker started delivering it
+	// reported is set once the outcome is handed to the recorder.
+	reported bool
+	// reclaimed is set when a claim returned the message again while it
+	// was in flight here (its lease had lapsed): the copy is not
+	// delivered a second time, and once this flight's outcome is
+	// recorded the lease the claim took is given back.
+	reclaimed bool
+}
+
+// flights are the messages the relay holds, by id. The claimer adds them,
+// the workers read them before each delivery, and the recorder removes
+// them once their outcome is recorded.
+type flights struct {
+	mu sync.Mutex
+	m  map[uuid.UUID]*flight
+	// recent holds the ids whose flights ended during the claim call
+	// under way; nil when none is.
+	recent map[uuid.UUID]struct{}
+}
+
+func newFlights() *flights { return &flights{m: make(map[uuid.UUID]*flight)} }
+
+func (fs *flights) len() int {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return len(fs.m)
+}
+
+// startable reports whether a delivery of m may start at now, and marks
+// it started if so: the relay still holds it, its lease was not lost, and
+// it does not lapse within margin.
+func (fs *flights) startable(id uuid.UUID, now time.Time, margin time.Duration) bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	f, ok := fs.m[id]
+	if !ok || f.lost || !now.Add(margin).Before(f.until) {
+		return false
+	}
+	f.started = true
+	return true
+}
+
+// renewable lists the messages whose leases the relay renews: every one
+// it holds but those whose lease was lost.
+func (fs *flights) renewable() []uuid.UUID {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	ids := make([]uuid.UUID, 0, len(fs.m))
+	for id, f := range fs.m {
+		if !f.lost {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// watch starts (on) or ends the watch a claim call keeps: the ids whose
+// flights end while it is under way are noted in recent, so that the
+// claim does not deliver again a message whose outcome was recorded after
+// the claim read it.
+func (fs *flights) watch(on bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if on {
+		fs.recent = make(map[uuid.UUID]struct{})
+	} else {
+		fs.recent = nil
+	}
+}

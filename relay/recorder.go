@@ -1,0 +1,146 @@
+package relay
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/backstophq/backstop/store"
+)
+
+// maxRecord is the most outcomes one recording call carries.
+const maxRecord = 1000
+
+// The recorder is the goroutine that records the workers' outcomes, in
+// store calls of its own that claim nothing, as fast as the store takes
+// them: the outcomes reported while one call is under way go in the next.
+// A call that fails is made again after a back-off. When the store is
+// reachable (an empty call succeeds) but a call fails, one of its outcomes
+// is one the store refuses: the recorder halves the call until it finds
+// it, records the rest, and drops that one with an ERROR record (its lease
+// lapses and the message is tried again), so that one poison outcome can
+// never wedge the relay.
+
+// runRecorder records outcomes until stop is closed, then returns the
+// outcomes it could not record to the relay's queue and closes done.
+func (r *Relay) runRecorder(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	ctx := context.Background()
+	wait := r.cfg.PollInterval
+	for {
+		outs := r.takeOutcomes(maxRecord)
+		if len(outs) == 0 {
+			select {
+			case <-r.recordCh:
+				continue
+			case <-stop:
+				return
+			}
+		}
+		left := r.record(ctx, outs)
+		if len(left) == 0 {
+			wait = r.cfg.PollInterval
+			continue
+		}
+		r.putBack(left)
+		t := r.clk.NewTimer(wait)
+		select {
+		case <-t.C():
+		case <-stop:
+			t.Stop()
+			return
+		}
+		wait = min(2*wait, r.cfg.MaxPollInterval)
+	}
+}
+
+// record records outs and returns those it could not record for now.
+func (r *Relay) record(ctx context.Context, outs []outcome) []outcome {
+	res, err := r.recordCall(ctx, outs)
+	if err == nil {
+		r.settle(outs, res)
+		return nil
+	}
+	if !r.storeReachable(ctx) {
+		return outs
+	}
+	if len(outs) == 1 {
+		r.unrecordable(outs[0], err)
+		return nil
+	}
+	half := len(outs) / 2
+	return append(r.record(ctx, outs[:half]), r.record(ctx, outs[half:])...)
+}
+
+// recordCall makes one store call recording outs.
+func (r *Relay) recordCall(ctx context.Context, outs []outcome) (*store.Result, error) {
+	b := &store.Batch{Instance: r.cfg.Instance}
+	for i := range outs {
+		outs[i].addTo(b)
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+	defer cancel()
+	res, err := r.store.ProcessBatch(ctx, b)
+	if err != nil {
+		r.stats.storeErrors.Add(1)
+		r.log.LogAttrs(ctx, slog.LevelDebug, "recording outcomes failed; will try again",
+			slog.Int("outcomes", len(outs)), slog.String("error", err.Error()))
+		return nil, err
+	}
+	r.stats.batches.Add(1)
+	return res, nil
+}
+
+// storeReachable makes an empty store call (a heart-beat) and reports
+// whether it succeeded.
+func (r *Relay) storeReachable(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+	defer cancel()
+	_, err := r.store.ProcessBatch(ctx, &store.Batch{Instance: r.cfg.Instance})
+	return err == nil
+}
+
+// unrecordable drops an outcome the store refuses while it takes others.
+func (r *Relay) unrecordable(o outcome, err error) {
+	r.stats.unrecorded.Add(1)
+	r.logAttempt(slog.LevelError, "the store refused to record an outcome; the message's lease will lapse and it will be tried again", &o,
+		slog.String("store_error", err.Error()))
+	r.endFlights([]outcome{o})
+}
+
+// settle accounts for outcomes the store has recorded and ends their
+// flights. A flight claimed again meanwhile gives back the lease that
+// claim took.
+func (r *Relay) settle(outs []outcome, res *store.Result) {
+	r.recorded(outs, res)
+	r.endFlights(outs)
+}
+
+// endFlights ends the flights of outs, whose outcomes are settled.
+func (r *Relay) endFlights(outs []outcome) {
+	var giveBack []outcome
+	r.fl.mu.Lock()
+	for i := range outs {
+		id := outs[i].m.ID
+		f, ok := r.fl.m[id]
+		if !ok {
+			continue
+		}
+		if f.reclaimed {
+			f.reclaimed = false
+			giveBack = append(giveBack, outcome{m: f.m, dest: f.dest, kind: released, cause: causeReclaimed})
+			continue
+		}
+		if f.probe && f.dest != nil {
+			f.dest.probeDone()
+		}
+		delete(r.fl.m, id)
+		if r.fl.recent != nil {
+			r.fl.recent[id] = struct{}{}
+		}
+	}
+	n := len(r.fl.m)
+	r.fl.mu.Unlock()
+	r.stats.inFlight.Store(int64(n))
+	r.report(giveBack...)
+	r.wake()
+}
