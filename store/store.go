@@ -167,6 +167,13 @@ type AuditFilter struct {
 	Limit int
 }
 
+// CleanAudit makes r's text storable anywhere (outbox.CleanText: valid
+// UTF-8, no NUL); notes are kept to 2000 characters.
+func CleanAudit(r *AuditRecord) {
+	r.Actor, r.Action, r.Target = outbox.CleanText(r.Actor, 200), outbox.CleanText(r.Action, 200), outbox.CleanText(r.Target, 500)
+	r.Filter, r.Notes = outbox.CleanText(r.Filter, 4000), outbox.CleanText(r.Notes, 2000)
+}
+
 // ErrLeased is returned when an action needs a message no relay holds.
 var ErrLeased = errors.New("store: message is leased by a relay")
 
