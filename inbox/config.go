@@ -1,0 +1,141 @@
+package inbox
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/backstophq/backstop/clock"
+	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/relay"
+)
+
+// Defaults applied by New to zero Config fields.
+const (
+	DefaultDedupWindow   = 7 * 24 * time.Hour
+	DefaultSweepInterval = time.Minute
+	DefaultSweepBatch    = 1000
+	// MaxNameLen is the longest inbox name, in bytes.
+	MaxNameLen = 100
+	// MaxIDLen is the longest source message id, in bytes.
+	MaxIDLen = 512
+)
+
+// DestinationPrefix starts the destination of every inbox's rows.
+const DestinationPrefix = "inbox:"
+
+// Destination returns the destination of the rows of the inbox named
+// name, such as "inbox:orders": the key of its policy in the store's
+// Config.Policies and of its breaker and metrics in the relay.
+func Destination(name string) string { return DestinationPrefix + name }
+
+// Config configures an Inbox. Every zero field means the default its
+// comment gives; New applies the defaults and then validates, returning an
+// error that names the first bad field.
+type Config struct {
+	// Name names the inbox: its rows' destination is Destination(Name).
+	// Required: 1 to MaxNameLen bytes of a-z, A-Z, 0-9, '.', '_' and '-'.
+	Name string
+
+	// Relay configures the relay that Run starts to run the handlers
+	// (workers, polling, leases, shutdown, logger, metrics, clock). Its
+	// Destinations must be empty and its UnknownDestination is ignored:
+	// the relay serves the inbox's destination only. A nil Classifier
+	// means errorhandling.NewErrorClassifier(UnknownIsTransient()): an
+	// error nobody classified is retried and charged to the message.
+	Relay relay.Config
+
+	// Handling says how handlers are called: their in-process retries,
+	// breaker, timeout and concurrency, with relay.Destination's defaults.
+	// Its Transport must be nil (the inbox's handlers are the transport).
+	Handling relay.Destination
+
+	// DedupWindow is how long a source message id is remembered after it
+	// was received: a redelivery within the window is dropped as a
+	// duplicate. It must be longer than the longest time the source may
+	// redeliver a message. Zero means DefaultDedupWindow (7 days).
+	DedupWindow time.Duration
+
+	// SweepInterval is how often Run deletes the records older than
+	// DedupWindow. Zero means DefaultSweepInterval (1 min); negative
+	// disables the sweep (call Sweep yourself).
+	SweepInterval time.Duration
+
+	// SweepBatch is the most records one delete statement removes; a
+	// sweep repeats it until fewer are left. Zero means
+	// DefaultSweepBatch (1000).
+	SweepBatch int
+
+	// Limits bound the messages Receive accepts; zero fields mean
+	// outbox's defaults (a payload of at most 1 MiB, 64 headers). A
+	// message over a limit is refused with ErrInvalid.
+	Limits outbox.Limits
+
+	// Metrics, when not nil, is where the inbox registers its counters
+	// (see metrics.go). Inboxes may share a registry: their series differ
+	// by the label inbox. The relay's own metrics go to Relay.Metrics.
+	Metrics prometheus.Registerer
+}
+
+// ErrInvalidConfig is matched by New's errors for a bad Config.
+var ErrInvalidConfig = errors.New("inbox: invalid config")
+
+func (c Config) withDefaults() Config {
+	if c.DedupWindow == 0 {
+		c.DedupWindow = DefaultDedupWindow
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = DefaultSweepInterval
+	}
+	if c.SweepBatch == 0 {
+		c.SweepBatch = DefaultSweepBatch
+	}
+	if c.Relay.Classifier == nil {
+		c.Relay.Classifier = errorhandling.NewErrorClassifier(errorhandling.UnknownIsTransient())
+	}
+	if c.Relay.Logger == nil {
+		c.Relay.Logger = slog.Default()
+	}
+	c.Relay.Clock = clock.OrReal(c.Relay.Clock)
+	c.Limits = c.Limits.WithDefaults()
+	return c
+}
+
+func (c Config) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	if err := checkName(c.Name); err != nil {
+		return bad("Name: %v", err)
+	}
+	switch {
+	case len(c.Relay.Destinations) != 0:
+		return bad("Relay.Destinations must be empty: the inbox sets its own")
+	case c.Handling.Transport != nil:
+		return bad("Handling.Transport must be nil: the inbox's handlers are the transport")
+	case c.DedupWindow < 0:
+		return bad("DedupWindow must not be negative, got %s", c.DedupWindow)
+	case c.SweepBatch < 0:
+		return bad("SweepBatch must not be negative, got %d", c.SweepBatch)
+	}
+	if err := c.Limits.Validate(); err != nil {
+		return bad("Limits: %v", err)
+	}
+	return nil
+}
+
+func checkName(name string) error {
+	if name == "" || len(name) > MaxNameLen {
+		return fmt.Errorf("must be 1 to %d bytes, got %d", MaxNameLen, len(name))
+	}
+	for _, r := range name {
+		if !(r == '.' || r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return fmt.Errorf("%q may hold only a-z, A-Z, 0-9, '.', '_' and '-'", name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,85 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
+)
+
+// deliver is the inbox's transport: it runs the handler of m's type.
+func (in *Inbox) deliver(ctx context.Context, m *outbox.Message) error {
+	h, ok := in.handler(m.Type)
+	if !ok {
+		err := fmt.Errorf("inbox %q: no handler for message type %q", in.name, m.Type)
+		return errorhandling.WithCode(errorhandling.WithReason(errorhandling.Permanent(err),
+			errorhandling.ReasonValidationFailure), "no_handler")
+	}
+	msg := messageOf(in.name, m)
+	if h.fn != nil {
+		return in.handlerError(h.fn(ctx, msg))
+	}
+	return in.deliverTx(ctx, h.tx, m, msg)
+}
+
+// deliverTx runs a transactional handler and commits its effects with the
+// message's completion.
+func (in *Inbox) deliverTx(ctx context.Context, h Handler, m *outbox.Message, msg *Message) error {
+	tx, err := in.inbox.BeginTx(ctx)
+	if err != nil {
+		return storeFault(fmt.Errorf("inbox %q: begin: %w", in.name, err))
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	if err := h(ctx, tx, msg); err != nil {
+		return in.handlerError(err)
+	}
+	if err := tx.Complete(ctx, m.ID, m.InstanceID); err != nil {
+		if errors.Is(err, store.ErrLeaseLost) {
+			// Another instance has the message now (or an operator
+			// dead-lettered it): nothing of this attempt is kept, and
+			// the relay's record of it is stale.
+			return errorhandling.WithCode(errorhandling.Permanent(err), "lease_lost")
+		}
+		return storeFault(fmt.Errorf("inbox %q: complete: %w", in.name, err))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		// Whether it committed is unknown: if it did, the next attempt
+		// finds the message completed and keeps nothing.
+		return storeFault(fmt.Errorf("inbox %q: commit: %w", in.name, err))
+	}
+	committed = true
+	if in.afterCommit != nil {
+		in.afterCommit(msg)
+	}
+	return nil
+}
+
+// handlerError marks a handler's error that the classifier knows nothing
+// about with reason HandlerException, so that the dead-letter queue says
+// whose fault it was.
+func (in *Inbox) handlerError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := errorhandling.ReasonOf(err); ok {
+		return err
+	}
+	if in.cfg.Relay.Classifier.Classify(err).Class != errorhandling.ClassUnknown {
+		return err
+	}
+	return errorhandling.WithReason(err, errorhandling.ReasonHandlerException)
+}
+
+// storeFault is a failure of the inbox's own database work: transient and
+// charged to the destination, so the message keeps its attempts.
+func storeFault(err error) error {
+	return errorhandling.WithBlame(errorhandling.Transient(err), errorhandling.BlameDestination)
+}

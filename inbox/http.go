@@ -1,0 +1,171 @@
+package inbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/backstophq/backstop/clock"
+	"github.com/backstophq/backstop/transport/webhook"
+)
+
+// HTTPConfig configures the HTTP receiver (HTTPHandler).
+type HTTPConfig struct {
+	// Secrets are the keys a request's Standard Webhooks signature is
+	// checked against, as the sender's webhook transport holds them
+	// ("whsec_<base64>" or raw bytes, see webhook.DecodeSecret). A
+	// request passes when it verifies with any of them, so a receiver
+	// rotating keys lists the old and the new. At least one is required.
+	Secrets [][]byte
+	// Tolerance is how far a request's webhook-timestamp may be from now.
+	// Zero means webhook.DefaultTolerance (5 min).
+	Tolerance time.Duration
+	// MaxBody is the largest body accepted, in bytes. Zero means the
+	// inbox's Limits.MaxPayloadBytes.
+	MaxBody int
+	// Headers names the request headers kept with the message (in any
+	// case). Nil means Content-Type only.
+	Headers []string
+	// Clock is the time the timestamps are checked against. Nil means the
+	// inbox's clock.
+	Clock clock.Clock
+}
+
+// The answers of the HTTP receiver.
+const (
+	// StatusStored answers a message stored for its handler.
+	StatusStored = http.StatusAccepted
+	// StatusDuplicate answers a message received before.
+	StatusDuplicate = http.StatusOK
+)
+
+// HTTPHandler returns an http.Handler that receives messages sent by
+// Backstop's webhook transport, or by any Standard Webhooks sender, into
+// the inbox. Each POST must carry a valid signature (webhook-id,
+// webhook-timestamp, webhook-signature): webhook-id is the message id
+// (de-duplication key), the Backstop-Type header the type (else the
+// "type" field of a JSON body, as Standard Webhooks payloads carry it),
+// and Backstop-Stream the ordering key.
+//
+// It answers 202 Accepted once the message is stored, 200 OK for a
+// duplicate, and writes nothing otherwise: 401 for a missing, bad or stale
+// signature; 400 for a message without a type or that cannot be stored
+// (ErrInvalid); 413 for a body over MaxBody; 405 for a method other than
+// POST; 503 when the store fails (the sender tries again later). The
+// webhook transport treats 2xx as delivered, 401 and 503 as faults of the
+// destination (its messages wait), and 400 and 413 as faults of the
+// message (dead-lettered on the sender's side).
+func (in *Inbox) HTTPHandler(cfg HTTPConfig) (http.Handler, error) {
+	if len(cfg.Secrets) == 0 {
+		return nil, fmt.Errorf("%w: HTTPConfig.Secrets: at least one is required", ErrInvalidConfig)
+	}
+	for i, s := range cfg.Secrets {
+		if _, err := webhook.DecodeSecret(s); err != nil {
+			return nil, fmt.Errorf("%w: HTTPConfig.Secrets[%d]: %v", ErrInvalidConfig, i, err)
+		}
+	}
+	if cfg.Tolerance < 0 {
+		return nil, fmt.Errorf("%w: HTTPConfig.Tolerance must not be negative, got %s", ErrInvalidConfig, cfg.Tolerance)
+	}
+	if cfg.MaxBody == 0 {
+		cfg.MaxBody = in.cfg.Limits.MaxPayloadBytes
+	}
+	if cfg.Headers == nil {
+		cfg.Headers = []string{"Content-Type"}
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = in.clk
+	}
+	return &httpReceiver{in: in, cfg: cfg}, nil
+}
+
+type httpReceiver struct {
+	in  *Inbox
+	cfg HTTPConfig
+}
+
+func (h *httpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "inbox: only POST", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(h.cfg.MaxBody)+1))
+	if err != nil {
+		http.Error(w, "inbox: cannot read body", http.StatusBadRequest)
+		return
+	}
+	if len(body) > h.cfg.MaxBody {
+		http.Error(w, fmt.Sprintf("inbox: body over %d bytes", h.cfg.MaxBody), http.StatusRequestEntityTooLarge)
+		return
+	}
+	if err := h.verify(r.Header, body); err != nil {
+		h.in.metrics.rejected("http")
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	}
+	msg := Received{
+		ID: r.Header.Get(webhook.HeaderMessageID), Type: r.Header.Get(webhook.HeaderType),
+		Stream: r.Header.Get(webhook.HeaderStream), Payload: body, Source: "http",
+	}
+	if msg.Type == "" {
+		msg.Type = jsonType(body)
+	}
+	if msg.Type == "" {
+		h.in.metrics.rejected("http")
+		http.Error(w, "inbox: no message type (Backstop-Type header or a JSON body's \"type\")", http.StatusBadRequest)
+		return
+	}
+	for _, name := range h.cfg.Headers {
+		if v := r.Header.Get(name); v != "" {
+			if msg.Headers == nil {
+				msg.Headers = map[string]string{}
+			}
+			msg.Headers[http.CanonicalHeaderKey(name)] = v
+		}
+	}
+	dup, err := h.in.Receive(r.Context(), msg)
+	switch {
+	case errors.Is(err, ErrInvalid):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	case err != nil:
+		h.in.log.LogAttrs(r.Context(), slog.LevelWarn, "cannot store a received message",
+			slog.String("source", "http"), slog.String("error", err.Error()))
+		http.Error(w, "inbox: cannot store the message now", http.StatusServiceUnavailable)
+	case dup:
+		w.WriteHeader(StatusDuplicate)
+	default:
+		w.WriteHeader(StatusStored)
+	}
+}
+
+// verify checks the signature against each secret in turn.
+func (h *httpReceiver) verify(hdr http.Header, body []byte) error {
+	now := h.cfg.Clock.Now()
+	var err error
+	for _, s := range h.cfg.Secrets {
+		if err = webhook.Verify(s, hdr, body, now, h.cfg.Tolerance); err == nil {
+			return nil
+		}
+		if !errors.Is(err, webhook.ErrSignatureMismatch) {
+			return err // the same for every key
+		}
+	}
+	return err
+}
+
+// jsonType returns the top-level "type" string of a JSON object body, or
+// "".
+func jsonType(body []byte) string {
+	var v struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return ""
+	}
+	return v.Type
+}

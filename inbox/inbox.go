@@ -1,0 +1,201 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/backstophq/backstop/clock"
+	"github.com/backstophq/backstop/relay"
+	"github.com/backstophq/backstop/store"
+	"github.com/backstophq/backstop/transport"
+)
+
+// Handler handles a message inside a transaction on the store's database.
+// What it writes with tx (and the outbox messages it enqueues with
+// tx.Enqueue) is committed together with the message's completion, or not
+// at all: the handler must not commit or roll back tx itself. An error
+// rolls tx back and is classified as a failed attempt.
+type Handler func(ctx context.Context, tx store.Tx, msg *Message) error
+
+// Func handles a message without a transaction, for effects outside the
+// store's database. It is called at least once per message: again after a
+// crash between its return and the relay recording the completion.
+type Func func(ctx context.Context, msg *Message) error
+
+// ErrAlreadyRun is returned by Run when the Inbox has run before.
+var ErrAlreadyRun = errors.New("inbox: Run called more than once")
+
+// Inbox stores received messages once and runs their handlers. Create it
+// with New, register handlers with Handle and HandleFunc, feed it with
+// receivers (Receive, HTTPHandler, the natsinbox and rabbitinbox
+// packages) and start it with Run. Its methods are safe for concurrent
+// use.
+type Inbox struct {
+	cfg     Config
+	name    string
+	dest    string
+	store   store.Store
+	inbox   store.Inbox
+	relay   *relay.Relay
+	clk     clock.Clock
+	log     *slog.Logger
+	metrics *metrics
+	started atomic.Bool
+
+	mu       sync.RWMutex
+	handlers map[string]handler
+
+	// afterCommit, when set (tests), runs after a transactional handler's
+	// commit and before the relay hears of it.
+	afterCommit func(msg *Message)
+}
+
+// handler is one registered handler: tx or fn is set.
+type handler struct {
+	tx Handler
+	fn Func
+}
+
+// New returns the inbox cfg.Name on s, which must implement store.Inbox
+// (store/sqlite and store/postgres do, from the migrations that create the
+// de-duplication table). cfg has its defaults applied and is validated;
+// the error names the first bad field. The relay that Run starts is made
+// here, and the metrics registered when cfg.Metrics is set.
+func New(s store.Store, cfg Config) (*Inbox, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: store is nil", ErrInvalidConfig)
+	}
+	si, ok := s.(store.Inbox)
+	if !ok {
+		return nil, fmt.Errorf("%w: store %T does not implement store.Inbox", ErrInvalidConfig, s)
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	in := &Inbox{
+		cfg: cfg, name: cfg.Name, dest: Destination(cfg.Name), store: s, inbox: si,
+		clk: cfg.Relay.Clock, log: cfg.Relay.Logger.With(slog.String("inbox", cfg.Name)),
+		handlers: map[string]handler{},
+	}
+	rc := cfg.Relay
+	rc.Destinations = map[string]relay.Destination{in.dest: in.Destination()}
+	rc.UnknownDestination = relay.IgnoreUnknown
+	r, err := relay.New(s, rc)
+	if err != nil {
+		return nil, fmt.Errorf("inbox %q: %w", cfg.Name, err)
+	}
+	in.relay = r
+	if in.metrics, err = newMetrics(cfg.Metrics, cfg.Name); err != nil {
+		return nil, fmt.Errorf("inbox %q: metrics: %w", cfg.Name, err)
+	}
+	return in, nil
+}
+
+// Name returns the inbox's name.
+func (in *Inbox) Name() string { return in.name }
+
+// DestinationName returns the destination of the inbox's rows,
+// Destination(Name()).
+func (in *Inbox) DestinationName() string { return in.dest }
+
+// Destination returns the relay destination that runs the inbox's
+// handlers, with Config.Handling's settings: add it under
+// DestinationName() to a relay of your own instead of calling Run.
+func (in *Inbox) Destination() relay.Destination {
+	d := in.cfg.Handling
+	d.Transport = transport.Func(in.deliver)
+	return d
+}
+
+// Relay returns the relay Run starts (for Stats and Breaker).
+func (in *Inbox) Relay() *relay.Relay { return in.relay }
+
+// Handle registers a transactional handler for messages of type typ. It
+// panics when typ is empty or already has a handler, or h is nil, as
+// http.ServeMux does: a registration mistake is a bug.
+func (in *Inbox) Handle(typ string, h Handler) {
+	if h == nil {
+		panic("inbox: nil handler for " + typ)
+	}
+	in.register(typ, handler{tx: h})
+}
+
+// HandleFunc registers a handler without a transaction for messages of
+// type typ. It panics like Handle.
+func (in *Inbox) HandleFunc(typ string, f Func) {
+	if f == nil {
+		panic("inbox: nil handler for " + typ)
+	}
+	in.register(typ, handler{fn: f})
+}
+
+func (in *Inbox) register(typ string, h handler) {
+	if typ == "" {
+		panic("inbox: empty message type")
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if _, dup := in.handlers[typ]; dup {
+		panic(fmt.Sprintf("inbox %q: type %q already has a handler", in.name, typ))
+	}
+	in.handlers[typ] = h
+}
+
+func (in *Inbox) handler(typ string) (handler, bool) {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	h, ok := in.handlers[typ]
+	return h, ok
+}
+
+// Receive stores r once: it writes r's row and its de-duplication record
+// in one transaction and returns false, or, when r.ID was received within
+// the DedupWindow, writes nothing and returns true. A receiver
+// acknowledges the source when Receive returns no error, duplicate or
+// not. An error matching ErrInvalid means r can never be stored; any other
+// error is the store's, and the source should deliver r again later.
+func (in *Inbox) Receive(ctx context.Context, r Received) (duplicate bool, err error) {
+	source := r.source()
+	m, err := r.row(in.name, in.cfg.Limits)
+	if err != nil {
+		in.metrics.rejected(source)
+		return false, err
+	}
+	dup, err := in.inbox.Receive(ctx, in.name, r.ID, m)
+	if err != nil {
+		return false, fmt.Errorf("inbox %q: receive %q: %w", in.name, r.ID, err)
+	}
+	if dup {
+		in.metrics.duplicate(source)
+		in.log.LogAttrs(ctx, slog.LevelDebug, "duplicate dropped",
+			slog.String("source", source), slog.String("source_id", r.ID))
+		return true, nil
+	}
+	in.metrics.received(source)
+	return false, nil
+}
+
+// Run runs the inbox's handlers until ctx is done: the relay over the
+// inbox's destination and, unless Config.SweepInterval is negative, the
+// sweep of expired de-duplication records. It returns the relay's Run
+// error (nil after a graceful stop). An Inbox runs once.
+func (in *Inbox) Run(ctx context.Context) error {
+	if !in.started.CompareAndSwap(false, true) {
+		return ErrAlreadyRun
+	}
+	sweepCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		in.sweepLoop(sweepCtx)
+	}()
+	err := in.relay.Run(ctx)
+	stop()
+	<-done
+	return err
+}
