@@ -43,15 +43,40 @@ func (s *Store) quarantineRow(ctx context.Context, tx *sql.Tx, instance string, 
 	raw := b.raw
 	reason := errorhandling.ReasonSerializationError
 	errText := outbox.TruncateError(fmt.Sprintf("undecodable outbox row (seq %s): %s", lenientText(raw[0]), b.err))
-	if _, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET dead_lettered_at = ?, instance_id = NULL,
-		lease_expiry = NULL, failure_reason = ?, error = ? WHERE seq = ?`),
-		now.UnixMilli(), int(reason), errText, raw[0]); err != nil {
+	if _, err := tx.ExecContext(ctx, s.sql(mendSQL), sql.Named("now", now.UnixMilli()), sql.Named("reason", int(reason)),
+		sql.Named("err", errText), sql.Named("seq", raw[0])); err != nil {
 		return err
 	}
 	e := quarantineEntry(raw, b.err, instance)
 	e.Reason, e.ErrorMessage, e.FailureTime, e.LastAttemptTime = reason, errText, now, now
 	return s.insertEntry(ctx, tx, e, now)
 }
+
+// mendSQL dead-letters an undecodable row and mends the values the store
+// (and the checks of migration 0003) cannot read, so that no query trips
+// over them again: its lease and due time are cleared, times that are not
+// unix milliseconds cleared (now for created_at), a status or attempts
+// that is not an integer in range reset, headers that are not an object
+// emptied, a destination or type that is not non-empty text named
+// "(empty)" or spelled as text. The dead-letter entry's error and metadata
+// keep the bad value.
+const mendSQL = `UPDATE {{prefix}}outbox SET dead_lettered_at = :now, instance_id = NULL, lease_expiry = NULL,
+	scheduled_for = NULL, failure_reason = :reason, error = :err,
+	destination = CASE WHEN typeof(destination) <> 'text' OR destination = '' THEN coalesce(nullif(CAST(destination AS TEXT), ''), '(empty)') ELSE destination END,
+	type = CASE WHEN typeof(type) <> 'text' OR type = '' THEN coalesce(nullif(CAST(type AS TEXT), ''), '(empty)') ELSE type END,
+	stream = CASE WHEN typeof(stream) <> 'text' THEN coalesce(CAST(stream AS TEXT), '') ELSE stream END,
+	headers = CASE WHEN typeof(headers) <> 'text' OR CASE WHEN json_valid(headers) THEN json_type(headers) END IS NOT 'object' THEN '{}' ELSE headers END,
+	status = CASE WHEN typeof(status) <> 'integer' OR status < 0 OR status > 65535 THEN 1 ELSE status END,
+	attempts = CASE WHEN typeof(attempts) <> 'integer' OR attempts < 0 THEN 0 ELSE attempts END,
+	created_at = CASE WHEN typeof(created_at) <> 'integer' OR created_at NOT BETWEEN ` + millisRange + ` THEN :now ELSE created_at END,
+	first_failed_at = CASE WHEN typeof(first_failed_at) = 'integer' AND first_failed_at BETWEEN ` + millisRange + ` THEN first_failed_at END,
+	last_failed_at = CASE WHEN typeof(last_failed_at) = 'integer' AND last_failed_at BETWEEN ` + millisRange + ` THEN last_failed_at END,
+	stream_released_at = CASE WHEN typeof(stream_released_at) = 'integer' AND stream_released_at BETWEEN ` + millisRange + ` THEN stream_released_at END,
+	published_at = CASE WHEN typeof(published_at) = 'integer' AND published_at BETWEEN ` + millisRange + ` THEN published_at END
+WHERE seq = :seq`
+
+// millisRange is the range of stored times, as BETWEEN's operands.
+const millisRange = `-62135596800000 AND 253402300799999`
 
 // quarantineEntry is the dead-letter entry of an undecodable row: what can
 // be read of it, and the column, the value and the raw headers in its

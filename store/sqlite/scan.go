@@ -77,9 +77,9 @@ func (r *rawRow) decode() (*outbox.Message, error) {
 		err error
 	)
 	m.Seq = d.integer(r, 0, true, math.MinInt64, math.MaxInt64)
-	m.Destination = d.text(r, 2, true)
-	m.Stream = d.text(r, 3, false)
-	m.Type = d.text(r, 4, true)
+	m.Destination = d.strictText(r, 2, true)
+	m.Stream = d.strictText(r, 3, false)
+	m.Type = d.strictText(r, 4, true)
 	m.Payload = d.bytes(r, 5)
 	m.Headers = d.headers(r, 6)
 	m.Ordering = outbox.Ordering(d.text(r, 7, false))
@@ -138,6 +138,35 @@ func (d *decoder) text(r *rawRow, i int, required bool) string {
 		d.fail(r, i, "is empty")
 	}
 	return s
+}
+
+// strictText reads a column that must hold text (the triggers of
+// migration 0003 and its outbox_undecodable index say the same).
+func (d *decoder) strictText(r *rawRow, i int, required bool) string {
+	switch r[i].(type) {
+	case string:
+		return d.text(r, i, required)
+	case nil:
+		d.fail(r, i, "is NULL")
+	default:
+		d.fail(r, i, fmt.Sprintf("is a %s, not text", storageClass(r[i])))
+	}
+	return ""
+}
+
+// storageClass names the SQLite storage class of a value read back.
+func storageClass(v any) string {
+	switch v.(type) {
+	case int64:
+		return "INTEGER"
+	case float64:
+		return "REAL"
+	case []byte:
+		return "BLOB"
+	case nil:
+		return "NULL"
+	}
+	return "TEXT"
 }
 
 // integer reads an INTEGER column within [lo, hi]; NULL is 0 unless

@@ -98,6 +98,9 @@ type Harness struct {
 	//
 	// nil skips the test.
 	InsertSQL func(t *testing.T, s store.Store, destination, typ string, payload []byte)
+	// Poison writes rows the store cannot decode, as another language's
+	// bug could, for the quarantine tests (see Poison). nil skips them.
+	Poison *Poison
 }
 
 type testCase struct {
@@ -126,6 +129,7 @@ func Run(t *testing.T, h Harness) {
 		{"Retention", retentionCases},
 		{"DLQ", dlqCases},
 		{"DLQLifecycle", dlqLifeCases},
+		{"Poison", poisonCases},
 		{"Monitoring", monitoringCases},
 		{"Operations", operationsCases},
 		{"Validate", validateCases},

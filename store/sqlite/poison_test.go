@@ -1,0 +1,85 @@
+package sqlite_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/backstophq/backstop/store"
+	"github.com/backstophq/backstop/store/sqlite"
+	"github.com/backstophq/backstop/store/storetest"
+)
+
+func init() { harness.Poison = poison }
+
+// exec runs q on the store's database with {prefix} filled in.
+func exec(t *testing.T, st store.Store, q string) error {
+	s := st.(*sqlite.Store)
+	_, err := s.DB().ExecContext(context.Background(), strings.ReplaceAll(q, "{prefix}", s.Config().TablePrefix))
+	return err
+}
+
+// poison writes the rows a bug in another language could leave in a
+// SQLite outbox: SQLite stores any value in any column.
+var poison = &storetest.Poison{
+	Exec: exec,
+	DropChecks: func(t *testing.T, st store.Store) {
+		s := st.(*sqlite.Store)
+		ctx := context.Background()
+		rows, err := s.DB().QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE ?`,
+			s.Config().TablePrefix+"outbox_check_%")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, n)
+		}
+		rows.Close()
+		if len(names) == 0 {
+			t.Fatal("no check triggers to drop")
+		}
+		for _, n := range names {
+			if _, err := s.DB().ExecContext(ctx, `DROP TRIGGER `+n); err != nil {
+				t.Fatal(err)
+			}
+		}
+	},
+	RefuseError: func(t *testing.T, st store.Store, text string) {
+		if err := exec(t, st, `CREATE TRIGGER {prefix}test_refuse BEFORE UPDATE OF error ON {prefix}outbox
+			WHEN NEW.error = '`+strings.ReplaceAll(text, "'", "''")+`'
+			BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`); err != nil {
+			t.Fatal(err)
+		}
+	},
+	BadRows: []storetest.BadRow{
+		{Name: "status abc", Column: "status", Value: `"abc"`, Refused: "outbox.status",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, status) VALUES ('{dest}', '{stream}', 't', 'abc')`},
+		{Name: "status out of range", Column: "status", Value: `70000`, Refused: "outbox.status",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, status) VALUES ('{dest}', '{stream}', 't', 70000)`},
+		{Name: "attempts x", Column: "attempts", Value: `"x"`, Refused: "outbox.attempts",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, attempts) VALUES ('{dest}', '{stream}', 't', 'x')`},
+		{Name: "negative attempts", Column: "attempts", Value: `-1`, Refused: "outbox.attempts",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, attempts) VALUES ('{dest}', '{stream}', 't', -1)`},
+		{Name: "created_at yesterday", Column: "created_at", Value: `"yesterday"`, Refused: "outbox.created_at",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, created_at) VALUES ('{dest}', '{stream}', 't', 'yesterday')`},
+		{Name: "text scheduled_for", Column: "scheduled_for", Value: `"2025-01-01 00:00:00"`, Refused: "outbox.scheduled_for",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, scheduled_for) VALUES ('{dest}', '{stream}', 't', '2025-01-01 00:00:00')`},
+		{Name: "text lease_expiry", Column: "lease_expiry", Value: `"soon"`, Refused: "outbox.lease_expiry",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, instance_id, lease_expiry) VALUES ('{dest}', '{stream}', 't', 'ghost', 'soon')`},
+		{Name: "real created_at", Column: "created_at", Value: `1.5`, Refused: "outbox.created_at",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, created_at) VALUES ('{dest}', '{stream}', 't', 1.5)`},
+		{Name: "headers an array", Column: "headers", Value: `"[1,2]"`, Refused: "outbox.headers",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, headers) VALUES ('{dest}', '{stream}', 't', '[1,2]')`},
+		{Name: "empty type", Column: "type", Value: `""`, Refused: "outbox.type",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type) VALUES ('{dest}', '{stream}', '')`},
+		{Name: "blob type", Column: "type", Value: `x'0102'`, Refused: "outbox.type",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type) VALUES ('{dest}', '{stream}', x'0102')`},
+		{Name: "failure_reason text", Column: "failure_reason", Value: `"bad"`, Refused: "outbox.failure_reason",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, failure_reason) VALUES ('{dest}', '{stream}', 't', 'bad')`},
+	},
+}
