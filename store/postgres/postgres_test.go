@@ -95,6 +95,7 @@ func TestConformance(t *testing.T) {
 				t.Fatalf("plain insert: %v", err)
 			}
 		},
+		Poison: poison,
 	})
 }
 

@@ -133,6 +133,7 @@ func testQuarantineEach(t *testing.T, h Harness) {
 	p := needPoison(t, h)
 	for i, r := range p.BadRows {
 		t.Run(r.Name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, h)
 			p.DropChecks(t, e.s)
 			before := e.enqueue(msg("d", "s"))

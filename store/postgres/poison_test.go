@@ -1,0 +1,102 @@
+package postgres
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/backstophq/backstop/store"
+	"github.com/backstophq/backstop/store/storetest"
+)
+
+// execPoison runs q with {prefix} standing for the store's qualified
+// table prefix.
+func execPoison(t *testing.T, st store.Store, q string) error {
+	s := st.(*Store)
+	_, err := s.Pool().Exec(context.Background(), strings.ReplaceAll(q, "{prefix}", s.n.qual))
+	return err
+}
+
+// checkConstraints are the outbox's CHECK constraints of migration 0002.
+var checkConstraints = []string{"outbox_destination_not_empty", "outbox_type_not_empty", "outbox_status_range",
+	"outbox_attempts_not_negative", "outbox_headers_object", "outbox_times_finite"}
+
+// poison writes the rows a bug in another language could leave in a
+// PostgreSQL outbox: the column types hold, but infinite times, empty
+// names, out-of-range numbers and headers that are not an object do not
+// decode.
+var poison = &storetest.Poison{
+	Exec: execPoison,
+	DropChecks: func(t *testing.T, st store.Store) {
+		s := st.(*Store)
+		for _, c := range checkConstraints {
+			if err := execPoison(t, st, `ALTER TABLE {prefix}outbox DROP CONSTRAINT `+s.n.prefix+c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	},
+	RefuseError: func(t *testing.T, st store.Store, text string) {
+		lit := "'" + strings.ReplaceAll(text, "'", "''") + "'"
+		if err := execPoison(t, st, `CREATE FUNCTION {prefix}test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN
+				IF NEW.error = `+lit+` THEN RAISE EXCEPTION 'refused by the test'; END IF;
+				RETURN NEW;
+			END $$`); err != nil {
+			t.Fatal(err)
+		}
+		if err := execPoison(t, st, `CREATE TRIGGER test_refuse BEFORE UPDATE ON {prefix}outbox
+			FOR EACH ROW EXECUTE FUNCTION {prefix}test_refuse()`); err != nil {
+			t.Fatal(err)
+		}
+	},
+	BadRows: []storetest.BadRow{
+		{Name: "scheduled_for -infinity", Column: "scheduled_for", Value: `"-infinity"`, Refused: "outbox_times_finite",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, scheduled_for) VALUES ('{dest}', '{stream}', 't', '-infinity')`},
+		{Name: "created_at infinity", Column: "created_at", Value: `"infinity"`, Refused: "outbox_times_finite",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, created_at) VALUES ('{dest}', '{stream}', 't', 'infinity')`},
+		{Name: "lease_expiry infinity", Column: "lease_expiry", Value: `"infinity"`, Refused: "outbox_times_finite",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, instance_id, lease_expiry) VALUES ('{dest}', '{stream}', 't', 'ghost', 'infinity')`},
+		{Name: "headers an array", Column: "headers", Value: `"[1, 2]"`, Refused: "outbox_headers_object",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, headers) VALUES ('{dest}', '{stream}', 't', '[1,2]')`},
+		{Name: "headers a string", Column: "headers", Value: `"\"text\""`, Refused: "outbox_headers_object",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, headers) VALUES ('{dest}', '{stream}', 't', '"text"')`},
+		{Name: "negative attempts", Column: "attempts", Value: `-1`, Refused: "outbox_attempts_not_negative",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, attempts) VALUES ('{dest}', '{stream}', 't', -1)`},
+		{Name: "status out of range", Column: "status", Value: `70000`, Refused: "outbox_status_range",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, status) VALUES ('{dest}', '{stream}', 't', 70000)`},
+		{Name: "negative status", Column: "status", Value: `-5`, Refused: "outbox_status_range",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, status) VALUES ('{dest}', '{stream}', 't', -5)`},
+		{Name: "empty type", Column: "type", Value: `""`, Refused: "outbox_type_not_empty",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type) VALUES ('{dest}', '{stream}', '')`},
+	},
+}
+
+// TestSweepUsesTheInvalidIndex: the sweep for undecodable rows, which runs
+// with every claim, reads the partial index outbox_invalid_idx, so that
+// it costs nothing while every row is valid, whatever the backlog.
+func TestSweepUsesTheInvalidIndex(t *testing.T) {
+	s, err := openTest(t, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	backlog{Pending: 5000}.load(t, s)
+	ctx := context.Background()
+	rows, err := s.pool.Query(ctx, "EXPLAIN "+s.life.sweep, nil, "i", sweepLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan strings.Builder
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan.WriteString(line + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan.String(), s.n.prefix+"outbox_invalid_idx") || strings.Contains(plan.String(), "Seq Scan") {
+		t.Fatalf("the sweep does not read outbox_invalid_idx:\n%s", plan.String())
+	}
+}
