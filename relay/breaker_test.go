@@ -34,7 +34,9 @@ func TestDestinationOutageOpensBreakerAndChargesNoAttempts(t *testing.T) {
 	}}
 	cfg := e.config(map[string]Destination{"down": {
 		Transport: rec.transport(),
-		Breaker:   &circuitbreaker.Config{MaxFailures: 3, Timeout: time.Minute},
+		Breaker:   &circuitbreaker.Config{MaxFailures: 3},
+		// Probes back off up to a minute, to see the doubling.
+		MaxProbeInterval: time.Minute,
 	}})
 	cfg.Workers, cfg.BatchSize = 1, 10
 	rn := e.start(cfg)
@@ -50,7 +52,7 @@ func TestDestinationOutageOpensBreakerAndChargesNoAttempts(t *testing.T) {
 		t.Fatalf("stats = %+v", s)
 	}
 	// While it stays open, a single probe claim goes through after 1 s,
-	// then after 2 s, 4 s, ... up to the breaker's Timeout (1 min); each
+	// then after 2 s, 4 s, ... up to MaxProbeInterval (1 min); each
 	// probe fails and re-opens the circuit, and nothing else is claimed.
 	claimed := s.Claimed
 	calls := int64(3)

@@ -15,19 +15,21 @@ import (
 // gate decides when to try the destination again. While the circuit is
 // open the claimer does not claim for the destination; the gate lets one
 // probe claim through (of at most HalfOpenMaxRequests messages) after
-// DefaultFirstProbe, then after twice as long each time a probe fails, up
-// to the breaker's Timeout. So a destination that comes back after a short
-// outage is found within seconds, and one that stays down for hours sees
-// one probe per Timeout. When HalfOpenMaxRequests probes have succeeded
+// Destination.FirstProbe (1 s), then after twice as long each time a
+// probe fails, up to Destination.MaxProbeInterval (5 s). So delivery
+// resumes within MaxProbeInterval of the destination coming back, however
+// long it was down, at the cost of one probe message per interval. When HalfOpenMaxRequests probes have succeeded
 // the circuit closes (the breaker is Reset) and claiming resumes.
 //
 // A Retry-After hint on a fault blamed on the destination (a 429 or 503
 // with the header) pauses the whole destination until then: nothing is
 // claimed for it meanwhile, and DestinationStats.PausedUntil shows it.
 
-// DefaultFirstProbe is how long after a destination's circuit opens the
-// first probe is sent.
-const DefaultFirstProbe = time.Second
+// Defaults of Destination.FirstProbe and MaxProbeInterval.
+const (
+	DefaultFirstProbe       = time.Second
+	DefaultMaxProbeInterval = 5 * time.Second
+)
 
 // breakerNeverHalfOpens is the Timeout given to each destination's
 // circuitbreaker: the gate, not the breaker's own timer, decides when to
@@ -55,7 +57,7 @@ func (d *destination) trip(now time.Time) bool {
 		return false
 	}
 	g.open = true
-	g.backoff = min(d.firstProbe, d.openFor)
+	g.backoff = d.firstProbe
 	g.nextProbe = now.Add(g.backoff)
 	g.successes = 0
 	return true
@@ -111,7 +113,7 @@ func (r *Relay) probeResult(d *destination, now time.Time, ok bool) {
 	}
 	if !ok {
 		g.successes = 0
-		g.backoff = min(2*g.backoff, d.openFor)
+		g.backoff = min(2*g.backoff, d.maxProbe)
 		g.nextProbe = now.Add(g.backoff)
 		g.mu.Unlock()
 		d.stats.trips.Add(1)

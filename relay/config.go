@@ -155,9 +155,15 @@ type Destination struct {
 
 	// FirstProbe is how long after the destination's circuit opens the
 	// relay sends the first probe; each probe that fails doubles the wait
-	// before the next, up to Breaker.Timeout. Zero means
+	// before the next, up to MaxProbeInterval. Zero means
 	// DefaultFirstProbe (1 s).
 	FirstProbe time.Duration
+
+	// MaxProbeInterval caps the wait between probes of a destination that
+	// stays down, and so bounds how long after it comes back delivery
+	// resumes. The relay, not the breaker's Timeout, decides when to
+	// probe. Zero means DefaultMaxProbeInterval (5 s).
+	MaxProbeInterval time.Duration
 
 	// Concurrency is the most deliveries to this destination in progress
 	// at once. Zero means Workers.
@@ -292,6 +298,9 @@ func (d Destination) withDefaults(name string, c *Config) Destination {
 	}
 	if d.FirstProbe == 0 {
 		d.FirstProbe = DefaultFirstProbe
+	}
+	if d.MaxProbeInterval == 0 {
+		d.MaxProbeInterval = max(DefaultMaxProbeInterval, d.FirstProbe)
 	}
 	if d.Concurrency == 0 {
 		d.Concurrency = c.Workers

@@ -106,6 +106,7 @@ type destination struct {
 	m           destMetrics
 
 	firstProbe time.Duration
+	maxProbe   time.Duration
 	gate       gate
 
 	running int // tasks in progress; guarded by the scheduler's mutex
@@ -171,6 +172,7 @@ func (r *Relay) newDestination(name string, cfg Destination) *destination {
 		halfOpenMax: cfg.Breaker.HalfOpenMaxRequests,
 		openFor:     cfg.Breaker.Timeout,
 		firstProbe:  cfg.FirstProbe,
+		maxProbe:    cfg.MaxProbeInterval,
 		timeout:     cfg.Timeout,
 		concurrency: cfg.Concurrency,
 		m:           r.metrics.forDestination(name),

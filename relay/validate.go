@@ -58,6 +58,8 @@ func (d Destination) validate(field string) error {
 		return fmt.Errorf("relay: %s.Timeout must not be negative, got %s", field, d.Timeout)
 	case d.FirstProbe < 0:
 		return fmt.Errorf("relay: %s.FirstProbe must not be negative, got %s", field, d.FirstProbe)
+	case d.MaxProbeInterval < d.FirstProbe:
+		return fmt.Errorf("relay: %s.MaxProbeInterval must not be less than FirstProbe (%s), got %s", field, d.FirstProbe, d.MaxProbeInterval)
 	case d.Concurrency < 0:
 		return fmt.Errorf("relay: %s.Concurrency must not be negative, got %d", field, d.Concurrency)
 	}

@@ -38,8 +38,8 @@ func (m outageMode) errorText() string {
 // TestLongOutage: the webhook is down for an hour of fake time while 40
 // messages in 8 strictly ordered streams wait. The breaker opens after 3
 // failures; from then on the webhook sees nothing but probes, 1 s after
-// the opening, then 2 s, 4 s, ... apart up to the breaker's Timeout (five
-// minutes); no message is charged an attempt or dead-lettered. When the
+// the opening, then 2 s, 4 s, ... apart up to MaxProbeInterval (five
+// minutes here); no message is charged an attempt or dead-lettered. When the
 // webhook recovers, the next probe closes the breaker and every message
 // is delivered exactly once, in stream order, within 5 s.
 func TestLongOutage(t *testing.T) {
@@ -88,6 +88,9 @@ func longOutage(t *testing.T, b backend, mode outageMode) {
 			Transport: h.transport("relay-1", true),
 			InProcess: retry.NewConfig(1, nil), // one request per attempt, to count probes exactly
 			Breaker:   &circuitbreaker.Config{MaxFailures: maxFailures, Timeout: openFor},
+			// Probes back off to one per five minutes, to keep an hour
+			// short to walk through.
+			MaxProbeInterval: openFor,
 		}},
 		Workers: workers,
 	})

@@ -1,0 +1,89 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/backstophq/backstop/circuitbreaker"
+	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/outbox"
+)
+
+// TestRecoveryWithinSecondsOfTheDestination: a destination goes down long
+// enough to open its circuit, for 10 s or for 10 min. With the default
+// probe settings, every message is delivered within 5 s of the
+// destination coming back, and the outage charged no attempt.
+func TestRecoveryWithinSecondsOfTheDestination(t *testing.T) {
+	t.Parallel()
+	for _, outage := range []time.Duration{10 * time.Second, 10 * time.Minute} {
+		t.Run(outage.String(), func(t *testing.T) {
+			t.Parallel()
+			recovery(t, outage)
+		})
+	}
+}
+
+func recovery(t *testing.T, outage time.Duration) {
+	e := newEnv(t)
+	var msgs []*outbox.Message
+	for i := range 20 {
+		msgs = append(msgs, msg("hooks", fmt.Sprintf("s%d", i%5), i))
+	}
+	e.enqueue(msgs...)
+	var down atomic.Bool
+	down.Store(true)
+	var failed atomic.Int64
+	rec := &recorder{fn: func(context.Context, *outbox.Message, int) error {
+		if down.Load() {
+			failed.Add(1)
+			return errorhandling.WithHTTPStatus(errors.New("503 service unavailable"), 503)
+		}
+		return nil
+	}}
+	rn := e.start(e.config(map[string]Destination{"hooks": {Transport: rec.transport()}}))
+	rn.settle()
+	if st := rn.r.Breaker("hooks").State(); st != circuitbreaker.StateOpen {
+		t.Fatalf("breaker %v at the start of the outage", st)
+	}
+	for elapsed := time.Duration(0); elapsed < outage; elapsed += time.Second {
+		rn.advance(time.Second)
+	}
+	if e.gone(msgs...) {
+		t.Fatal("delivered during the outage")
+	}
+	down.Store(false)
+	for s := 1; !e.gone(msgs...); s++ {
+		if s > 5 {
+			t.Fatalf("%v outage: not every message delivered 5 s after the destination came back (stats %+v)", outage, rn.r.Stats())
+		}
+		rn.advance(time.Second)
+	}
+	for _, m := range msgs {
+		if n := rec.count(string(m.Payload)); n < 1 {
+			t.Fatalf("%s never reached the transport", m.Payload)
+		}
+	}
+	if s := rn.r.Stats(); s.Failed != 0 || s.DeadLettered != 0 || s.Delivered != int64(len(msgs)) {
+		t.Fatalf("stats = %+v", s)
+	}
+	// Probes backed off to one per DefaultMaxProbeInterval: a 10 min
+	// outage cost about 120 tries, not one per message per second.
+	if max := int64(outage/DefaultMaxProbeInterval) + 10; failed.Load() > max {
+		t.Fatalf("%d failed tries in a %v outage, want at most %d", failed.Load(), outage, max)
+	}
+}
+
+// gone reports whether every message of msgs is delivered.
+func (e *env) gone(msgs ...*outbox.Message) bool {
+	e.t.Helper()
+	for _, m := range msgs {
+		if e.get(m.ID) != nil {
+			return false
+		}
+	}
+	return true
+}
