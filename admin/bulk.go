@@ -1,0 +1,227 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/backstophq/backstop/dlq"
+)
+
+// BulkRequest is the body of a bulk action on dead letters.
+type BulkRequest struct {
+	Filter
+	DryRun bool   `json:"dry_run,omitempty"`
+	Notes  string `json:"notes,omitempty"`
+}
+
+// BulkResult says what a bulk action did, or with dry_run would do: how
+// many entries and the first few of them.
+type BulkResult struct {
+	Action  string  `json:"action"`
+	DryRun  bool    `json:"dry_run"`
+	Count   int     `json:"count"`
+	Sample  []Entry `json:"sample"`
+	AuditID int64   `json:"audit_id,omitempty"`
+}
+
+// sampleSize is how many entries a bulk result shows.
+const sampleSize = 10
+
+func (s *Server) bulk(action string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req BulkRequest
+		if !decode(w, r, &req) {
+			return
+		}
+		f, ok := req.Filter.filters(w)
+		if !ok {
+			return
+		}
+		s.runBulk(w, r, action, req, f)
+	}
+}
+
+// RecoverRequest replays everything dead-lettered for a destination since a
+// time, in stream order.
+type RecoverRequest struct {
+	Destination string    `json:"destination"`
+	Since       time.Time `json:"since"`
+	DryRun      bool      `json:"dry_run,omitempty"`
+	Notes       string    `json:"notes,omitempty"`
+}
+
+func (s *Server) recover(w http.ResponseWriter, r *http.Request) {
+	var req RecoverRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	switch {
+	case req.Destination == "":
+		badField(w, "destination", "destination is required")
+		return
+	case req.Since.IsZero():
+		badField(w, "since", "since is required (an RFC 3339 time)")
+		return
+	}
+	since := req.Since
+	br := BulkRequest{Filter: Filter{Destination: req.Destination, After: &since}, DryRun: req.DryRun, Notes: req.Notes}
+	f, _ := br.Filter.filters(w)
+	s.runBulk(w, r, "recover", br, f)
+}
+
+// runBulk applies the action page by page: each page of at most BulkPage
+// entries in its own transaction, so that memory and lock time stay
+// bounded whatever the number of entries.
+func (s *Server) runBulk(w http.ResponseWriter, r *http.Request, action string, req BulkRequest, f *dlq.Filters) {
+	ctx := r.Context()
+	res := BulkResult{Action: action, DryRun: req.DryRun, Sample: []Entry{}}
+	keep := func(es []*dlq.Entry) {
+		for _, e := range es {
+			if len(res.Sample) < sampleSize {
+				res.Sample = append(res.Sample, toEntry(e))
+			}
+		}
+		res.Count += len(es)
+	}
+	var err error
+	switch {
+	case req.DryRun:
+		err = s.scan(ctx, f, action, keep)
+	case action == "replay" || action == "recover":
+		err = s.replayPages(ctx, f, dlq.Action{Actor: actor(ctx), Notes: req.Notes}, keep)
+	default:
+		err = s.changePages(ctx, f, action, dlq.Action{Actor: actor(ctx), Notes: req.Notes}, keep)
+	}
+	if err != nil && res.Count == 0 {
+		s.fail(w, r, err)
+		return
+	}
+	if !req.DryRun {
+		filter, _ := json.Marshal(req.Filter)
+		res.AuditID = s.record(r, action, "", string(filter), res.Count, req.Notes)
+	}
+	if err != nil { // some pages were done: say how far it went
+		s.cfg.Logger.Error("admin API: bulk action stopped", "action", action, "done", res.Count, "err", err)
+		problem(w, http.StatusInternalServerError, "bulk action stopped", "it was applied to the first entries and recorded in the audit log; run it again for the rest", "")
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// eligible narrows f to the entries an action applies to.
+func eligible(f *dlq.Filters, action string) *dlq.Filters {
+	c := *f
+	switch action {
+	case "replay", "recover":
+		c.Status = dlq.StatusPending
+	case "resolve":
+		if c.Status == "" {
+			c.Status = dlq.StatusPending
+		}
+	}
+	return &c
+}
+
+// scan pages through the entries the action would touch.
+func (s *Server) scan(ctx context.Context, f *dlq.Filters, action string, fn func([]*dlq.Entry)) error {
+	page := eligible(f, action)
+	page.Limit = s.cfg.BulkPage
+	for {
+		es, err := s.st.DLQ().List(ctx, page)
+		if err != nil {
+			return err
+		}
+		fn(es)
+		if len(es) < page.Limit {
+			return nil
+		}
+		page.Cursor = es[len(es)-1].ID
+	}
+}
+
+// replayPages replays the pending matching entries a page per transaction;
+// replayed entries leave the filter, so each page is the first.
+func (s *Server) replayPages(ctx context.Context, f *dlq.Filters, a dlq.Action, fn func([]*dlq.Entry)) error {
+	page := eligible(f, "replay")
+	page.Limit = s.cfg.BulkPage
+	for {
+		es, err := s.st.DLQ().ReplayMatchingAs(ctx, page, false, a)
+		if err != nil {
+			return err
+		}
+		fn(es)
+		if len(es) < page.Limit {
+			return nil
+		}
+	}
+}
+
+// changePages resolves or deletes the matching entries a page at a time.
+func (s *Server) changePages(ctx context.Context, f *dlq.Filters, action string, a dlq.Action, fn func([]*dlq.Entry)) error {
+	page := eligible(f, action)
+	page.Limit = s.cfg.BulkPage
+	q := s.st.DLQ()
+	for {
+		es, err := q.List(ctx, page)
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			switch action {
+			case "resolve":
+				err = q.ResolveAs(ctx, e.ID, a)
+			case "delete":
+				err = q.Delete(ctx, e.ID)
+			}
+			if err != nil && !errors.Is(err, dlq.ErrNotFound) {
+				return err
+			}
+		}
+		fn(es)
+		if len(es) < page.Limit {
+			return nil
+		}
+		if action == "resolve" && page.Status != dlq.StatusPending {
+			page.Cursor = es[len(es)-1].ID // resolved entries stay in the filter
+		}
+	}
+}
+
+// PurgeRequest removes entries dead-lettered before a time.
+type PurgeRequest struct {
+	OlderThan string `json:"older_than"` // a Go duration such as 720h
+	DryRun    bool   `json:"dry_run,omitempty"`
+	Notes     string `json:"notes,omitempty"`
+}
+
+func (s *Server) purge(w http.ResponseWriter, r *http.Request) {
+	var req PurgeRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	d, err := time.ParseDuration(req.OlderThan)
+	if err != nil || d <= 0 {
+		badField(w, "older_than", "older_than must be a positive Go duration such as 720h")
+		return
+	}
+	before := time.Now().Add(-d)
+	if req.DryRun {
+		br := BulkRequest{Filter: Filter{Before: &before}, DryRun: true}
+		f, _ := br.Filter.filters(w)
+		s.runBulk(w, r, "purge", br, f)
+		return
+	}
+	n, err := s.st.DLQ().PurgeBefore(r.Context(), before)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	filter, _ := json.Marshal(map[string]any{"older_than": req.OlderThan, "before": before.UTC()})
+	id := s.record(r, "purge", "", string(filter), n, req.Notes)
+	writeJSON(w, http.StatusOK, BulkResult{Action: "purge", Count: n, Sample: []Entry{}, AuditID: id})
+}
+
+func isNotFound(err error) bool { return errors.Is(err, dlq.ErrNotFound) }

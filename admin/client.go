@@ -1,0 +1,222 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Client calls the admin API. The zero HTTPClient means
+// http.DefaultClient.
+type Client struct {
+	// BaseURL is the server, such as http://127.0.0.1:8080.
+	BaseURL string
+	// Token is the bearer token.
+	Token string
+	// HTTPClient sends the requests; nil means http.DefaultClient.
+	HTTPClient *http.Client
+}
+
+// Do sends a request with an optional JSON body and decodes a JSON answer
+// into out (when not nil). A problem answer is returned as a *Problem.
+// It returns the status.
+func (c *Client) Do(ctx context.Context, method, path string, q url.Values, body, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	u := strings.TrimRight(c.BaseURL, "/") + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	hc := c.HTTPClient
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode >= 400 {
+		p := &Problem{Status: resp.StatusCode}
+		if json.Unmarshal(data, p) != nil || p.Title == "" {
+			p.Title = http.StatusText(resp.StatusCode)
+			p.Detail = strings.TrimSpace(string(data))
+		}
+		return resp.StatusCode, p
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("admin: decode %s %s: %w", method, path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// Enqueue posts a message.
+func (c *Client) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResponse, error) {
+	var out EnqueueResponse
+	_, err := c.Do(ctx, http.MethodPost, "/v1/messages", nil, req, &out)
+	return out, err
+}
+
+// Messages lists messages.
+func (c *Client) Messages(ctx context.Context, q url.Values) (List[Message], error) {
+	var out List[Message]
+	_, err := c.Do(ctx, http.MethodGet, "/v1/messages", q, nil, &out)
+	return out, err
+}
+
+// Message shows a message.
+func (c *Client) Message(ctx context.Context, id string) (Message, error) {
+	var out Message
+	_, err := c.Do(ctx, http.MethodGet, "/v1/messages/"+url.PathEscape(id), nil, nil, &out)
+	return out, err
+}
+
+// MessageAction runs retry-now, reset, cancel or dead-letter on a message.
+func (c *Client) MessageAction(ctx context.Context, id, action string, req ActionRequest) (ActionResult, error) {
+	var out ActionResult
+	_, err := c.Do(ctx, http.MethodPost, "/v1/messages/"+url.PathEscape(id)+"/"+action, nil, req, &out)
+	return out, err
+}
+
+func streamPath(destination, stream string) string {
+	return "/v1/streams/" + url.PathEscape(destination) + "/" + url.PathEscape(stream)
+}
+
+// Stream shows a stream.
+func (c *Client) Stream(ctx context.Context, destination, stream string) (Stream, error) {
+	var out Stream
+	_, err := c.Do(ctx, http.MethodGet, streamPath(destination, stream), nil, nil, &out)
+	return out, err
+}
+
+// ReleaseStream releases a stream.
+func (c *Client) ReleaseStream(ctx context.Context, destination, stream, notes string) (ActionResult, error) {
+	var out ActionResult
+	_, err := c.Do(ctx, http.MethodPost, streamPath(destination, stream)+"/release", nil, ActionRequest{Notes: notes}, &out)
+	return out, err
+}
+
+// DeadLetters lists dead letters.
+func (c *Client) DeadLetters(ctx context.Context, q url.Values) (List[Entry], error) {
+	var out List[Entry]
+	_, err := c.Do(ctx, http.MethodGet, "/v1/dlq", q, nil, &out)
+	return out, err
+}
+
+// DeadLetter shows a dead letter with its history.
+func (c *Client) DeadLetter(ctx context.Context, id string) (Entry, error) {
+	var out Entry
+	_, err := c.Do(ctx, http.MethodGet, "/v1/dlq/"+url.PathEscape(id), nil, nil, &out)
+	return out, err
+}
+
+// EntryAction replays, resolves or deletes one dead letter.
+func (c *Client) EntryAction(ctx context.Context, id, action, notes string) (ActionResult, error) {
+	var out ActionResult
+	method, path := http.MethodPost, "/v1/dlq/"+url.PathEscape(id)+"/"+action
+	if action == "delete" {
+		method, path = http.MethodDelete, "/v1/dlq/"+url.PathEscape(id)
+	}
+	_, err := c.Do(ctx, method, path, nil, ActionRequest{Notes: notes}, &out)
+	return out, err
+}
+
+// Bulk replays, resolves or deletes the dead letters matching a filter.
+func (c *Client) Bulk(ctx context.Context, action string, req BulkRequest) (BulkResult, error) {
+	var out BulkResult
+	_, err := c.Do(ctx, http.MethodPost, "/v1/dlq/"+action, nil, req, &out)
+	return out, err
+}
+
+// Recover replays what was dead-lettered for a destination since a time.
+func (c *Client) Recover(ctx context.Context, req RecoverRequest) (BulkResult, error) {
+	var out BulkResult
+	_, err := c.Do(ctx, http.MethodPost, "/v1/dlq/recover", nil, req, &out)
+	return out, err
+}
+
+// Purge removes dead letters older than a duration.
+func (c *Client) Purge(ctx context.Context, req PurgeRequest) (BulkResult, error) {
+	var out BulkResult
+	_, err := c.Do(ctx, http.MethodPost, "/v1/dlq/purge", nil, req, &out)
+	return out, err
+}
+
+// Stats returns the monitoring summary.
+func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	var out Stats
+	_, err := c.Do(ctx, http.MethodGet, "/v1/stats", nil, nil, &out)
+	return out, err
+}
+
+// Breakers returns the breakers.
+func (c *Client) Breakers(ctx context.Context) (List[Breaker], error) {
+	var out List[Breaker]
+	_, err := c.Do(ctx, http.MethodGet, "/v1/breakers", nil, nil, &out)
+	return out, err
+}
+
+// Audit lists the audit log.
+func (c *Client) Audit(ctx context.Context, q url.Values) (List[AuditRecord], error) {
+	var out List[AuditRecord]
+	_, err := c.Do(ctx, http.MethodGet, "/v1/audit", q, nil, &out)
+	return out, err
+}
+
+// HandlerTransport is an http.RoundTripper that serves requests with a
+// handler in this process: the CLI's --db mode runs the API on a store
+// without a server.
+type HandlerTransport struct{ Handler http.Handler }
+
+// RoundTrip serves req with the handler.
+func (t HandlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	rec := &responseRecorder{header: http.Header{}, status: http.StatusOK}
+	t.Handler.ServeHTTP(rec, req)
+	return &http.Response{StatusCode: rec.status, Header: rec.header, Body: io.NopCloser(&rec.body),
+		ContentLength: int64(rec.body.Len()), Request: req, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
+}
+
+type responseRecorder struct {
+	header http.Header
+	body   bytes.Buffer
+	status int
+	wrote  bool
+}
+
+func (r *responseRecorder) Header() http.Header { return r.header }
+func (r *responseRecorder) WriteHeader(s int) {
+	if !r.wrote {
+		r.status, r.wrote = s, true
+	}
+}
+func (r *responseRecorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.body.Write(b)
+}

@@ -1,0 +1,397 @@
+package admin
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
+)
+
+// Message is an outbox message as the API shows it.
+type Message struct {
+	ID             string            `json:"id"`
+	Seq            int64             `json:"seq"`
+	Destination    string            `json:"destination"`
+	Stream         string            `json:"stream"`
+	Type           string            `json:"type"`
+	Payload        json.RawMessage   `json:"payload,omitempty"`
+	PayloadBase64  string            `json:"payload_base64,omitempty"`
+	Headers        map[string]string `json:"headers"`
+	Ordering       string            `json:"ordering"`
+	Status         string            `json:"status"`
+	Attempts       int               `json:"attempts"`
+	FailureReason  string            `json:"failure_reason"`
+	Error          string            `json:"error"`
+	Fingerprint    string            `json:"fingerprint"`
+	ScheduledFor   *time.Time        `json:"scheduled_for"`
+	InstanceID     string            `json:"instance_id"`
+	LeaseExpiry    *time.Time        `json:"lease_expiry"`
+	CreatedAt      time.Time         `json:"created_at"`
+	DeadLetteredAt *time.Time        `json:"dead_lettered_at"`
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// payloadFields shows a payload as JSON when it is JSON, else in base64.
+func payloadFields(b []byte) (json.RawMessage, string) {
+	if len(b) == 0 {
+		return nil, ""
+	}
+	if json.Valid(b) {
+		var buf bytes.Buffer
+		if json.Compact(&buf, b) == nil {
+			return buf.Bytes(), ""
+		}
+	}
+	return nil, base64.StdEncoding.EncodeToString(b)
+}
+
+func toMessage(m *outbox.Message) Message {
+	out := Message{
+		ID: m.ID.String(), Seq: m.Seq, Destination: m.Destination, Stream: m.Stream, Type: m.Type,
+		Headers: m.Headers, Ordering: string(m.Ordering), Status: m.Status.String(), Attempts: m.Attempts,
+		Error: m.Error, Fingerprint: m.Fingerprint, ScheduledFor: timePtr(m.ScheduledFor), InstanceID: m.InstanceID,
+		LeaseExpiry: timePtr(m.LeaseExpiry), CreatedAt: m.CreatedAt, DeadLetteredAt: timePtr(m.DeadLetteredAt),
+	}
+	if m.FailureReason != 0 {
+		out.FailureReason = m.FailureReason.String()
+	}
+	if out.Headers == nil {
+		out.Headers = map[string]string{}
+	}
+	out.Payload, out.PayloadBase64 = payloadFields(m.Payload)
+	return out
+}
+
+// EnqueueRequest is the body of POST /v1/messages.
+type EnqueueRequest struct {
+	Destination    string            `json:"destination,omitempty"`
+	Topic          string            `json:"topic,omitempty"`
+	Type           string            `json:"type"`
+	Payload        json.RawMessage   `json:"payload,omitempty"`
+	PayloadBase64  string            `json:"payload_base64,omitempty"`
+	Stream         string            `json:"stream,omitempty"`
+	Headers        map[string]string `json:"headers,omitempty"`
+	Ordering       string            `json:"ordering,omitempty"`
+	IdempotencyKey string            `json:"idempotency_key,omitempty"`
+	ScheduledFor   *time.Time        `json:"scheduled_for,omitempty"`
+}
+
+// EnqueueResponse says what POST /v1/messages wrote: one id per
+// destination (several when a topic fans out). Duplicate is true when the
+// idempotency key was used before and nothing was written.
+type EnqueueResponse struct {
+	ID        string   `json:"id"`
+	IDs       []string `json:"ids"`
+	Duplicate bool     `json:"duplicate"`
+}
+
+// decode reads a JSON body strictly: unknown fields and trailing data are
+// refused, naming the field.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("trailing data after the JSON object")
+	}
+	if err == nil {
+		return true
+	}
+	var mbe *http.MaxBytesError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &mbe):
+		problem(w, http.StatusRequestEntityTooLarge, "body too large", fmt.Sprintf("the request body is over %d bytes", mbe.Limit), "")
+	case errors.As(err, &te):
+		badField(w, te.Field, fmt.Sprintf("%s must be a JSON %s", te.Field, jsonKind(te.Type.Kind().String())))
+	case errors.Is(err, io.EOF):
+		badField(w, "", "the request needs a JSON body")
+	default:
+		msg := err.Error()
+		if f, ok := cutUnknownField(msg); ok {
+			badField(w, f, "unknown field "+f)
+			return false
+		}
+		badField(w, "", "the body is not valid JSON: "+msg)
+	}
+	return false
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "string":
+		return "string"
+	case "map", "struct":
+		return "object"
+	case "slice", "array":
+		return "array"
+	case "bool":
+		return "boolean"
+	}
+	return "number"
+}
+
+func cutUnknownField(msg string) (string, bool) {
+	const p = `json: unknown field "`
+	if len(msg) > len(p) && msg[:len(p)] == p {
+		return msg[len(p) : len(msg)-1], true
+	}
+	return "", false
+}
+
+func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
+	var req EnqueueRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	dests, ok := s.destinationsOf(w, &req)
+	if !ok {
+		return
+	}
+	var payload []byte
+	switch {
+	case len(req.Payload) > 0 && req.PayloadBase64 != "":
+		badField(w, "payload_base64", "give payload or payload_base64, not both")
+		return
+	case req.PayloadBase64 != "":
+		b, err := base64.StdEncoding.DecodeString(req.PayloadBase64)
+		if err != nil {
+			badField(w, "payload_base64", "payload_base64 is not standard base64")
+			return
+		}
+		payload = b
+	case len(req.Payload) > 0:
+		payload = req.Payload
+	}
+	var msgs []*outbox.Message
+	for _, d := range dests {
+		m := &outbox.Message{Destination: d, Type: req.Type, Payload: payload, Stream: req.Stream,
+			Headers: req.Headers, Ordering: outbox.Ordering(req.Ordering)}
+		if req.ScheduledFor != nil {
+			m.ScheduledFor = *req.ScheduledFor
+		}
+		if err := m.Validate(); err != nil {
+			var fe *outbox.FieldError
+			if errors.As(err, &fe) {
+				badField(w, fe.Field, err.Error())
+			} else {
+				badField(w, "", err.Error())
+			}
+			return
+		}
+		if err := m.Ordering.Validate(); err != nil {
+			badField(w, "ordering", "ordering must be strict, release or none")
+			return
+		}
+		msgs = append(msgs, m)
+	}
+	var ids []uuid.UUID
+	created := true
+	var err error
+	if req.IdempotencyKey != "" {
+		ids, created, err = s.adm.EnqueueIdempotent(r.Context(), req.IdempotencyKey, msgs...)
+	} else {
+		err = s.st.Enqueue(r.Context(), msgs...)
+		for _, m := range msgs {
+			ids = append(ids, m.ID)
+		}
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	resp := EnqueueResponse{IDs: make([]string, len(ids)), Duplicate: !created}
+	for i, id := range ids {
+		resp.IDs[i] = id.String()
+	}
+	if len(ids) > 0 {
+		resp.ID = resp.IDs[0]
+	}
+	status := http.StatusAccepted
+	if !created {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, resp)
+}
+
+// destinationsOf resolves the request's destination or topic.
+func (s *Server) destinationsOf(w http.ResponseWriter, req *EnqueueRequest) ([]string, bool) {
+	switch {
+	case req.Destination != "" && req.Topic != "":
+		badField(w, "topic", "give destination or topic, not both")
+	case req.Destination == "" && req.Topic == "":
+		badField(w, "destination", "destination (or topic) is required")
+	case req.Topic != "":
+		var to []string
+		if s.cfg.Route != nil {
+			to = s.cfg.Route(req.Topic)
+		}
+		if len(to) == 0 {
+			problem(w, http.StatusUnprocessableEntity, "no route", fmt.Sprintf("no route matches topic %q", req.Topic), "topic")
+			return nil, false
+		}
+		return to, true
+	case s.known != nil && !s.known[req.Destination]:
+		problem(w, http.StatusUnprocessableEntity, "unknown destination",
+			fmt.Sprintf("destination %q is not configured", req.Destination), "destination")
+	default:
+		return []string{req.Destination}, true
+	}
+	return nil, false
+}
+
+func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.MessageFilter{Destination: q.Get("destination"), Stream: q.Get("stream"), Type: q.Get("type"),
+		State: store.MessageState(q.Get("state"))}
+	switch f.State {
+	case "", store.StateReady, store.StateRetrying, store.StateLeased, store.StateDeadLettered, store.StateDelivered:
+	default:
+		badField(w, "state", "state must be ready, retrying, leased, dead_lettered or delivered")
+		return
+	}
+	limit, ok := limitParam(w, q.Get("limit"))
+	if !ok {
+		return
+	}
+	f.Limit = limit
+	if c := q.Get("cursor"); c != "" {
+		n, err := strconv.ParseInt(c, 10, 64)
+		if err != nil || n < 0 {
+			badField(w, "cursor", "cursor must be a next_cursor returned by this API")
+			return
+		}
+		f.AfterSeq = n
+	}
+	msgs, err := s.adm.ListMessages(r.Context(), f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := List[Message]{Items: make([]Message, len(msgs))}
+	for i, m := range msgs {
+		out.Items[i] = toMessage(m)
+	}
+	if len(msgs) == limit {
+		out.NextCursor = strconv.FormatInt(msgs[len(msgs)-1].Seq, 10)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func limitParam(w http.ResponseWriter, v string) (int, bool) {
+	if v == "" {
+		return 100, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1000 {
+		badField(w, "limit", "limit must be a whole number from 1 to 1000")
+		return 0, false
+	}
+	return n, true
+}
+
+func messageID(w http.ResponseWriter, r *http.Request) (uuid.UUID, bool) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		badField(w, "id", "the message id must be a UUID")
+		return uuid.Nil, false
+	}
+	return id, true
+}
+
+func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
+	id, ok := messageID(w, r)
+	if !ok {
+		return
+	}
+	m, err := s.st.Get(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toMessage(m))
+}
+
+// ActionRequest is the optional body of an action: the operator's notes,
+// and for dead-letter the reason.
+type ActionRequest struct {
+	Notes  string `json:"notes,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// optionalBody reads an ActionRequest when there is a body.
+func optionalBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if r.ContentLength == 0 {
+		return true
+	}
+	return decode(w, r, v)
+}
+
+func (s *Server) messageAction(action string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, ok := messageID(w, r)
+		if !ok {
+			return
+		}
+		var req ActionRequest
+		if !optionalBody(w, r, &req) {
+			return
+		}
+		ctx := r.Context()
+		var err error
+		switch action {
+		case "retry_now":
+			err = s.st.RetryNow(ctx, id)
+		case "reset":
+			err = s.st.ResetAttempts(ctx, id)
+		case "cancel":
+			err = s.adm.Cancel(ctx, id)
+		case "dead_letter":
+			reason := req.Reason
+			if reason == "" {
+				reason = "dead-lettered by " + actor(ctx)
+			}
+			err = s.st.DeadLetter(ctx, id, reason)
+		}
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		rec := s.record(r, action, id.String(), "", 1, req.Notes)
+		writeJSON(w, http.StatusOK, ActionResult{Action: action, Target: id.String(), Count: 1, AuditID: rec})
+	}
+}
+
+// ActionResult says what an action did.
+type ActionResult struct {
+	Action  string `json:"action"`
+	Target  string `json:"target"`
+	Count   int    `json:"count"`
+	AuditID int64  `json:"audit_id"`
+}
+
+// record writes the audit record of an action; a failure to record is
+// logged, the action having been done.
+func (s *Server) record(r *http.Request, action, target, filter string, count int, notes string) int64 {
+	rec := &store.AuditRecord{Actor: actor(r.Context()), Action: action, Target: target, Filter: filter, Count: count, Notes: notes}
+	if err := s.adm.Audit(r.Context(), rec); err != nil {
+		s.cfg.Logger.Error("admin API: audit record not written", "action", action, "target", target, "err", err)
+	}
+	return rec.ID
+}

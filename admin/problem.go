@@ -1,0 +1,78 @@
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/backstophq/backstop/dlq"
+	"github.com/backstophq/backstop/store"
+)
+
+// Problem is an RFC 9457 problem detail.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	// Field names the request field at fault, when one is.
+	Field string `json:"field,omitempty"`
+}
+
+func (p *Problem) Error() string {
+	s := p.Title
+	if p.Detail != "" {
+		s += ": " + p.Detail
+	}
+	if p.Field != "" {
+		s += " (field " + p.Field + ")"
+	}
+	return s
+}
+
+func problem(w http.ResponseWriter, status int, title, detail, field string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(Problem{Type: "about:blank", Title: title, Status: status, Detail: detail, Field: field})
+}
+
+// badField answers 400 naming the field.
+func badField(w http.ResponseWriter, field, detail string) {
+	problem(w, http.StatusBadRequest, "invalid request", detail, field)
+}
+
+// fail answers for a store error: not found, conflicts, or 500 with nothing
+// of the error itself (it is logged instead: no SQL reaches a client).
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, dlq.ErrNotFound):
+		problem(w, http.StatusNotFound, "not found", "no such message or entry", "")
+	case errors.Is(err, store.ErrLeased):
+		problem(w, http.StatusConflict, "message is being delivered", "a relay holds the message; try again when its attempt ends", "")
+	case errors.Is(err, dlq.ErrAlreadyReplayed):
+		problem(w, http.StatusConflict, "already replayed", "the entry was replayed before", "")
+	case errors.Is(err, dlq.ErrResolved):
+		problem(w, http.StatusConflict, "entry resolved", "a resolved entry is not replayed", "")
+	default:
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			problem(w, http.StatusRequestEntityTooLarge, "body too large", "the request body is over the server's limit", "")
+			return
+		}
+		s.cfg.Logger.Error("admin API: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		problem(w, http.StatusInternalServerError, "internal error", "the server logged the cause", "")
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// List is a page of items.
+type List[T any] struct {
+	Items      []T    `json:"items"`
+	NextCursor string `json:"next_cursor"`
+}

@@ -1,0 +1,194 @@
+// Package admin is Backstop's admin HTTP API (under /v1) and its Go
+// client: messages, streams, the dead-letter queue with bulk actions by
+// filter, stats, breakers and the audit log, with named bearer tokens,
+// RFC 9457 problem details and an OpenAPI 3.1 document at
+// /v1/openapi.json.
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/backstophq/backstop/store"
+)
+
+// Roles a token can carry.
+const (
+	RoleRead    = "read"    // GET requests only
+	RoleOperate = "operate" // everything
+)
+
+// Token is a named bearer token.
+type Token struct {
+	Name   string
+	Secret string
+	Role   string
+}
+
+// Breaker is one destination's circuit breaker as the API reports it.
+type Breaker struct {
+	Destination string `json:"destination"`
+	State       string `json:"state"`
+	Openings    int64  `json:"openings"`
+	Delivered   int64  `json:"delivered"`
+	Released    int64  `json:"released"`
+	Failed      int64  `json:"failed"`
+}
+
+// Config configures a Server.
+type Config struct {
+	// Store is the store operated on; it must implement store.Admin.
+	Store store.Store
+	// Tokens are the accepted bearer tokens. Every /v1 route needs one.
+	Tokens []Token
+	// Destinations are the configured destination names; a message for
+	// another is refused with 422. Nil accepts any.
+	Destinations []string
+	// Route returns the destinations of a topic; nil refuses topics.
+	Route func(topic string) []string
+	// Breakers reports the relay's breakers; nil reports none.
+	Breakers func() []Breaker
+	// MaxBodyBytes bounds request bodies. Zero means 1 MiB.
+	MaxBodyBytes int64
+	// BulkPage is how many entries a bulk action handles per transaction.
+	// Zero means 500.
+	BulkPage int
+	// Logger receives errors the API hides from clients. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Server serves the admin API.
+type Server struct {
+	cfg   Config
+	st    store.Store
+	adm   store.Admin
+	known map[string]bool
+	mux   *http.ServeMux
+}
+
+// New returns a Server, or an error naming the bad field.
+func New(cfg Config) (*Server, error) {
+	adm, ok := cfg.Store.(store.Admin)
+	if !ok {
+		return nil, errors.New("admin: Config.Store does not implement store.Admin")
+	}
+	for i, t := range cfg.Tokens {
+		if t.Name == "" || t.Secret == "" {
+			return nil, errors.New("admin: Config.Tokens: every token needs a name and a secret")
+		}
+		if t.Role != RoleRead && t.Role != RoleOperate {
+			return nil, errors.New("admin: Config.Tokens[" + itoa(i) + "].Role must be read or operate")
+		}
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.BulkPage == 0 {
+		cfg.BulkPage = 500
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, st: cfg.Store, adm: adm, mux: http.NewServeMux()}
+	if cfg.Destinations != nil {
+		s.known = map[string]bool{}
+		for _, d := range cfg.Destinations {
+			s.known[d] = true
+		}
+	}
+	s.routes()
+	return s, nil
+}
+
+// Handler returns the API's handler: every /v1 route behind the tokens.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+type ctxKey struct{}
+
+// caller is the token a request came with.
+type caller struct{ name, role string }
+
+func actor(ctx context.Context) string {
+	if c, ok := ctx.Value(ctxKey{}).(caller); ok {
+		return c.name
+	}
+	return ""
+}
+
+// auth checks the bearer token (in constant time, over hashes so that the
+// lengths leak nothing either) and the role the route needs.
+func (s *Server) auth(role string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || given == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="backstop"`)
+			problem(w, http.StatusUnauthorized, "missing bearer token", "send Authorization: Bearer <token>", "")
+			return
+		}
+		gh := sha256.Sum256([]byte(given))
+		var found *Token
+		for i := range s.cfg.Tokens {
+			th := sha256.Sum256([]byte(s.cfg.Tokens[i].Secret))
+			if subtle.ConstantTimeCompare(gh[:], th[:]) == 1 && found == nil {
+				found = &s.cfg.Tokens[i]
+			}
+		}
+		if found == nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="backstop", error="invalid_token"`)
+			problem(w, http.StatusUnauthorized, "unknown token", "the bearer token matches no configured token", "")
+			return
+		}
+		if role == RoleOperate && found.Role != RoleOperate {
+			problem(w, http.StatusForbidden, "read-only token", "token "+found.Name+" has the read role; this action needs operate", "")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+		ctx := context.WithValue(r.Context(), ctxKey{}, caller{found.Name, found.Role})
+		h(w, r.WithContext(ctx))
+	}
+}
+
+func (s *Server) routes() {
+	read := func(pattern string, h http.HandlerFunc) { s.mux.HandleFunc(pattern, s.auth(RoleRead, h)) }
+	op := func(pattern string, h http.HandlerFunc) { s.mux.HandleFunc(pattern, s.auth(RoleOperate, h)) }
+	read("GET /v1/openapi.json", serveOpenAPI)
+	op("POST /v1/messages", s.postMessage)
+	read("GET /v1/messages", s.listMessages)
+	read("GET /v1/messages/{id}", s.getMessage)
+	op("POST /v1/messages/{id}/retry-now", s.messageAction("retry_now"))
+	op("POST /v1/messages/{id}/reset", s.messageAction("reset"))
+	op("POST /v1/messages/{id}/cancel", s.messageAction("cancel"))
+	op("POST /v1/messages/{id}/dead-letter", s.messageAction("dead_letter"))
+	read("GET /v1/streams/{destination}/{stream}", s.getStream)
+	op("POST /v1/streams/{destination}/{stream}/release", s.releaseStream)
+	read("GET /v1/dlq", s.listDLQ)
+	read("GET /v1/dlq/{id}", s.getEntry)
+	op("POST /v1/dlq/{id}/replay", s.entryAction("replay"))
+	op("POST /v1/dlq/{id}/resolve", s.entryAction("resolve"))
+	op("DELETE /v1/dlq/{id}", s.entryAction("delete"))
+	op("POST /v1/dlq/replay", s.bulk("replay"))
+	op("POST /v1/dlq/resolve", s.bulk("resolve"))
+	op("POST /v1/dlq/delete", s.bulk("delete"))
+	op("POST /v1/dlq/recover", s.recover)
+	op("POST /v1/dlq/purge", s.purge)
+	read("GET /v1/stats", s.stats)
+	read("GET /v1/breakers", s.breakers)
+	read("GET /v1/audit", s.audit)
+	s.mux.HandleFunc("/v1/", s.auth(RoleRead, func(w http.ResponseWriter, r *http.Request) {
+		problem(w, http.StatusNotFound, "no such route", r.Method+" "+r.URL.Path+" is not part of the API (see /v1/openapi.json)", "")
+	}))
+}
+
+func itoa(i int) string {
+	const digits = "0123456789"
+	if i < 10 {
+		return digits[i : i+1]
+	}
+	return itoa(i/10) + digits[i%10:i%10+1]
+}

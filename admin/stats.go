@@ -1,0 +1,148 @@
+package admin
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/backstophq/backstop/dlq"
+	"github.com/backstophq/backstop/store"
+)
+
+// Stats is the monitoring summary.
+type Stats struct {
+	RetryDistribution []AttemptsCount `json:"retry_distribution"`
+	FailureReasons    []ReasonCount   `json:"failure_reasons"`
+	ScheduledBacklog  Backlog         `json:"scheduled_backlog"`
+	PoisonCandidates  []Message       `json:"poison_candidates"`
+	DLQDepth          int             `json:"dlq_depth"`
+	DLQOldestAgeSecs  float64         `json:"dlq_oldest_age_seconds"`
+	BlockedStreams    int             `json:"blocked_streams"`
+}
+
+// AttemptsCount is a row of the retry distribution.
+type AttemptsCount struct {
+	Attempts int `json:"attempts"`
+	Count    int `json:"count"`
+}
+
+// ReasonCount is a row of the failure reasons.
+type ReasonCount struct {
+	Reason string `json:"reason"`
+	Count  int    `json:"count"`
+}
+
+// Backlog summarises the messages waiting for a later try.
+type Backlog struct {
+	Count  int        `json:"count"`
+	Next   *time.Time `json:"next"`
+	Latest *time.Time `json:"latest"`
+}
+
+// poisonMinAttempts is the attempts from which a failing message is a
+// poison candidate in the stats.
+const poisonMinAttempts = 3
+
+func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	var out Stats
+	dist, err := s.st.RetryDistribution(ctx)
+	if err == nil {
+		out.RetryDistribution = make([]AttemptsCount, len(dist))
+		for i, d := range dist {
+			out.RetryDistribution[i] = AttemptsCount{d.Attempts, d.Count}
+		}
+		var reasons []store.ReasonCount
+		reasons, err = s.st.FailureReasons(ctx)
+		out.FailureReasons = make([]ReasonCount, len(reasons))
+		for i, rc := range reasons {
+			out.FailureReasons[i] = ReasonCount{rc.Reason.String(), rc.Count}
+		}
+	}
+	if err == nil {
+		var b store.Backlog
+		b, err = s.st.ScheduledBacklog(ctx)
+		out.ScheduledBacklog = Backlog{Count: b.Count, Next: timePtr(b.Next), Latest: timePtr(b.Latest)}
+	}
+	if err == nil {
+		pc, e := s.st.PoisonCandidates(ctx, poisonMinAttempts)
+		err = e
+		out.PoisonCandidates = make([]Message, 0, len(pc))
+		for _, m := range pc {
+			out.PoisonCandidates = append(out.PoisonCandidates, toMessage(m))
+		}
+	}
+	if err == nil {
+		out.DLQDepth, err = s.st.DLQ().Count(ctx)
+	}
+	if err == nil {
+		var oldest []*dlq.Entry
+		oldest, err = s.st.DLQ().List(ctx, &dlq.Filters{Status: dlq.StatusPending, Limit: 1})
+		if len(oldest) == 1 {
+			out.DLQOldestAgeSecs = time.Since(oldest[0].FailureTime).Seconds()
+		}
+	}
+	if err == nil {
+		out.BlockedStreams, err = s.st.BlockedStreams(ctx)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) breakers(w http.ResponseWriter, r *http.Request) {
+	out := List[Breaker]{Items: []Breaker{}}
+	if s.cfg.Breakers != nil {
+		out.Items = append(out.Items, s.cfg.Breakers()...)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// AuditRecord is an operator's action.
+type AuditRecord struct {
+	ID     int64     `json:"id"`
+	At     time.Time `json:"at"`
+	Actor  string    `json:"actor"`
+	Action string    `json:"action"`
+	Target string    `json:"target"`
+	Filter string    `json:"filter"`
+	Count  int       `json:"count"`
+	Notes  string    `json:"notes"`
+}
+
+func toAudit(recs []*store.AuditRecord) []AuditRecord {
+	out := make([]AuditRecord, len(recs))
+	for i, r := range recs {
+		out[i] = AuditRecord{r.ID, r.At, r.Actor, r.Action, r.Target, r.Filter, r.Count, r.Notes}
+	}
+	return out
+}
+
+func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, ok := limitParam(w, q.Get("limit"))
+	if !ok {
+		return
+	}
+	f := store.AuditFilter{Target: q.Get("target"), Action: q.Get("action"), Limit: limit}
+	if c := q.Get("cursor"); c != "" {
+		n, err := strconv.ParseInt(c, 10, 64)
+		if err != nil || n <= 0 {
+			badField(w, "cursor", "cursor must be a next_cursor returned by this API")
+			return
+		}
+		f.BeforeID = n
+	}
+	recs, err := s.adm.AuditLog(r.Context(), f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := List[AuditRecord]{Items: toAudit(recs)}
+	if len(recs) == limit {
+		out.NextCursor = strconv.FormatInt(recs[len(recs)-1].ID, 10)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
