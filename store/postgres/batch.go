@@ -38,12 +38,23 @@ func (s *Store) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result
 		res, bad, err = s.processBatch(ctx, b)
 		return err
 	})
+	swept := &store.Result{}
+	if err != nil && refused(err) && s.sweepNow(ctx, b.Instance.ID, swept) > 0 {
+		// rows written before the constraints, which refuse any update of
+		// them (the claim's included), are quarantined now: try again
+		err = retryTx(ctx, func() error {
+			var err error
+			res, bad, err = s.processBatch(ctx, b)
+			return err
+		})
+	}
 	if err != nil && refused(err) && hasOutcomes(b) {
 		res, bad, err = s.processOneByOne(ctx, b)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: process batch: %w", err)
 	}
+	res.Quarantined = append(res.Quarantined, swept.Quarantined...)
 	s.quarantine(ctx, b.Instance.ID, bad, res)
 	s.logRejected(ctx, b.Instance.ID, res)
 	return res, nil

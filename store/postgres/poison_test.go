@@ -100,3 +100,66 @@ func TestSweepUsesTheInvalidIndex(t *testing.T) {
 		t.Fatalf("the sweep does not read outbox_invalid_idx:\n%s", plan.String())
 	}
 }
+
+// TestMigrationKeepsOldBadRows: rows written before migration 0002's
+// constraints, which break them, do not make the migration fail; the
+// first batch quarantines each (mending what the constraints refuse) and
+// claims the good one.
+func TestMigrationKeepsOldBadRows(t *testing.T) {
+	ctx := context.Background()
+	schema := newSchema(t)
+	pool := schemaPool(t, schema, 2)
+	s, err := New(pool, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := store.LoadMigrations(migrationFiles, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE `+s.n.migrations+` (version integer PRIMARY KEY, name text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	r := strings.NewReplacer("{{T}}", s.n.qual, "{{P}}", s.n.prefix)
+	if _, err := pool.Exec(ctx, r.Replace(ms[0].SQL)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO `+s.n.migrations+` (version, name) VALUES (1, $1)`, ms[0].Name); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO {prefix}outbox (destination, type, scheduled_for) VALUES ('d', 't', '-infinity')`,
+		`INSERT INTO {prefix}outbox (destination, type) VALUES ('d', 'good')`,
+		`INSERT INTO {prefix}outbox (destination, type, headers, attempts) VALUES ('d', 't', '[1]', -3)`,
+		`INSERT INTO {prefix}outbox (destination, type, instance_id, lease_expiry) VALUES ('d', 't', 'ghost', 'infinity')`,
+		`INSERT INTO {prefix}outbox (destination, type) VALUES ('d', '')`,
+	} {
+		if err := execPoison(t, s, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate over old bad rows: %v", err)
+	}
+	res, err := s.ProcessBatch(ctx, &store.Batch{Instance: store.Instance{ID: "i"}, Claim: store.ClaimRequest{Limit: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Quarantined) != 4 || len(res.Claimed) != 1 || res.Claimed[0].Type != "good" {
+		t.Fatalf("quarantined %d, claimed %+v; want 4 and the good one", len(res.Quarantined), res.Claimed)
+	}
+	// mended, the rows now pass the constraints: validating them succeeds
+	for _, c := range checkConstraints {
+		if err := execPoison(t, s, `ALTER TABLE {prefix}outbox VALIDATE CONSTRAINT `+s.n.prefix+c); err != nil {
+			t.Fatalf("validate %s after the quarantine: %v", c, err)
+		}
+	}
+	res, err = s.ProcessBatch(ctx, &store.Batch{Instance: store.Instance{ID: "i"}, Claim: store.ClaimRequest{Limit: 10}})
+	if err != nil || len(res.Quarantined) != 0 || len(res.Claimed) != 0 {
+		t.Fatalf("second batch: %+v, %v; want nothing", res, err)
+	}
+	if n, err := s.DLQ().Count(ctx); err != nil || n != 4 {
+		t.Fatalf("dead letters: %d, %v", n, err)
+	}
+}

@@ -199,3 +199,28 @@ func uniqueSeqs(bad []badMessage) []badMessage {
 	}
 	return out
 }
+
+// sweepNow finds undecodable rows outside a batch and quarantines them,
+// adding them to res.Quarantined, and returns how many it quarantined.
+// ProcessBatch calls it when the database refused a batch: a row written
+// before the constraints of migration 0002 breaks them, so even the
+// claim's update of it is refused until it is quarantined (and mended).
+func (s *Store) sweepNow(ctx context.Context, instance string, res *store.Result) int {
+	var bad []badMessage
+	rows, err := s.pool.Query(ctx, s.life.sweep, s.now(), instance, sweepLimit)
+	if err == nil {
+		err = sweepReader(&bad)(rows)
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+	}
+	if err != nil {
+		s.cfg.Log().LogAttrs(ctx, slog.LevelError, "sweeping for undecodable outbox rows failed",
+			slog.String("store", "postgres"), slog.String("error", outbox.TruncateError(err.Error())))
+		return 0
+	}
+	before := len(res.Quarantined)
+	s.quarantine(ctx, instance, bad, res)
+	return len(res.Quarantined) - before
+}
