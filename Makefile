@@ -6,7 +6,7 @@ PKGS        ?= ./...
 TESTFLAGS   ?=
 BENCHFLAGS  ?= -benchmem -run '^$$'
 
-.PHONY: test vet lint gotest bench bench-smoke bench-breaker bench-postgres bench-relay fmt chaos
+.PHONY: test vet lint gotest bench bench-smoke bench-breaker bench-postgres bench-sqlite bench-relay fmt chaos
 
 ## test: vet, lint and run every test with the race detector.
 test: vet lint gotest
@@ -49,10 +49,21 @@ chaos:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-## bench-postgres: claim+complete throughput and latency at 10k, 100k and 1M
-## pending messages on the local PostgreSQL (BACKSTOP_BENCH_SIZES=10k,100k to limit).
+## bench-postgres: the claim on the backlogs that hurt (docs/claim.md): 10k,
+## 200k and 1M pending in 100 and in 10k streams, every head leased, half the
+## backlog behind a dead-lettered head; p99 ratios to 10k; then enqueue with 8
+## writers on one stream, on eight, unordered. BACKSTOP_BENCH_SIZES=10k,200k
+## and BACKSTOP_BENCH_SHAPES limit. The older BenchmarkClaim (1 and 4
+## instances, waiting retries) runs with BENCH_PG='BenchmarkClaim$$'.
+BENCH_PG ?= BenchmarkClaimShapes
 bench-postgres:
-	BACKSTOP_BENCH_POSTGRES=1 $(GO) test -run '^$$' -bench BenchmarkClaim -benchtime 300x -timeout 30m ./store/postgres/
+	BACKSTOP_BENCH_POSTGRES=1 $(GO) test -run '^$$' -bench '$(BENCH_PG)' -benchtime 300x -timeout 60m ./store/postgres/
+	BACKSTOP_BENCH_POSTGRES=1 $(GO) test -run '^$$' -bench BenchmarkEnqueueWriters -benchtime 4000x -timeout 10m ./store/postgres/
+
+## bench-sqlite: the SQLite twin of bench-postgres (same shapes and tables).
+bench-sqlite:
+	BACKSTOP_BENCH_SQLITE=1 $(GO) test -run '^$$' -bench BenchmarkClaimShapes -benchtime 300x -timeout 60m ./store/sqlite/
+	BACKSTOP_BENCH_SQLITE=1 $(GO) test -run '^$$' -bench BenchmarkEnqueueWriters -benchtime 4000x -timeout 10m ./store/sqlite/
 
 ## bench-relay: relay throughput with a no-op handler on SQLite and PostgreSQL,
 ## and end-to-end latency (enqueue to delivery) with wake-ups, p50/p99.

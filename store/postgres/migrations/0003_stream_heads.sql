@@ -194,19 +194,19 @@ BEGIN
 	END IF;
 
 	-- Streams whose lease or retry time came become ready.
-	UPDATE {{T}}streams s SET ready = true, wait_until = NULL, turn = nextval('{{T}}streams_turn')
-	FROM (SELECT w.destination, w.stream FROM {{T}}streams w
+	UPDATE {{T}}streams SET ready = true, wait_until = NULL, turn = nextval('{{T}}streams_turn')
+	WHERE ctid = ANY(ARRAY(SELECT w.ctid FROM {{T}}streams w
 		WHERE NOT w.ready AND w.wait_until <= v_now
-		ORDER BY w.wait_until LIMIT 1000 FOR UPDATE SKIP LOCKED) w
-	WHERE s.destination = w.destination AND s.stream = w.stream;
+		ORDER BY w.wait_until LIMIT 1000 FOR UPDATE SKIP LOCKED));
 
 	-- Wake-ups posted while a stream row was held.
 	WITH w AS (
 		SELECT id, destination, stream FROM {{T}}stream_wakes ORDER BY id LIMIT 1000 FOR UPDATE SKIP LOCKED
 	), l AS (
-		SELECT s.destination, s.stream, s.ready FROM {{T}}streams s
-		JOIN (SELECT DISTINCT destination, stream FROM w) k ON k.destination = s.destination AND k.stream = s.stream
-		FOR UPDATE OF s SKIP LOCKED
+		SELECT s.* FROM (SELECT DISTINCT destination, stream FROM w) k
+		CROSS JOIN LATERAL (SELECT s.destination, s.stream, s.ready FROM {{T}}streams s
+			WHERE s.destination = k.destination AND s.stream = k.stream
+			FOR UPDATE SKIP LOCKED) s
 	), u AS (
 		UPDATE {{T}}streams s SET ready = true, wait_until = NULL, turn = nextval('{{T}}streams_turn')
 		FROM l WHERE s.destination = l.destination AND s.stream = l.stream AND NOT l.ready

@@ -1,0 +1,357 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
+)
+
+// claimShape is a backlog that hurt the claim before it walked stream
+// heads (issue 9).
+type claimShape struct {
+	name string
+	// streams: pending messages go round-robin over this many strict
+	// streams of destination "bench".
+	streams int
+	// leasedHeads: every stream's head is leased to another instance for
+	// an hour; the claims find nothing.
+	leasedHeads bool
+	// deadHead: half the backlog waits in one strict stream behind a
+	// dead-lettered head; the other half is in `streams` free streams.
+	deadHead bool
+}
+
+var claimShapes = []claimShape{
+	{name: "streams=100", streams: 100},
+	{name: "streams=10k", streams: 10_000},
+	{name: "heads-leased/streams=10k", streams: 10_000, leasedHeads: true},
+	{name: "dead-head+100-free", streams: 100, deadHead: true},
+}
+
+var claimShapeSizes = []struct {
+	name    string
+	pending int
+}{{"10k", 10_000}, {"200k", 200_000}, {"1m", 1_000_000}}
+
+// shapeResult is one shape at one size.
+type shapeResult struct {
+	p50, p99 time.Duration
+	rate     float64
+	claimed  float64
+}
+
+// BenchmarkClaimShapes measures ProcessBatch (complete the previous batch
+// as published, claim 100) on the backlogs of claimShapes at 10k, 200k and
+// 1M pending, and prints a table with the ratio of p99 at each size to p99
+// at 10k (the target: within 2x at 1M). It runs only with
+// BACKSTOP_BENCH_POSTGRES=1; BACKSTOP_BENCH_SIZES and BACKSTOP_BENCH_SHAPES
+// pick sizes and shapes (comma-separated names). Backlogs are built with
+// INSERT ... SELECT generate_series, the stream rows with the migration's
+// backfill, then VACUUM ANALYZE. For example (make bench-postgres):
+//
+//	BACKSTOP_BENCH_POSTGRES=1 go test -run '^$' -bench 'BenchmarkClaimShapes' -benchtime 200x -timeout 60m ./store/postgres/
+func BenchmarkClaimShapes(b *testing.B) {
+	if os.Getenv("BACKSTOP_BENCH_POSTGRES") == "" {
+		b.Skip("set BACKSTOP_BENCH_POSTGRES=1 to run (it loads up to 1M rows per shape)")
+	}
+	sizes := pick(os.Getenv("BACKSTOP_BENCH_SIZES"))
+	shapes := pick(os.Getenv("BACKSTOP_BENCH_SHAPES"))
+	results := map[string]map[string]shapeResult{}
+	for _, sh := range claimShapes {
+		if !shapes(sh.name) {
+			continue
+		}
+		results[sh.name] = map[string]shapeResult{}
+		for _, sz := range claimShapeSizes {
+			if !sizes(sz.name) {
+				continue
+			}
+			var ld *shapeLoad
+			b.Run(sh.name+"/pending="+sz.name, func(sub *testing.B) {
+				if ld == nil {
+					ld = loadShape(b, sub, sh, sz.pending)
+				}
+				b := sub
+				r := ld.run(b)
+				results[sh.name][sz.name] = r
+				b.ReportMetric(float64(r.p50)/1e6, "p50-ms")
+				b.ReportMetric(float64(r.p99)/1e6, "p99-ms")
+				b.ReportMetric(r.rate, "msgs/s")
+				b.ReportMetric(r.claimed, "msgs/batch")
+			})
+			if ld != nil {
+				ld.close()
+			}
+		}
+	}
+	var t strings.Builder
+	t.WriteString("\n| shape | pending | claimed/batch | msgs/s | p50 ms | p99 ms | p99 / p99 at 10k |\n|---|---|---|---|---|---|---|\n")
+	for _, sh := range claimShapes {
+		base, ok := results[sh.name]["10k"]
+		for _, sz := range claimShapeSizes {
+			r, have := results[sh.name][sz.name]
+			if !have {
+				continue
+			}
+			ratio := "—"
+			if ok && base.p99 > 0 {
+				ratio = fmt.Sprintf("%.2f", float64(r.p99)/float64(base.p99))
+			}
+			fmt.Fprintf(&t, "| %s | %s | %.0f | %.0f | %.2f | %.2f | %s |\n", sh.name, sz.name, r.claimed, r.rate,
+				float64(r.p50)/1e6, float64(r.p99)/1e6, ratio)
+		}
+	}
+	fmt.Fprint(os.Stderr, t.String())
+}
+
+// pick returns a filter for a comma-separated list (empty: all).
+func pick(list string) func(string) bool {
+	return func(name string) bool {
+		return list == "" || slices.Contains(strings.Split(list, ","), name)
+	}
+}
+
+// shapeLoad is a loaded shape.
+type shapeLoad struct {
+	s       *Store
+	sh      claimShape
+	pending int
+	free    int // messages in free streams
+	mu      sync.Mutex
+	used    int
+	close   func()
+}
+
+// loadShape builds sh with pending messages in a fresh schema that
+// shapeLoad.close drops; sub reports.
+func loadShape(parent, b *testing.B, sh claimShape, pending int) *shapeLoad {
+	ctx := context.Background()
+	start := time.Now()
+	admin := admin(parent)
+	schema := fmt.Sprintf("t_bench_%d", time.Now().UnixNano())
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		b.Fatal(err)
+	}
+	pool := schemaPool(parent, schema, 4)
+	s, err := New(pool, store.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	ld := &shapeLoad{s: s, sh: sh, pending: pending, free: pending, close: func() {
+		pool.Close()
+		if _, err := admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			parent.Errorf("drop schema %s: %v", schema, err)
+		}
+	}}
+	exec := func(q string, args ...any) {
+		if _, err := s.pool.Exec(ctx, q, args...); err != nil {
+			b.Fatalf("%s: %v", q, err)
+		}
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Bulk load without the per-row trigger, then build the stream rows as
+	// migration 0003 does for an existing outbox.
+	for _, q := range []string{"SET session_replication_role = replica"} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	load := func(n, streams int, prefix string) {
+		q := `INSERT INTO ` + s.n.outbox + ` (destination, stream, type, payload)
+			SELECT 'bench', $1 || (i % $2), 'bench.event', '{"n":1}' FROM generate_series(0, $3 - 1) i`
+		if _, err := conn.Exec(ctx, q, prefix, streams, n); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if sh.deadHead {
+		ld.free = pending / 2
+		load(pending-ld.free, 1, "blocked")
+	}
+	load(ld.free, sh.streams, "s")
+	if _, err := conn.Exec(ctx, "RESET session_replication_role"); err != nil {
+		b.Fatal(err)
+	}
+	conn.Release()
+	exec(`INSERT INTO ` + s.n.qual + `streams (destination, stream, head_seq)
+		SELECT destination, stream, min(seq) FROM ` + s.n.outbox + ` WHERE published_at IS NULL AND stream <> ''
+		GROUP BY destination, stream`)
+	if sh.deadHead {
+		exec(`UPDATE ` + s.n.outbox + ` SET dead_lettered_at = now(), status = status | 32768, attempts = 1
+			WHERE seq = (SELECT min(seq) FROM ` + s.n.outbox + ` WHERE stream = 'blocked0')`)
+	}
+	if sh.leasedHeads {
+		exec(`UPDATE ` + s.n.outbox + ` SET instance_id = 'other', lease_expiry = now() + interval '1 hour'
+			WHERE seq IN (SELECT min(seq) FROM ` + s.n.outbox + ` GROUP BY destination, stream)`)
+		exec(`UPDATE ` + s.n.qual + `streams SET ready = false, wait_until = now() + interval '1 hour'`)
+		exec(`INSERT INTO ` + s.n.instances + ` (id, last_heartbeat) VALUES ('other', now() + interval '1 hour')`)
+	}
+	for _, t := range []string{s.n.outbox, s.n.qual + "streams", s.n.qual + "stream_wakes"} {
+		exec("VACUUM ANALYZE " + t)
+	}
+	b.Logf("%s: loaded %d pending in %s", sh.name, pending, time.Since(start).Round(time.Millisecond))
+	if os.Getenv("BACKSTOP_BENCH_EXPLAIN") != "" {
+		plan, err := s.explainClaim(ctx, 100, true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Fprintf(os.Stderr, "EXPLAIN (ANALYZE, BUFFERS) of the claim, %s at %d pending:\n%s\n", sh.name, pending, plan)
+	}
+	return ld
+}
+
+// topUp writes as many messages as were delivered, into the free streams,
+// once a tenth of them is gone, so that every batch sees about the same
+// backlog. Writes go through the trigger, as an application's would.
+func (ld *shapeLoad) topUp(b *testing.B) time.Duration {
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
+	if ld.used < ld.free/10 {
+		return 0
+	}
+	start := time.Now()
+	q := `INSERT INTO ` + ld.s.n.outbox + ` (destination, stream, type, payload)
+		SELECT 'bench', 's' || (i % $1), 'bench.event', '{"n":1}' FROM generate_series(0, $2 - 1) i`
+	if _, err := ld.s.pool.Exec(context.Background(), q, ld.sh.streams, ld.used); err != nil {
+		b.Fatal(err)
+	}
+	ld.used = 0
+	return time.Since(start)
+}
+
+// run runs b.N batches of one instance and returns their latencies.
+func (ld *shapeLoad) run(b *testing.B) shapeResult {
+	ctx := context.Background()
+	batch := &store.Batch{Instance: store.Instance{ID: "bench"}, Claim: store.ClaimRequest{Limit: 100}}
+	lat := make([]time.Duration, 0, b.N)
+	claimed := 0
+	var paused time.Duration
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		t0 := time.Now()
+		r, err := ld.s.ProcessBatch(ctx, batch)
+		lat = append(lat, time.Since(t0))
+		if err != nil {
+			b.Fatal(err)
+		}
+		batch.Completions = batch.Completions[:0]
+		for _, m := range r.Claimed {
+			batch.Completions = append(batch.Completions, store.Completion{ID: m.ID, Status: outbox.StatusPublished})
+		}
+		claimed += len(r.Claimed)
+		ld.mu.Lock()
+		ld.used += len(r.Claimed)
+		ld.mu.Unlock()
+		paused += ld.topUp(b)
+	}
+	elapsed := time.Since(start) - paused
+	b.StopTimer()
+	batch.Claim.Limit = 0
+	if _, err := ld.s.ProcessBatch(ctx, batch); err != nil {
+		b.Fatal(err)
+	}
+	slices.Sort(lat)
+	q := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
+	return shapeResult{p50: q(0.50), p99: q(0.99), rate: float64(claimed) / elapsed.Seconds(),
+		claimed: float64(claimed) / float64(len(lat))}
+}
+
+// BenchmarkEnqueueWriters measures Enqueue of one message per transaction
+// by 8 concurrent writers: all on one stream, each on its own stream, and
+// unordered, and prints the rates with the ratio to unordered (the target:
+// one stream at least 50 %). Writers of one stream queue on its row lock
+// (commit order); see docs/claim.md. BACKSTOP_BENCH_POSTGRES=1 runs it:
+//
+//	BACKSTOP_BENCH_POSTGRES=1 go test -run '^$' -bench 'BenchmarkEnqueueWriters' -benchtime 4000x ./store/postgres/
+func BenchmarkEnqueueWriters(b *testing.B) {
+	if os.Getenv("BACKSTOP_BENCH_POSTGRES") == "" {
+		b.Skip("set BACKSTOP_BENCH_POSTGRES=1 to run")
+	}
+	const writers = 8
+	cases := []struct {
+		name   string
+		stream func(w int) string
+	}{
+		{"unordered", func(int) string { return "" }},
+		{"one-stream", func(int) string { return "s" }},
+		{"eight-streams", func(w int) string { return fmt.Sprintf("s%d", w) }},
+	}
+	rates := map[string]float64{}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			schema := newSchema(b)
+			s, err := New(schemaPool(b, schema, writers+2), store.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Migrate(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			rates[c.name] = enqueueRate(b, writers, func(w int) error {
+				return s.Enqueue(context.Background(), &outbox.Message{Destination: "d", Stream: c.stream(w), Type: "t", Payload: []byte("{}")})
+			})
+			b.ReportMetric(rates[c.name], "msgs/s")
+		})
+	}
+	printWriterRates(rates, "PostgreSQL")
+}
+
+// enqueueRate runs b.N calls of write spread over writers goroutines and
+// returns calls per second.
+func enqueueRate(b *testing.B, writers int, write func(w int) error) float64 {
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for w := range writers {
+		n := b.N / writers
+		if w == 0 {
+			n += b.N % writers
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n {
+				if err := write(w); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	return float64(b.N) / elapsed.Seconds()
+}
+
+func printWriterRates(rates map[string]float64, db string) {
+	base := rates["unordered"]
+	var t strings.Builder
+	fmt.Fprintf(&t, "\n| %s, 8 writers | msgs/s | vs unordered |\n|---|---|---|\n", db)
+	for _, name := range []string{"unordered", "one-stream", "eight-streams"} {
+		r, ok := rates[name]
+		if !ok {
+			continue
+		}
+		ratio := "—"
+		if base > 0 {
+			ratio = fmt.Sprintf("%.0f %%", 100*r/base)
+		}
+		fmt.Fprintf(&t, "| %s | %.0f | %s |\n", name, r, ratio)
+	}
+	fmt.Fprint(os.Stderr, t.String())
+}

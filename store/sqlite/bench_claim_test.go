@@ -1,0 +1,272 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
+)
+
+// The SQLite twin of store/postgres's BenchmarkClaimShapes and
+// BenchmarkEnqueueWriters (make bench-sqlite): the same shapes, sizes and
+// tables. BACKSTOP_BENCH_SQLITE=1 runs them; BACKSTOP_BENCH_SIZES and
+// BACKSTOP_BENCH_SHAPES pick (comma-separated names).
+//
+//	BACKSTOP_BENCH_SQLITE=1 go test -run '^$' -bench 'BenchmarkClaimShapes|BenchmarkEnqueueWriters' -benchtime 200x ./store/sqlite/
+
+type claimShape struct {
+	name        string
+	streams     int
+	leasedHeads bool
+	deadHead    bool
+}
+
+var claimShapes = []claimShape{
+	{name: "streams=100", streams: 100},
+	{name: "streams=10k", streams: 10_000},
+	{name: "heads-leased/streams=10k", streams: 10_000, leasedHeads: true},
+	{name: "dead-head+100-free", streams: 100, deadHead: true},
+}
+
+var claimShapeSizes = []struct {
+	name    string
+	pending int
+}{{"10k", 10_000}, {"200k", 200_000}, {"1m", 1_000_000}}
+
+type shapeResult struct {
+	p50, p99 time.Duration
+	rate     float64
+	claimed  float64
+}
+
+func pick(list string) func(string) bool {
+	return func(name string) bool {
+		return list == "" || slices.Contains(strings.Split(list, ","), name)
+	}
+}
+
+// BenchmarkClaimShapes: see store/postgres's. Each batch completes the
+// previous 100 as published and claims 100, one instance.
+func BenchmarkClaimShapes(b *testing.B) {
+	if os.Getenv("BACKSTOP_BENCH_SQLITE") == "" {
+		b.Skip("set BACKSTOP_BENCH_SQLITE=1 to run (it writes up to 1M rows per shape)")
+	}
+	sizes := pick(os.Getenv("BACKSTOP_BENCH_SIZES"))
+	shapes := pick(os.Getenv("BACKSTOP_BENCH_SHAPES"))
+	results := map[string]map[string]shapeResult{}
+	for _, sh := range claimShapes {
+		if !shapes(sh.name) {
+			continue
+		}
+		results[sh.name] = map[string]shapeResult{}
+		for _, sz := range claimShapeSizes {
+			if !sizes(sz.name) {
+				continue
+			}
+			var ld *shapeLoad
+			b.Run(sh.name+"/pending="+sz.name, func(sub *testing.B) {
+				if ld == nil {
+					ld = loadShape(b, sub, sh, sz.pending)
+				}
+				b := sub
+				r := ld.run(b)
+				results[sh.name][sz.name] = r
+				b.ReportMetric(float64(r.p50)/1e6, "p50-ms")
+				b.ReportMetric(float64(r.p99)/1e6, "p99-ms")
+				b.ReportMetric(r.rate, "msgs/s")
+				b.ReportMetric(r.claimed, "msgs/batch")
+			})
+			if ld != nil {
+				ld.s.Close()
+				os.RemoveAll(ld.dir)
+			}
+		}
+	}
+	var t strings.Builder
+	t.WriteString("\n| shape | pending | claimed/batch | msgs/s | p50 ms | p99 ms | p99 / p99 at 10k |\n|---|---|---|---|---|---|---|\n")
+	for _, sh := range claimShapes {
+		base, ok := results[sh.name]["10k"]
+		for _, sz := range claimShapeSizes {
+			r, have := results[sh.name][sz.name]
+			if !have {
+				continue
+			}
+			ratio := "—"
+			if ok && base.p99 > 0 {
+				ratio = fmt.Sprintf("%.2f", float64(r.p99)/float64(base.p99))
+			}
+			fmt.Fprintf(&t, "| %s | %s | %.0f | %.0f | %.2f | %.2f | %s |\n", sh.name, sz.name, r.claimed, r.rate,
+				float64(r.p50)/1e6, float64(r.p99)/1e6, ratio)
+		}
+	}
+	fmt.Fprint(os.Stderr, t.String())
+}
+
+type shapeLoad struct {
+	s    *Store
+	dir  string
+	sh   claimShape
+	free int
+	used int
+}
+
+// openBench opens a store in a directory of its own (under dir when set).
+func openBench(b *testing.B, dir string) (*Store, string) {
+	if dir == "" {
+		dir = b.TempDir()
+	}
+	s, err := Open(context.Background(), filepath.Join(dir, "bench.db"), store.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s, dir
+}
+
+// insertRows writes n messages over streams streams named prefix0...,
+// through the triggers, in one statement.
+func insertRows(b *testing.B, s *Store, n, streams int, prefix string) {
+	q := `WITH RECURSIVE g(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM g WHERE i + 1 < ?)
+INSERT INTO {{prefix}}outbox (destination, stream, type, payload)
+SELECT 'bench', ? || (i % ?), 'bench.event', '{"n":1}' FROM g`
+	if _, err := s.w.Exec(s.sql(q), n, prefix, streams); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func loadShape(parent, b *testing.B, sh claimShape, pending int) *shapeLoad {
+	start := time.Now()
+	dir, err := os.MkdirTemp("", "backstop-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, _ := openBench(parent, dir)
+	ld := &shapeLoad{s: s, dir: dir, sh: sh, free: pending}
+	exec := func(q string, args ...any) {
+		if _, err := s.w.Exec(s.sql(q), args...); err != nil {
+			b.Fatalf("%s: %v", q, err)
+		}
+	}
+	if sh.deadHead {
+		ld.free = pending / 2
+		insertRows(b, s, pending-ld.free, 1, "blocked")
+		exec(`UPDATE {{prefix}}outbox SET dead_lettered_at = ?, status = status | 32768, attempts = 1
+			WHERE seq = (SELECT min(seq) FROM {{prefix}}outbox WHERE stream = 'blocked0')`, time.Now().UnixMilli())
+	}
+	insertRows(b, s, ld.free, sh.streams, "s")
+	if sh.leasedHeads {
+		later := time.Now().Add(time.Hour).UnixMilli()
+		exec(`UPDATE {{prefix}}outbox SET instance_id = 'other', lease_expiry = ?
+			WHERE seq IN (SELECT min(seq) FROM {{prefix}}outbox GROUP BY destination, stream)`, later)
+		exec(`UPDATE {{prefix}}streams SET ready = 0, wait_until = ?`, later)
+		exec(`INSERT INTO {{prefix}}instances (id, last_heartbeat) VALUES ('other', ?)`, later)
+	}
+	exec(`ANALYZE`)
+	b.Logf("%s: loaded %d pending in %s", sh.name, pending, time.Since(start).Round(time.Millisecond))
+	return ld
+}
+
+func (ld *shapeLoad) run(b *testing.B) shapeResult {
+	ctx := context.Background()
+	batch := &store.Batch{Instance: store.Instance{ID: "bench"}, Claim: store.ClaimRequest{Limit: 100}}
+	lat := make([]time.Duration, 0, b.N)
+	claimed := 0
+	var paused time.Duration
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		t0 := time.Now()
+		r, err := ld.s.ProcessBatch(ctx, batch)
+		lat = append(lat, time.Since(t0))
+		if err != nil {
+			b.Fatal(err)
+		}
+		batch.Completions = batch.Completions[:0]
+		for _, m := range r.Claimed {
+			batch.Completions = append(batch.Completions, store.Completion{ID: m.ID, Status: outbox.StatusPublished})
+		}
+		claimed += len(r.Claimed)
+		ld.used += len(r.Claimed)
+		if ld.used >= ld.free/10 {
+			t := time.Now()
+			insertRows(b, ld.s, ld.used, ld.sh.streams, "s")
+			ld.used = 0
+			paused += time.Since(t)
+		}
+	}
+	elapsed := time.Since(start) - paused
+	b.StopTimer()
+	batch.Claim.Limit = 0
+	if _, err := ld.s.ProcessBatch(ctx, batch); err != nil {
+		b.Fatal(err)
+	}
+	slices.Sort(lat)
+	q := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
+	return shapeResult{p50: q(0.50), p99: q(0.99), rate: float64(claimed) / elapsed.Seconds(),
+		claimed: float64(claimed) / float64(len(lat))}
+}
+
+// BenchmarkEnqueueWriters: 8 goroutines Enqueue one message each call, on
+// one stream, on eight, and unordered. SQLite runs one writer at a time,
+// so this measures what the stream bookkeeping (the insert trigger) costs.
+func BenchmarkEnqueueWriters(b *testing.B) {
+	if os.Getenv("BACKSTOP_BENCH_SQLITE") == "" {
+		b.Skip("set BACKSTOP_BENCH_SQLITE=1 to run")
+	}
+	const writers = 8
+	cases := []struct {
+		name   string
+		stream func(w int) string
+	}{
+		{"unordered", func(int) string { return "" }},
+		{"one-stream", func(int) string { return "s" }},
+		{"eight-streams", func(w int) string { return fmt.Sprintf("s%d", w) }},
+	}
+	rates := map[string]float64{}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			s, _ := openBench(b, "")
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for w := range writers {
+				n := b.N / writers
+				if w == 0 {
+					n += b.N % writers
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range n {
+						m := &outbox.Message{Destination: "d", Stream: c.stream(w), Type: "t", Payload: []byte("{}")}
+						if err := s.Enqueue(context.Background(), m); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			rates[c.name] = float64(b.N) / time.Since(start).Seconds()
+			b.StopTimer()
+			b.ReportMetric(rates[c.name], "msgs/s")
+		})
+	}
+	base := rates["unordered"]
+	var t strings.Builder
+	t.WriteString("\n| SQLite, 8 writers | msgs/s | vs unordered |\n|---|---|---|\n")
+	for _, name := range []string{"unordered", "one-stream", "eight-streams"} {
+		if r, ok := rates[name]; ok && base > 0 {
+			fmt.Fprintf(&t, "| %s | %.0f | %.0f %% |\n", name, r, 100*r/base)
+		}
+	}
+	fmt.Fprint(os.Stderr, t.String())
+}
