@@ -111,19 +111,28 @@ var testPolicy = store.Policy{Strategy: retry.NewFixedDelay(time.Minute, false),
 
 func storeConfig(clk clock.Clock) store.Config {
 	return store.Config{
-		Clock: clk, LeaseDuration: 10 * time.Minute, InstanceTimeout: time.Hour,
+		Clock: clk, LeaseDuration: time.Hour, InstanceTimeout: 2 * time.Hour,
 		Policies: map[string]store.Policy{Destination("orders"): testPolicy},
 	}
 }
 
 func newEnv(t *testing.T, k kind) *env {
 	t.Helper()
+	return openEnv(t, k, "", clock.NewFake(epoch))
+}
+
+// openEnv opens the store of kind k at spec, or a new one with the
+// application's table when spec is "".
+func openEnv(t *testing.T, k kind, spec string, clk *clock.Fake) *env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	clk := clock.NewFake(epoch)
-	s, spec := k.open(t, "", storeConfig(clk))
+	fresh := spec == ""
+	s, spec := k.open(t, spec, storeConfig(clk))
 	e := &env{t: t, ctx: ctx, k: k, spec: spec, s: s, clk: clk, reg: prometheus.NewRegistry(), table: k.table(spec, "handled")}
-	e.exec(`CREATE TABLE ` + e.table + ` (n ` + k.serial + `, source_id text NOT NULL, stream text NOT NULL, attempt integer NOT NULL)`)
+	if fresh {
+		e.exec(`CREATE TABLE ` + e.table + ` (n ` + k.serial + `, source_id text NOT NULL, stream text NOT NULL, attempt integer NOT NULL)`)
+	}
 	return e
 }
 
@@ -136,7 +145,7 @@ func (e *env) config() Config {
 			Clock: e.clk, Logger: quiet, Workers: 4,
 			PollInterval: time.Second, MaxPollInterval: time.Second,
 		},
-		Handling: relay.Destination{InProcess: retry.NewConfig(1, nil)},
+		Handling: relay.Destination{InProcess: retry.NewConfig(1, nil), Timeout: 10 * time.Hour},
 		Metrics:  e.reg,
 	}
 }
@@ -243,8 +252,9 @@ func (rn *running) shutdown() error {
 }
 
 // waitFor drives the fake clock a second at a time until cond holds: the
-// relay's polls and retries are timers on it. It fails the test at the
-// context's deadline.
+// relay's polls and retries are timers on it. Fake time runs a few hundred
+// times faster than real time, so the tests' leases and delivery timeouts
+// are hours long. It fails the test at the context's deadline.
 func (e *env) waitFor(what string, cond func() bool) {
 	e.t.Helper()
 	tick := time.NewTicker(2 * time.Millisecond)
