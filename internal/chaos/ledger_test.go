@@ -34,13 +34,14 @@ type ledger struct {
 	order    []*sent // in commit order
 	arrivals []arrival
 	first    map[string]time.Time // first arrival of each id
+	last     map[string]time.Time // last arrival of each id
 	released map[string]bool      // poison ids an operator released: never expected
 	by       map[string]int       // arrivals by instance
 	changed  chan struct{}
 }
 
 func newLedger() *ledger {
-	return &ledger{sent: map[string]*sent{}, first: map[string]time.Time{}, released: map[string]bool{}, by: map[string]int{}, changed: make(chan struct{})}
+	return &ledger{sent: map[string]*sent{}, first: map[string]time.Time{}, last: map[string]time.Time{}, released: map[string]bool{}, by: map[string]int{}, changed: make(chan struct{})}
 }
 
 func (l *ledger) notifyLocked() {
@@ -56,6 +57,7 @@ func (l *ledger) record(a arrival) {
 	if _, ok := l.first[a.id]; !ok {
 		l.first[a.id] = a.at
 	}
+	l.last[a.id] = a.at
 	l.notifyLocked()
 }
 
@@ -118,6 +120,28 @@ func (l *ledger) caughtUp(skip func(*sent) bool) func() bool {
 				return false
 			}
 			pending = pending[:len(pending)-1]
+		}
+		return true
+	}
+}
+
+// backlog returns how many committed messages have not arrived yet.
+func (l *ledger) backlog() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.order) - len(l.first)
+}
+
+// resent returns a condition, for waitFor, that holds once each of ids
+// has arrived at or after t: the messages a dead or stopped relay held
+// were delivered by another (again, if it had sent them already).
+func (l *ledger) resent(ids []string, t time.Time) func() bool {
+	return func() bool {
+		for len(ids) > 0 {
+			if at, ok := l.last[ids[0]]; !ok || at.Before(t) {
+				return false
+			}
+			ids = ids[1:]
 		}
 		return true
 	}

@@ -31,6 +31,10 @@ type load struct {
 	perTx   int           // messages in each steady transaction
 	burstN  int           // messages in a burst transaction
 	burstAt int           // every burstAt-th transaction of a goroutine is a burst
+	// maxBacklog pauses the load while more committed messages than this
+	// wait for their first arrival, so that a slow machine runs the faults
+	// against a backlog it can drain rather than one that grows forever.
+	maxBacklog int
 }
 
 // generator writes the load with two goroutines, each owning half of the
@@ -44,10 +48,11 @@ type generator struct {
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	errs   []error
-	txs    int
-	bursts int
+	mu      sync.Mutex
+	errs    []error
+	txs     int
+	bursts  int
+	skipped int // ticks skipped because of maxBacklog
 }
 
 // poisonReq asks for the next message of a stream to be a poison message.
@@ -113,6 +118,13 @@ func (g *generator) run(ctx context.Context, k int, poison chan poisonReq) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		}
+		if g.shape.maxBacklog > 0 && g.l.backlog() > g.shape.maxBacklog && len(poison) == 0 {
+			g.mu.Lock()
+			g.skipped++
+			g.mu.Unlock()
+			tx--
+			continue
 		}
 		n, style := g.shape.perTx, styleStore
 		if tx%2 == 0 {

@@ -133,24 +133,27 @@ func TestChaosPostgres(t *testing.T) {
 		err = st.Pool().QueryRow(ctx, sql).Scan(&n)
 		return n, err
 	}
+	// leased returns the messages instance holds leases on.
+	leased := func(instance string) []string {
+		rows, _ := st.Pool().Query(ctx, `SELECT id::text FROM `+schema+`.backstop_outbox
+			WHERE instance_id = $1 AND lease_expiry > now() AND published_at IS NULL AND dead_lettered_at IS NULL`, instance)
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatalf("leases of %s: %v", instance, err)
+		}
+		return ids
+	}
 	var held func(*sent) bool // messages held back on purpose, not waited for
-	settle := func(p *phase) {
+	settle := func(p *phase, stranded ...string) {
 		p.backlog = undelivered(ctx, count, schema+".backstop_outbox")
-		if err := l.waitFor(ctx, sz.recoverLimit, l.caughtUp(held)); err != nil {
+		caught, back := l.caughtUp(held), l.resent(stranded, p.start)
+		if err := l.waitFor(ctx, sz.recoverLimit, func() bool { return caught() && back() }); err != nil {
 			p.failed = err.Error()
 			t.Errorf("%s: not recovered: %v", p.name, err)
 			return
 		}
 		p.recovery = time.Since(p.end)
 	}
-	// active waits until instance is delivering (mid-batch).
-	active := func(id string) {
-		n := l.arrivedFrom(id)
-		if err := l.waitFor(ctx, 20*time.Second, func() bool { return l.by[id] >= n+10 }); err != nil {
-			t.Logf("%s delivered nothing new in 20 s: faulting it anyway", id)
-		}
-	}
-
 	if err := l.waitFor(ctx, 30*time.Second, func() bool { return len(l.arrivals) >= 200 }); err != nil {
 		t.Fatalf("the relays delivered under 200 messages in 30 s: %v; logs: %s", err, tail(f.dir+"/relay-a-1.log"))
 	}
@@ -162,27 +165,37 @@ func TestChaosPostgres(t *testing.T) {
 	for i := range sz.kills {
 		slot := slots[i%len(slots)]
 		id := f.instance(slot)
-		active(id)
+		tr := rc.setTrap(id, true)
+		if !tr.wait(20 * time.Second) {
+			t.Fatalf("%s delivered nothing in 20 s", id)
+		}
 		p := &phase{name: fmt.Sprintf("SIGKILL mid-batch #%d", i+1), start: time.Now()}
 		next := f.kill(slot)
+		close(tr.release)
+		stranded := leased(id)
 		p.end = p.start
-		p.note = fmt.Sprintf("%s killed after %d deliveries, %s started", id, l.arrivedFrom(id), next)
-		settle(p)
+		p.note = fmt.Sprintf("%s killed while a delivery it made was processed but not yet answered, holding %d leases; %s started", id, len(stranded), next)
+		settle(p, stranded...)
 		rep.add(p)
 	}
 
 	for i := range sz.stops {
 		slot := slots[(i+1)%len(slots)]
 		id := f.instance(slot)
-		active(id)
+		tr := rc.setTrap(id, true)
+		if !tr.wait(20 * time.Second) {
+			t.Fatalf("%s delivered nothing in 20 s", id)
+		}
 		p := &phase{name: fmt.Sprintf("SIGSTOP past the lease #%d", i+1), start: time.Now()}
 		f.signal(slot, syscall.SIGSTOP)
+		close(tr.release) // the answer waits in the stopped process's socket
+		stranded := leased(id)
 		stopped := 2 * lease
 		<-time.After(stopped) // the fault is a duration: the lease must lapse
 		f.signal(slot, syscall.SIGCONT)
 		p.end = time.Now()
-		p.note = fmt.Sprintf("%s stopped for %v (lease %v), then continued", id, stopped, lease)
-		settle(p)
+		p.note = fmt.Sprintf("%s stopped mid-delivery, holding %d leases, for %v (lease %v), then continued", id, len(stranded), stopped, lease)
+		settle(p, stranded...)
 		rep.add(p)
 	}
 
@@ -250,7 +263,7 @@ func TestChaosPostgres(t *testing.T) {
 	settle(drain)
 	rep.add(drain)
 
-	rep.fact("load transactions (bursts of "+fmt.Sprint(sz.load.burstN)+")", "%d (%d)", gen.txs, gen.bursts)
+	rep.fact("load transactions (bursts of "+fmt.Sprint(sz.load.burstN)+")", "%d (%d); ticks skipped because the backlog was over %d: %d", gen.txs, gen.bursts, gen.shape.maxBacklog, gen.skipped)
 	finalChecks(t, ctx, st, f, rc, l, rep, poisonIDs)
 	assertVerdict(t, rep)
 }
@@ -261,7 +274,7 @@ func TestChaosPostgres(t *testing.T) {
 // them, half released (the stream goes on without them, the entry
 // resolved). It returns the poison ids.
 func runPoison(t *testing.T, ctx context.Context, sz size, l *ledger, rc *receiver, gen *generator, st store.Store,
-	rep *report, held *func(*sent) bool, settle func(*phase)) map[string]*sent {
+	rep *report, held *func(*sent) bool, settle func(*phase, ...string)) map[string]*sent {
 	t.Helper()
 	p := &phase{name: "poison messages in strict streams", start: time.Now()}
 	poisons := map[string]*sent{}

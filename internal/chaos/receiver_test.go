@@ -42,7 +42,8 @@ type receiver struct {
 	mu       sync.Mutex
 	srv      *http.Server
 	fixed    map[string]bool // poison message ids the "fixed" receiver accepts
-	rejected map[int]int     // answers other than 2xx, by status
+	trap     *trap
+	rejected map[int]int // answers other than 2xx, by status
 	badSigs  int
 }
 
@@ -144,8 +145,62 @@ func (rc *receiver) handle(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rc.ledger.record(arrival{id: id, stream: b.Stream, n: b.N, at: time.Now(), instance: r.Header.Get("X-Chaos-Instance")})
+	instance := r.Header.Get("X-Chaos-Instance")
+	rc.ledger.record(arrival{id: id, stream: b.Stream, n: b.N, at: time.Now(), instance: instance})
+	tr := rc.sprung(instance)
+	if tr != nil && tr.hold {
+		// Processed, but the answer waits: the relay is mid-delivery.
+		close(tr.caught)
+		select {
+		case <-tr.release:
+		case <-r.Context().Done():
+		}
+	}
 	w.WriteHeader(http.StatusNoContent)
+	if tr != nil && !tr.hold {
+		// Answered: the relay is about to record the delivery.
+		http.NewResponseController(w).Flush()
+		close(tr.caught)
+	}
+}
+
+// trap catches the next accepted delivery of one relay instance.
+type trap struct {
+	instance string
+	hold     bool          // hold the answer until release (else answer, then spring)
+	caught   chan struct{} // closed when the delivery was accepted (and answered, unless hold)
+	release  chan struct{} // closed by the test to let a held answer go
+}
+
+// setTrap arms a trap for instance's next accepted delivery.
+func (rc *receiver) setTrap(instance string, hold bool) *trap {
+	tr := &trap{instance: instance, hold: hold, caught: make(chan struct{}), release: make(chan struct{})}
+	rc.mu.Lock()
+	rc.trap = tr
+	rc.mu.Unlock()
+	return tr
+}
+
+// sprung disarms and returns the trap set for instance, if any.
+func (rc *receiver) sprung(instance string) *trap {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	tr := rc.trap
+	if tr == nil || tr.instance != instance {
+		return nil
+	}
+	rc.trap = nil
+	return tr
+}
+
+// wait waits for the trap to catch a delivery, at most timeout.
+func (tr *trap) wait(timeout time.Duration) bool {
+	select {
+	case <-tr.caught:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
 }
 
 // stats returns the rejected answers by status and the bad signatures.

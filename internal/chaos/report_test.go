@@ -31,8 +31,8 @@ func chaosSize() size {
 	if os.Getenv("BACKSTOP_CHAOS") == "full" {
 		return size{
 			name:       "full",
-			load:       load{streams: 500, every: 25 * time.Millisecond, perTx: 3, burstN: 200, burstAt: 80},
-			sqliteLoad: load{streams: 200, every: 40 * time.Millisecond, perTx: 2, burstN: 100, burstAt: 50},
+			load:       load{streams: 500, every: 25 * time.Millisecond, perTx: 3, burstN: 200, burstAt: 80, maxBacklog: 5000},
+			sqliteLoad: load{streams: 200, every: 40 * time.Millisecond, perTx: 2, burstN: 100, burstAt: 50, maxBacklog: 500},
 			kills:      6, stops: 2, pgRestarts: 2, pgDown: 3 * time.Second,
 			destDown: 5 * time.Second, flap: 8 * time.Second, flapEvery: 300 * time.Millisecond,
 			poison: 10, sqliteKills: 8, recoverLimit: 90 * time.Second,
@@ -40,8 +40,8 @@ func chaosSize() size {
 	}
 	return size{
 		name:       "small",
-		load:       load{streams: 200, every: 25 * time.Millisecond, perTx: 3, burstN: 100, burstAt: 40},
-		sqliteLoad: load{streams: 100, every: 50 * time.Millisecond, perTx: 2, burstN: 50, burstAt: 40},
+		load:       load{streams: 200, every: 25 * time.Millisecond, perTx: 3, burstN: 100, burstAt: 40, maxBacklog: 3000},
+		sqliteLoad: load{streams: 100, every: 50 * time.Millisecond, perTx: 2, burstN: 50, burstAt: 40, maxBacklog: 300},
 		kills:      2, stops: 1, pgRestarts: 1, pgDown: time.Second,
 		destDown: 2500 * time.Millisecond, flap: 2 * time.Second, flapEvery: 250 * time.Millisecond,
 		poison: 4, sqliteKills: 3, recoverLimit: 30 * time.Second,
