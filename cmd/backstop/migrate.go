@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/backstophq/backstop/internal/config"
+	"github.com/backstophq/backstop/store"
+	"github.com/backstophq/backstop/store/postgres"
+)
+
+func newMigrateCmd(g *globals) *cobra.Command {
+	var cfgPath string
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Create or upgrade the store's tables (versioned, idempotent)",
+		Long: `migrate applies the store's versioned migrations that have not been applied
+yet, in one transaction (under an advisory lock on PostgreSQL). Running it
+again changes nothing. The store is --db, else the config's db.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			db := g.db
+			sc := store.Config{}
+			if cfgPath != "" {
+				c, err := config.Load(cfgPath)
+				if err != nil {
+					return err
+				}
+				sc.TablePrefix = c.Store.TablePrefix
+				if db == "" {
+					db = c.DB
+				}
+			}
+			if db == "" {
+				db = config.DefaultDB
+			}
+			st, err := openStore(cmd.Context(), db, sc)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if pg, ok := st.(*postgres.Store); ok {
+				v, err := pg.SchemaVersion(cmd.Context())
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "migrated %s: schema version %d\n", redactDB(db), v)
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "migrated %s\n", db)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&cfgPath, "config", "c", "", "a configuration file (for its db and table prefix)")
+	return cmd
+}

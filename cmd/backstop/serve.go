@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/backstophq/backstop/admin"
+	"github.com/backstophq/backstop/internal/config"
+	"github.com/backstophq/backstop/relay"
+	"github.com/backstophq/backstop/store"
+)
+
+func newServeCmd(g *globals) *cobra.Command {
+	var cfgPath, listen string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the relay, the admin API, /metrics, /healthz and /readyz in one process",
+		Long: `serve delivers the outbox of the store (--db, else the config's db, else
+sqlite:./backstop.db) to the destinations of the config file, and serves the
+admin API on the config's listen address (127.0.0.1:8080 by default). Several
+serve processes on one PostgreSQL share the work. SIGTERM or Ctrl-C stops
+claiming, finishes or releases what is in flight, and exits.
+
+Tokens come from the config's tokens and BACKSTOP_ADMIN_TOKEN (an operate
+token named "env"). serve refuses to listen beyond loopback without one.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := config.Load(cfgPath)
+			if err != nil {
+				return err
+			}
+			if g.db != "" {
+				c.DB = g.db
+			}
+			if listen != "" {
+				c.Listen = listen
+			}
+			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+			return serve(cmd.Context(), c, logger, nil)
+		},
+	}
+	cmd.Flags().StringVarP(&cfgPath, "config", "c", "backstop.yaml", "the configuration file")
+	cmd.Flags().StringVar(&listen, "listen", "", "the admin API's address (overrides the config's listen)")
+	return cmd
+}
+
+// tokensOf returns the admin tokens of the config and the environment.
+func tokensOf(c *config.Config) []admin.Token {
+	var out []admin.Token
+	for _, t := range c.Tokens {
+		out = append(out, admin.Token{Name: t.Name, Secret: t.Token, Role: t.Role})
+	}
+	if v := os.Getenv("BACKSTOP_ADMIN_TOKEN"); v != "" {
+		out = append(out, admin.Token{Name: "env", Secret: v, Role: admin.RoleOperate})
+	}
+	return out
+}
+
+// loopback reports whether addr's host only listens on this machine.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// serve runs until ctx is done. ready, when set, gets the listening
+// address.
+func serve(ctx context.Context, c *config.Config, logger *slog.Logger, ready func(addr string)) error {
+	tokens := tokensOf(c)
+	if len(tokens) == 0 && !loopback(c.Listen) {
+		return fmt.Errorf("refusing to listen on %s beyond loopback without an admin token: add tokens to the config or set BACKSTOP_ADMIN_TOKEN", c.Listen)
+	}
+	if len(tokens) == 0 {
+		logger.Warn("no admin token: every /v1 request will be refused (set BACKSTOP_ADMIN_TOKEN or the config's tokens)")
+	}
+	sc := c.StoreConfig()
+	sc.Logger = logger
+	st, err := openStore(ctx, c.DB, sc)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	rc, transports, err := c.RelayConfig(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, t := range transports {
+			_ = t.Close()
+		}
+	}()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	rc.Metrics, rc.Logger = reg, logger
+	r, err := relay.New(st, rc)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, d := range c.Destinations {
+		names = append(names, d.Name)
+	}
+	api, err := admin.New(admin.Config{
+		Store: st, Tokens: tokens, Destinations: names, Route: c.RouteTopic,
+		Breakers: breakersOf(r), MaxBodyBytes: c.MaxBodyBytes, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", api.Handler())
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", readyz(st))
+
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	logger.Info("backstop serving", "listen", ln.Addr().String(), "db", redactDB(c.DB), "destinations", len(names))
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- srv.Serve(ln) }()
+	relayErr := make(chan error, 1)
+	go func() { relayErr <- r.Run(ctx) }()
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-httpErr:
+		runErr = fmt.Errorf("admin API: %w", err)
+	case err := <-relayErr:
+		runErr = fmt.Errorf("relay: %w", err)
+		relayErr <- nil
+	}
+	logger.Info("backstop shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), c.Relay.ShutdownTimeout.D()+5*time.Second)
+	defer cancel()
+	shutdownErr := srv.Shutdown(sctx)
+	if errors.Is(shutdownErr, http.ErrServerClosed) {
+		shutdownErr = nil
+	}
+	return errors.Join(runErr, shutdownErr, <-relayErr)
+}
+
+// readyz answers 200 when the store answers a cheap query within 2 s.
+func readyz(st store.Store) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if _, err := st.DLQ().Count(ctx); err != nil {
+			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	}
+}
+
+func breakersOf(r *relay.Relay) func() []admin.Breaker {
+	return func() []admin.Breaker {
+		s := r.Stats()
+		out := make([]admin.Breaker, 0, len(s.Destinations))
+		for _, name := range sortedNames(s.Destinations) {
+			d := s.Destinations[name]
+			out = append(out, admin.Breaker{Destination: name, State: d.Breaker.String(), Openings: d.BreakerTrips,
+				Delivered: d.Delivered, Released: d.Released, Failed: d.Failed})
+		}
+		return out
+	}
+}
+
+// redactDB hides a database URL's password for logs.
+func redactDB(db string) string {
+	if u, err := urlParse(db); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = urlUserPassword(u.User.Username(), "***")
+			return u.String()
+		}
+	}
+	return db
+}
