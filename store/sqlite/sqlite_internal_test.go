@@ -78,7 +78,7 @@ func TestPragmas(t *testing.T) {
 		if err := db.QueryRow(`PRAGMA foreign_keys`).Scan(&fk); err != nil || fk != 1 {
 			t.Fatalf("foreign_keys = %d (%v), want 1", fk, err)
 		}
-		if err := db.QueryRow(`PRAGMA busy_timeout`).Scan(&busy); err != nil || busy != int(busyTimeout.Milliseconds()) {
+		if err := db.QueryRow(`PRAGMA busy_timeout`).Scan(&busy); err != nil || busy != int(defaultLockWait.Milliseconds()) {
 			t.Fatalf("busy_timeout = %d (%v)", busy, err)
 		}
 	}

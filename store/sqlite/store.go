@@ -41,19 +41,38 @@ type Store struct {
 	modeCase string  // SQL: a message's destination ordering (see claim.go)
 	queries  sync.Map
 	hub      store.Hub // wakes relays in this process (store.Notifier)
+	lockWait time.Duration
+}
+
+// Option adjusts a Store.
+type Option func(*Store)
+
+// WithLockWait bounds how long a store call waits for the database's
+// write lock, and for the writer connection an application transaction
+// begun on DB() may hold, before failing with ErrBusy. Zero or less means
+// the default, 5 s. It is also SQLite's busy_timeout.
+func WithLockWait(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.lockWait = d
+		}
+	}
 }
 
 var _ store.Store = (*Store)(nil)
-
-// busyTimeout is how long SQLite itself waits for a lock before returning
-// SQLITE_BUSY, which the store then retries.
-const busyTimeout = 5 * time.Second
 
 // Open opens (creating if needed) the database at path, applies the
 // migrations, and returns the store. path ":memory:" gives a private
 // in-memory database (one connection, for tests and demos). cfg has its
 // defaults applied and is validated; a bad field is named in the error.
-func Open(ctx context.Context, path string, cfg store.Config) (*Store, error) {
+//
+// Reads (Get, the dead-letter queue, monitoring) use a pool of their own:
+// in WAL mode they never wait for writers, so reading through the store
+// while an application transaction is open does not block. Writes wait at
+// most the lock wait (WithLockWait) and then fail with ErrBusy. An
+// in-memory database has one connection for everything: there, reads too
+// wait for an open application transaction.
+func Open(ctx context.Context, path string, cfg store.Config, opts ...Option) (*Store, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -61,8 +80,12 @@ func Open(ctx context.Context, path string, cfg store.Config) (*Store, error) {
 	if path == "" || strings.Contains(path, "?") {
 		return nil, fmt.Errorf("sqlite: bad database path %q", path)
 	}
+	s := &Store{cfg: cfg, modeCase: modeCase(cfg), lockWait: defaultLockWait}
+	for _, o := range opts {
+		o(s)
+	}
 	params := fmt.Sprintf("_txlock=immediate&_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)",
-		busyTimeout.Milliseconds())
+		s.lockWait.Milliseconds())
 	memory := path == ":memory:"
 	if !memory {
 		params += "&_pragma=journal_mode(WAL)"
@@ -75,7 +98,7 @@ func Open(ctx context.Context, path string, cfg store.Config) (*Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxIdleTime(0)
 	w.SetConnMaxLifetime(0)
-	s := &Store{cfg: cfg, w: w, r: w, modeCase: modeCase(cfg)}
+	s.w, s.r = w, w
 	if _, err := migrate(ctx, w, cfg.TablePrefix, s.now()); err != nil {
 		w.Close()
 		return nil, err
@@ -94,9 +117,11 @@ func Open(ctx context.Context, path string, cfg store.Config) (*Store, error) {
 
 // DB returns the database the store writes to, so that an application can
 // begin its transactions on it and call EnqueueTx. It is one connection:
-// SQLite has a single writer, and its transactions begin IMMEDIATE. Do not
-// call the store's own methods while holding a transaction from it on the
-// same goroutine.
+// SQLite has a single writer, and its transactions begin IMMEDIATE. While
+// a transaction begun on it is open, the store's reads go on (they have
+// connections of their own) but its writes wait for it, at most the lock
+// wait, then fail with ErrBusy: inside the transaction, write with
+// EnqueueTx.
 func (s *Store) DB() *sql.DB { return s.w }
 
 // Config returns the store's configuration, defaults applied.
@@ -134,7 +159,7 @@ func (s *Store) sql(q string) string {
 
 // write runs fn in a write transaction, retrying when the database is busy.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return withTx(ctx, s.w, fn)
+	return s.withWriter(ctx, fn)
 }
 
 const insertMessage = `INSERT INTO {{prefix}}outbox

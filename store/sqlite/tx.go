@@ -4,15 +4,24 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// busyRetries bounds how often a busy database is tried again, on top of
-// SQLite's own busy_timeout wait.
-const busyRetries = 8
+// ErrBusy is matched (errors.Is) by the error of a store call that could
+// not get the database's write lock (or, for an in-memory database, its
+// one connection) within the store's lock wait (WithLockWait, 5 s by
+// default): another transaction holds it, most often one an application
+// began on DB() and has not ended, perhaps in the very goroutine that
+// called the store. Such a call fails instead of waiting for ever.
+var ErrBusy = errors.New("sqlite: database busy")
+
+// defaultLockWait is how long a store call waits for the write lock by
+// default; it is also SQLite's busy_timeout.
+const defaultLockWait = 5 * time.Second
 
 // isBusy reports whether err is SQLITE_BUSY or SQLITE_LOCKED (any extended
 // code): another connection holds the lock; the operation can be retried.
@@ -28,24 +37,42 @@ func isBusy(err error) bool {
 	return false
 }
 
-// retryBusy runs fn until it returns something other than a busy error,
-// waiting a little longer each time, at most busyRetries times.
+// retryBusy is retryBusyFor with the default lock wait.
 func retryBusy(ctx context.Context, fn func() error) error {
-	wait := 10 * time.Millisecond
-	for i := 0; ; i++ {
+	return retryBusyFor(ctx, defaultLockWait, fn)
+}
+
+// retryBusyFor runs fn until it returns something other than a busy error,
+// waiting a little longer each time, for at most wait in all (SQLite's own
+// busy_timeout waits inside each try). A busy error it gives up on is
+// wrapped with ErrBusy, saying how long it waited.
+func retryBusyFor(ctx context.Context, wait time.Duration, fn func() error) error {
+	start := time.Now()
+	pause := 10 * time.Millisecond
+	for {
 		err := fn()
-		if err == nil || !isBusy(err) || i == busyRetries {
+		if err == nil || !isBusy(err) {
 			return err
 		}
-		t := time.NewTimer(wait)
+		if time.Since(start)+pause > wait {
+			return busyError(time.Since(start), err)
+		}
+		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return errors.Join(err, ctx.Err())
 		case <-t.C:
 		}
-		wait = min(2*wait, 500*time.Millisecond)
+		pause = min(2*pause, 500*time.Millisecond)
 	}
+}
+
+// busyError says why a call gave up and what to do about it.
+func busyError(waited time.Duration, cause error) error {
+	return fmt.Errorf("%w: waited %s for the write lock, which another transaction holds (one begun on DB() "+
+		"and still open, perhaps in this goroutine, or another process); inside your own transaction, "+
+		"write with EnqueueTx: %w", ErrBusy, waited.Round(time.Millisecond), cause)
 }
 
 // withTx runs fn in a transaction on db (BEGIN IMMEDIATE through the DSN)
@@ -54,6 +81,37 @@ func retryBusy(ctx context.Context, fn func() error) error {
 func withTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 	return retryBusy(ctx, func() error {
 		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if err := fn(tx); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	})
+}
+
+// withWriter is withTx on the store's writer connection, waiting at most
+// the store's lock wait for the connection (an application transaction
+// begun on DB() holds it until it ends) and for the write lock (another
+// process's); past that it fails with ErrBusy.
+func (s *Store) withWriter(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	start := time.Now()
+	return retryBusyFor(ctx, s.lockWait, func() error {
+		acquire, cancel := context.WithTimeout(ctx, max(s.lockWait-time.Since(start), time.Millisecond))
+		conn, err := s.w.Conn(acquire)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("%w: waited %s for the store's writer connection, which a transaction begun on "+
+					"DB() still holds (perhaps in this goroutine); inside your own transaction, write with EnqueueTx",
+					ErrBusy, time.Since(start).Round(time.Millisecond))
+			}
+			return err
+		}
+		defer conn.Close()
+		tx, err := conn.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
