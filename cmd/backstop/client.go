@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/backstophq/backstop/admin"
+	"github.com/backstophq/backstop/store"
+)
+
+// DefaultServer is the admin API an operator command talks to when neither
+// --server, BACKSTOP_SERVER nor --db is given.
+const DefaultServer = "http://127.0.0.1:8080"
+
+// cliToken is the in-process token of --db mode.
+const cliToken = "in-process-cli-token"
+
+// connect returns a client of the admin API: a server's (--server, token
+// from BACKSTOP_TOKEN) or, with --db, the API run in this process on the
+// store, recorded in the audit log under cli:$USER.
+func (g *globals) connect(ctx context.Context) (*admin.Client, func(), error) {
+	if g.output != "table" && g.output != "json" {
+		return nil, nil, fmt.Errorf("--output must be table or json, not %q", g.output)
+	}
+	if g.db == "" {
+		server := g.server
+		if server == "" {
+			server = DefaultServer
+		}
+		return &admin.Client{BaseURL: server, Token: os.Getenv("BACKSTOP_TOKEN")}, func() {}, nil
+	}
+	st, err := openStore(ctx, g.db, store.Config{})
+	if err != nil {
+		return nil, nil, err
+	}
+	user := os.Getenv("USER")
+	if user == "" {
+		user = "unknown"
+	}
+	srv, err := admin.New(admin.Config{
+		Store:  st,
+		Tokens: []admin.Token{{Name: "cli:" + user, Secret: cliToken, Role: admin.RoleOperate}},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+	})
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	c := &admin.Client{BaseURL: "http://in-process", Token: cliToken,
+		HTTPClient: &http.Client{Transport: admin.HandlerTransport{Handler: srv.Handler()}}}
+	return c, func() { st.Close() }, nil
+}
+
+// printer writes results as aligned tables or JSON.
+type printer struct {
+	out  io.Writer
+	json bool
+}
+
+func (g *globals) printer(w io.Writer) printer { return printer{out: w, json: g.output == "json"} }
+
+// value prints v as JSON, or with table when printing for people.
+func (p printer) value(v any, table func(tw *tabwriter.Writer)) error {
+	if p.json {
+		enc := json.NewEncoder(p.out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	tw := tabwriter.NewWriter(p.out, 0, 0, 2, ' ', 0)
+	table(tw)
+	return tw.Flush()
+}
+
+// row writes one tab-separated row; control characters are shown escaped
+// so that a stored value cannot rewrite the operator's terminal.
+func row(tw io.Writer, cells ...any) {
+	parts := make([]string, len(cells))
+	for i, c := range cells {
+		parts[i] = safe(fmt.Sprint(c))
+	}
+	fmt.Fprintln(tw, strings.Join(parts, "\t"))
+}
+
+func safe(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			fmt.Fprintf(&b, "\\x%02x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+func agoPtr(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return ago(*t)
+}
+
+func short(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// explain turns a connection failure into advice.
+func explain(err error, g *globals) error {
+	var p *admin.Problem
+	if errors.As(err, &p) {
+		if p.Status == http.StatusUnauthorized {
+			return fmt.Errorf("%w (set BACKSTOP_TOKEN to an admin token of the server)", err)
+		}
+		return err
+	}
+	if g.db == "" && err != nil && strings.Contains(err.Error(), "connection refused") {
+		return fmt.Errorf("%w (is `backstop serve` running there? --server or BACKSTOP_SERVER names another, --db works on a store directly)", err)
+	}
+	return err
+}
