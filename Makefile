@@ -58,7 +58,7 @@ fmt:
 BENCH_PG ?= BenchmarkClaimShapes
 bench-postgres:
 	BACKSTOP_BENCH_POSTGRES=1 $(GO) test -run '^$$' -bench '$(BENCH_PG)' -benchtime 300x -timeout 60m ./store/postgres/
-	BACKSTOP_BENCH_POSTGRES=1 $(GO) test -run '^$$' -bench BenchmarkEnqueueWriters -benchtime 4000x -timeout 10m ./store/postgres/
+	BACKSTOP_BENCH_POSTGRES=1 $(GO) test -run '^$$' -bench BenchmarkEnqueueWriters -benchtime 2000x -timeout 20m ./store/postgres/
 
 ## bench-sqlite: the SQLite twin of bench-postgres (same shapes and tables).
 bench-sqlite:

@@ -41,13 +41,6 @@ var claimShapeSizes = []struct {
 	pending int
 }{{"10k", 10_000}, {"200k", 200_000}, {"1m", 1_000_000}}
 
-// shapeResult is one shape at one size.
-type shapeResult struct {
-	p50, p99 time.Duration
-	rate     float64
-	claimed  float64
-}
-
 // BenchmarkClaimShapes measures ProcessBatch (complete the previous batch
 // as published, claim 100) on the backlogs of claimShapes at 10k, 200k and
 // 1M pending, and prints a table with the ratio of p99 at each size to p99
@@ -64,52 +57,106 @@ func BenchmarkClaimShapes(b *testing.B) {
 	}
 	sizes := pick(os.Getenv("BACKSTOP_BENCH_SIZES"))
 	shapes := pick(os.Getenv("BACKSTOP_BENCH_SHAPES"))
-	results := map[string]map[string]shapeResult{}
+	results := map[string]map[string]*sample{}
+	start := loadAvg()
 	for _, sh := range claimShapes {
 		if !shapes(sh.name) {
 			continue
 		}
-		results[sh.name] = map[string]shapeResult{}
+		results[sh.name] = map[string]*sample{}
+		loads := map[string]*shapeLoad{}
 		for _, sz := range claimShapeSizes {
-			if !sizes(sz.name) {
-				continue
-			}
-			var ld *shapeLoad
-			b.Run(sh.name+"/pending="+sz.name, func(sub *testing.B) {
-				if ld == nil {
-					ld = loadShape(b, sub, sh, sz.pending)
-				}
-				b := sub
-				r := ld.run(b)
-				results[sh.name][sz.name] = r
-				b.ReportMetric(float64(r.p50)/1e6, "p50-ms")
-				b.ReportMetric(float64(r.p99)/1e6, "p99-ms")
-				b.ReportMetric(r.rate, "msgs/s")
-				b.ReportMetric(r.claimed, "msgs/batch")
-			})
-			if ld != nil {
-				ld.close()
+			if sizes(sz.name) {
+				loads[sz.name] = loadShape(b, sh, sz.pending)
+				results[sh.name][sz.name] = &sample{}
 			}
 		}
+		// The sizes take turns, three rounds, so that a busy moment of the
+		// machine does not fall on one size only.
+		for round := range shapeRounds {
+			for _, sz := range claimShapeSizes {
+				ld := loads[sz.name]
+				if ld == nil {
+					continue
+				}
+				b.Run(fmt.Sprintf("%s/pending=%s/round=%d", sh.name, sz.name, round+1), func(b *testing.B) {
+					r := ld.run(b)
+					if b.N > 1 {
+						results[sh.name][sz.name].add(r)
+					}
+					b.ReportMetric(float64(r.quantile(0.50))/1e6, "p50-ms")
+					b.ReportMetric(float64(r.quantile(0.99))/1e6, "p99-ms")
+					b.ReportMetric(r.rate(), "msgs/s")
+				})
+			}
+		}
+		for _, ld := range loads {
+			ld.close()
+		}
 	}
+	fmt.Fprint(os.Stderr, shapeTable(results, "PostgreSQL", start, loadAvg()))
+}
+
+// shapeRounds is how many times each size of a shape is measured.
+const shapeRounds = 3
+
+// sample is the batches of one or more runs.
+type sample struct {
+	lat     []time.Duration
+	claimed int
+	elapsed time.Duration
+}
+
+func (s *sample) add(o *sample) {
+	s.lat = append(s.lat, o.lat...)
+	s.claimed += o.claimed
+	s.elapsed += o.elapsed
+}
+
+func (s *sample) quantile(q float64) time.Duration {
+	if len(s.lat) == 0 {
+		return 0
+	}
+	l := slices.Clone(s.lat)
+	slices.Sort(l)
+	return l[min(len(l)-1, int(q*float64(len(l))))]
+}
+
+func (s *sample) rate() float64 { return float64(s.claimed) / s.elapsed.Seconds() }
+
+// shapeTable renders results with the ratio of each size's p99 to the
+// p99 at 10k.
+func shapeTable(results map[string]map[string]*sample, db, start, end string) string {
 	var t strings.Builder
-	t.WriteString("\n| shape | pending | claimed/batch | msgs/s | p50 ms | p99 ms | p99 / p99 at 10k |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&t, "\n%s, load average %s at start, %s at end\n\n", db, start, end)
+	t.WriteString("| shape | pending | batches | claimed/batch | msgs/s | p50 ms | p99 ms | p99 / p99 at 10k |\n|---|---|---|---|---|---|---|---|\n")
 	for _, sh := range claimShapes {
-		base, ok := results[sh.name]["10k"]
+		base := results[sh.name]["10k"]
 		for _, sz := range claimShapeSizes {
-			r, have := results[sh.name][sz.name]
-			if !have {
+			r := results[sh.name][sz.name]
+			if r == nil || len(r.lat) == 0 {
 				continue
 			}
 			ratio := "—"
-			if ok && base.p99 > 0 {
-				ratio = fmt.Sprintf("%.2f", float64(r.p99)/float64(base.p99))
+			if base != nil && base.quantile(0.99) > 0 {
+				ratio = fmt.Sprintf("%.2f", float64(r.quantile(0.99))/float64(base.quantile(0.99)))
 			}
-			fmt.Fprintf(&t, "| %s | %s | %.0f | %.0f | %.2f | %.2f | %s |\n", sh.name, sz.name, r.claimed, r.rate,
-				float64(r.p50)/1e6, float64(r.p99)/1e6, ratio)
+			fmt.Fprintf(&t, "| %s | %s | %d | %.0f | %.0f | %.2f | %.2f | %s |\n", sh.name, sz.name, len(r.lat),
+				float64(r.claimed)/float64(len(r.lat)), r.rate(),
+				float64(r.quantile(0.50))/1e6, float64(r.quantile(0.99))/1e6, ratio)
 		}
 	}
-	fmt.Fprint(os.Stderr, t.String())
+	return t.String()
+}
+
+// loadAvg is the first three fields of /proc/loadavg ("?" elsewhere).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }
 
 // pick returns a filter for a comma-separated list (empty: all).
@@ -131,8 +178,9 @@ type shapeLoad struct {
 }
 
 // loadShape builds sh with pending messages in a fresh schema that
-// shapeLoad.close drops; sub reports.
-func loadShape(parent, b *testing.B, sh claimShape, pending int) *shapeLoad {
+// shapeLoad.close drops.
+func loadShape(b *testing.B, sh claimShape, pending int) *shapeLoad {
+	parent := b
 	ctx := context.Background()
 	start := time.Now()
 	admin := admin(parent)
@@ -232,42 +280,38 @@ func (ld *shapeLoad) topUp(b *testing.B) time.Duration {
 	return time.Since(start)
 }
 
-// run runs b.N batches of one instance and returns their latencies.
-func (ld *shapeLoad) run(b *testing.B) shapeResult {
+// run runs b.N batches of one instance.
+func (ld *shapeLoad) run(b *testing.B) *sample {
 	ctx := context.Background()
 	batch := &store.Batch{Instance: store.Instance{ID: "bench"}, Claim: store.ClaimRequest{Limit: 100}}
-	lat := make([]time.Duration, 0, b.N)
-	claimed := 0
+	r := &sample{lat: make([]time.Duration, 0, b.N)}
 	var paused time.Duration
 	b.ResetTimer()
 	start := time.Now()
 	for range b.N {
 		t0 := time.Now()
-		r, err := ld.s.ProcessBatch(ctx, batch)
-		lat = append(lat, time.Since(t0))
+		res, err := ld.s.ProcessBatch(ctx, batch)
+		r.lat = append(r.lat, time.Since(t0))
 		if err != nil {
 			b.Fatal(err)
 		}
 		batch.Completions = batch.Completions[:0]
-		for _, m := range r.Claimed {
+		for _, m := range res.Claimed {
 			batch.Completions = append(batch.Completions, store.Completion{ID: m.ID, Status: outbox.StatusPublished})
 		}
-		claimed += len(r.Claimed)
+		r.claimed += len(res.Claimed)
 		ld.mu.Lock()
-		ld.used += len(r.Claimed)
+		ld.used += len(res.Claimed)
 		ld.mu.Unlock()
 		paused += ld.topUp(b)
 	}
-	elapsed := time.Since(start) - paused
+	r.elapsed = time.Since(start) - paused
 	b.StopTimer()
 	batch.Claim.Limit = 0
 	if _, err := ld.s.ProcessBatch(ctx, batch); err != nil {
 		b.Fatal(err)
 	}
-	slices.Sort(lat)
-	q := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
-	return shapeResult{p50: q(0.50), p99: q(0.99), rate: float64(claimed) / elapsed.Seconds(),
-		claimed: float64(claimed) / float64(len(lat))}
+	return r
 }
 
 // BenchmarkEnqueueWriters measures Enqueue of one message per transaction
@@ -290,24 +334,41 @@ func BenchmarkEnqueueWriters(b *testing.B) {
 		{"one-stream", func(int) string { return "s" }},
 		{"eight-streams", func(w int) string { return fmt.Sprintf("s%d", w) }},
 	}
-	rates := map[string]float64{}
-	for _, c := range cases {
-		b.Run(c.name, func(b *testing.B) {
-			schema := newSchema(b)
-			s, err := New(schemaPool(b, schema, writers+2), store.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := s.Migrate(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-			rates[c.name] = enqueueRate(b, writers, func(w int) error {
-				return s.Enqueue(context.Background(), &outbox.Message{Destination: "d", Stream: c.stream(w), Type: "t", Payload: []byte("{}")})
+	// Three rounds, the cases interleaved, so that a busy moment of the
+	// machine does not fall on one case only; the table shows medians.
+	all := map[string][]float64{}
+	for round := range 3 {
+		for _, c := range cases {
+			b.Run(fmt.Sprintf("%s/round=%d", c.name, round+1), func(b *testing.B) {
+				schema := newSchema(b)
+				s, err := New(schemaPool(b, schema, writers+2), store.Config{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Migrate(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				r := enqueueRate(b, writers, func(w int) error {
+					return s.Enqueue(context.Background(), &outbox.Message{Destination: "d", Stream: c.stream(w), Type: "t", Payload: []byte("{}")})
+				})
+				if b.N > 1 {
+					all[c.name] = append(all[c.name], r)
+				}
+				b.ReportMetric(r, "msgs/s")
 			})
-			b.ReportMetric(rates[c.name], "msgs/s")
-		})
+		}
 	}
-	printWriterRates(rates, "PostgreSQL")
+	printWriterRates(medians(all), "PostgreSQL")
+}
+
+// medians maps each case's rates to their median.
+func medians(all map[string][]float64) map[string]float64 {
+	out := map[string]float64{}
+	for name, rs := range all {
+		slices.Sort(rs)
+		out[name] = rs[len(rs)/2]
+	}
+	return out
 }
 
 // enqueueRate runs b.N calls of write spread over writers goroutines and
@@ -341,7 +402,7 @@ func enqueueRate(b *testing.B, writers int, write func(w int) error) float64 {
 func printWriterRates(rates map[string]float64, db string) {
 	base := rates["unordered"]
 	var t strings.Builder
-	fmt.Fprintf(&t, "\n| %s, 8 writers | msgs/s | vs unordered |\n|---|---|---|\n", db)
+	fmt.Fprintf(&t, "\n| %s, 8 writers (median of 3 rounds) | msgs/s | vs unordered |\n|---|---|---|\n", db)
 	for _, name := range []string{"unordered", "one-stream", "eight-streams"} {
 		r, ok := rates[name]
 		if !ok {

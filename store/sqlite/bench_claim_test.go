@@ -41,12 +41,6 @@ var claimShapeSizes = []struct {
 	pending int
 }{{"10k", 10_000}, {"200k", 200_000}, {"1m", 1_000_000}}
 
-type shapeResult struct {
-	p50, p99 time.Duration
-	rate     float64
-	claimed  float64
-}
-
 func pick(list string) func(string) bool {
 	return func(name string) bool {
 		return list == "" || slices.Contains(strings.Split(list, ","), name)
@@ -61,53 +55,104 @@ func BenchmarkClaimShapes(b *testing.B) {
 	}
 	sizes := pick(os.Getenv("BACKSTOP_BENCH_SIZES"))
 	shapes := pick(os.Getenv("BACKSTOP_BENCH_SHAPES"))
-	results := map[string]map[string]shapeResult{}
+	results := map[string]map[string]*sample{}
+	start := loadAvg()
 	for _, sh := range claimShapes {
 		if !shapes(sh.name) {
 			continue
 		}
-		results[sh.name] = map[string]shapeResult{}
+		results[sh.name] = map[string]*sample{}
+		loads := map[string]*shapeLoad{}
 		for _, sz := range claimShapeSizes {
-			if !sizes(sz.name) {
-				continue
-			}
-			var ld *shapeLoad
-			b.Run(sh.name+"/pending="+sz.name, func(sub *testing.B) {
-				if ld == nil {
-					ld = loadShape(b, sub, sh, sz.pending)
-				}
-				b := sub
-				r := ld.run(b)
-				results[sh.name][sz.name] = r
-				b.ReportMetric(float64(r.p50)/1e6, "p50-ms")
-				b.ReportMetric(float64(r.p99)/1e6, "p99-ms")
-				b.ReportMetric(r.rate, "msgs/s")
-				b.ReportMetric(r.claimed, "msgs/batch")
-			})
-			if ld != nil {
-				ld.s.Close()
-				os.RemoveAll(ld.dir)
+			if sizes(sz.name) {
+				loads[sz.name] = loadShape(b, sh, sz.pending)
+				results[sh.name][sz.name] = &sample{}
 			}
 		}
+		// The sizes take turns, three rounds, so that a busy moment of the
+		// machine does not fall on one size only.
+		for round := range 3 {
+			for _, sz := range claimShapeSizes {
+				ld := loads[sz.name]
+				if ld == nil {
+					continue
+				}
+				b.Run(fmt.Sprintf("%s/pending=%s/round=%d", sh.name, sz.name, round+1), func(b *testing.B) {
+					r := ld.run(b)
+					if b.N > 1 {
+						results[sh.name][sz.name].add(r)
+					}
+					b.ReportMetric(float64(r.quantile(0.50))/1e6, "p50-ms")
+					b.ReportMetric(float64(r.quantile(0.99))/1e6, "p99-ms")
+					b.ReportMetric(r.rate(), "msgs/s")
+				})
+			}
+		}
+		for _, ld := range loads {
+			ld.s.Close()
+			os.RemoveAll(ld.dir)
+		}
 	}
+	fmt.Fprint(os.Stderr, shapeTable(results, "SQLite", start, loadAvg()))
+}
+
+// sample is the batches of one or more runs.
+type sample struct {
+	lat     []time.Duration
+	claimed int
+	elapsed time.Duration
+}
+
+func (s *sample) add(o *sample) {
+	s.lat = append(s.lat, o.lat...)
+	s.claimed += o.claimed
+	s.elapsed += o.elapsed
+}
+
+func (s *sample) quantile(q float64) time.Duration {
+	if len(s.lat) == 0 {
+		return 0
+	}
+	l := slices.Clone(s.lat)
+	slices.Sort(l)
+	return l[min(len(l)-1, int(q*float64(len(l))))]
+}
+
+func (s *sample) rate() float64 { return float64(s.claimed) / s.elapsed.Seconds() }
+
+// shapeTable renders results with the ratio of each size's p99 to the
+// p99 at 10k.
+func shapeTable(results map[string]map[string]*sample, db, start, end string) string {
 	var t strings.Builder
-	t.WriteString("\n| shape | pending | claimed/batch | msgs/s | p50 ms | p99 ms | p99 / p99 at 10k |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&t, "\n%s, load average %s at start, %s at end\n\n", db, start, end)
+	t.WriteString("| shape | pending | batches | claimed/batch | msgs/s | p50 ms | p99 ms | p99 / p99 at 10k |\n|---|---|---|---|---|---|---|---|\n")
 	for _, sh := range claimShapes {
-		base, ok := results[sh.name]["10k"]
+		base := results[sh.name]["10k"]
 		for _, sz := range claimShapeSizes {
-			r, have := results[sh.name][sz.name]
-			if !have {
+			r := results[sh.name][sz.name]
+			if r == nil || len(r.lat) == 0 {
 				continue
 			}
 			ratio := "—"
-			if ok && base.p99 > 0 {
-				ratio = fmt.Sprintf("%.2f", float64(r.p99)/float64(base.p99))
+			if base != nil && base.quantile(0.99) > 0 {
+				ratio = fmt.Sprintf("%.2f", float64(r.quantile(0.99))/float64(base.quantile(0.99)))
 			}
-			fmt.Fprintf(&t, "| %s | %s | %.0f | %.0f | %.2f | %.2f | %s |\n", sh.name, sz.name, r.claimed, r.rate,
-				float64(r.p50)/1e6, float64(r.p99)/1e6, ratio)
+			fmt.Fprintf(&t, "| %s | %s | %d | %.0f | %.0f | %.2f | %.2f | %s |\n", sh.name, sz.name, len(r.lat),
+				float64(r.claimed)/float64(len(r.lat)), r.rate(),
+				float64(r.quantile(0.50))/1e6, float64(r.quantile(0.99))/1e6, ratio)
 		}
 	}
-	fmt.Fprint(os.Stderr, t.String())
+	return t.String()
+}
+
+// loadAvg is the first three fields of /proc/loadavg ("?" elsewhere).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }
 
 type shapeLoad struct {
@@ -142,13 +187,13 @@ SELECT 'bench', ? || (i % ?), 'bench.event', '{"n":1}' FROM g`
 	}
 }
 
-func loadShape(parent, b *testing.B, sh claimShape, pending int) *shapeLoad {
+func loadShape(b *testing.B, sh claimShape, pending int) *shapeLoad {
 	start := time.Now()
 	dir, err := os.MkdirTemp("", "backstop-bench-")
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, _ := openBench(parent, dir)
+	s, _ := openBench(b, dir)
 	ld := &shapeLoad{s: s, dir: dir, sh: sh, free: pending}
 	exec := func(q string, args ...any) {
 		if _, err := s.w.Exec(s.sql(q), args...); err != nil {
@@ -174,27 +219,26 @@ func loadShape(parent, b *testing.B, sh claimShape, pending int) *shapeLoad {
 	return ld
 }
 
-func (ld *shapeLoad) run(b *testing.B) shapeResult {
+func (ld *shapeLoad) run(b *testing.B) *sample {
 	ctx := context.Background()
 	batch := &store.Batch{Instance: store.Instance{ID: "bench"}, Claim: store.ClaimRequest{Limit: 100}}
-	lat := make([]time.Duration, 0, b.N)
-	claimed := 0
+	r := &sample{lat: make([]time.Duration, 0, b.N)}
 	var paused time.Duration
 	b.ResetTimer()
 	start := time.Now()
 	for range b.N {
 		t0 := time.Now()
-		r, err := ld.s.ProcessBatch(ctx, batch)
-		lat = append(lat, time.Since(t0))
+		res, err := ld.s.ProcessBatch(ctx, batch)
+		r.lat = append(r.lat, time.Since(t0))
 		if err != nil {
 			b.Fatal(err)
 		}
 		batch.Completions = batch.Completions[:0]
-		for _, m := range r.Claimed {
+		for _, m := range res.Claimed {
 			batch.Completions = append(batch.Completions, store.Completion{ID: m.ID, Status: outbox.StatusPublished})
 		}
-		claimed += len(r.Claimed)
-		ld.used += len(r.Claimed)
+		r.claimed += len(res.Claimed)
+		ld.used += len(res.Claimed)
 		if ld.used >= ld.free/10 {
 			t := time.Now()
 			insertRows(b, ld.s, ld.used, ld.sh.streams, "s")
@@ -202,16 +246,13 @@ func (ld *shapeLoad) run(b *testing.B) shapeResult {
 			paused += time.Since(t)
 		}
 	}
-	elapsed := time.Since(start) - paused
+	r.elapsed = time.Since(start) - paused
 	b.StopTimer()
 	batch.Claim.Limit = 0
 	if _, err := ld.s.ProcessBatch(ctx, batch); err != nil {
 		b.Fatal(err)
 	}
-	slices.Sort(lat)
-	q := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
-	return shapeResult{p50: q(0.50), p99: q(0.99), rate: float64(claimed) / elapsed.Seconds(),
-		claimed: float64(claimed) / float64(len(lat))}
+	return r
 }
 
 // BenchmarkEnqueueWriters: 8 goroutines Enqueue one message each call, on

@@ -283,7 +283,7 @@ BEGIN
 				FROM {{T}}outbox o
 				WHERE o.destination = v_dest AND o.stream = v_keys[v_i] AND o.stream <> ''
 					AND o.published_at IS NULL AND o.seq >= v_heads[v_i]
-				ORDER BY o.seq
+				ORDER BY o.destination, o.stream, o.seq -- outbox_stream_idx's order
 			LOOP
 				CONTINUE WHEN r.ordering = 'none'; -- unordered: claimed above
 				v_first := coalesce(v_first, r.seq);
