@@ -27,12 +27,13 @@
 // statements go to the server in one pipeline, which PostgreSQL runs as one
 // implicit transaction. Failures add one: their rows are locked and read
 // first, so that the destination's retry strategy decides in Go, exactly as
-// in the SQLite store (store.Config.DecideFailure). The claim reads
-// partial indexes (see migrations/0001_init.sql and claim.go): a large
-// backlog of future retries is never read, and each candidate's stream
-// order is checked with one index probe. A claim does walk past the
-// messages held back behind a blocked strict stream, so thousands of them
-// ahead of other work make each claim that much slower.
+// in the SQLite store (store.Config.DecideFailure). The claim walks stream
+// heads (migrations/0003_stream_heads.sql, docs/claim.md): a table of
+// streams, kept by triggers, says which streams may have something to
+// claim, so the messages held back behind a leased, waiting or
+// dead-lettered head are never read, nor are future retries. Writers of
+// one stream take its row's lock until they commit, so seq follows commit
+// order, for plain SQL as for Enqueue.
 // With store.Config.Clock unset the database clock decides lease expiry
 // and due times.
 package postgres
