@@ -112,6 +112,16 @@ func (m *Manager) Add(ctx context.Context, entry *Entry) error {
 	if err := m.queue.Add(ctx, entry); err != nil {
 		return err
 	}
+	m.Notify(ctx, entry)
+	return nil
+}
+
+// Notify tells the manager of an entry that was put in its queue by
+// someone else, such as a store that dead-letters a relay's message in
+// the transaction that records its last failure (relay.Config.DeadLetters
+// calls it): it logs the entry, calls the OnEntryAdded callbacks and
+// checks the threshold, as Add does once it has stored an entry.
+func (m *Manager) Notify(ctx context.Context, entry *Entry) {
 	m.logAdded(ctx, entry)
 	m.mu.Lock()
 	added := m.onAdded
@@ -120,7 +130,6 @@ func (m *Manager) Add(ctx context.Context, entry *Entry) error {
 		fn(entry)
 	}
 	m.checkThreshold(ctx)
-	return nil
 }
 
 // checkThreshold counts the queue and fires the threshold callbacks on a

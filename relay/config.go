@@ -11,7 +11,9 @@ import (
 
 	"github.com/backstophq/backstop/circuitbreaker"
 	"github.com/backstophq/backstop/clock"
+	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/retry"
 	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/tracker"
@@ -50,8 +52,25 @@ type Config struct {
 	Destinations map[string]Destination
 
 	// UnknownDestination says what happens to a message whose destination
-	// is not in Destinations. The zero value is DeadLetterUnknown.
+	// is not in Destinations. The zero value is LeaveUnknown: such
+	// messages wait for a relay that knows their destination.
 	UnknownDestination UnknownDestinationPolicy
+
+	// OnDelivered, OnFailure and OnDeadLetter, when set, are called once
+	// the store has recorded a delivery, a failed attempt charged to a
+	// message that will be tried again, and a message moved to the
+	// dead-letter queue. They run on the relay's recorder goroutine and
+	// should be quick; a panic in one is logged and ignored.
+	OnDelivered  func(m *outbox.Message)
+	OnFailure    func(f Failure)
+	OnDeadLetter func(f Failure)
+
+	// DeadLetters, when set, is told of every message the relay
+	// dead-letters (dlq.Manager.Notify): its OnEntryAdded and
+	// OnThresholdReached callbacks fire for them, as for the entries it
+	// adds itself. Give it the store's dead-letter queue (store.DLQ()) so
+	// that its threshold counts the same entries.
+	DeadLetters *dlq.Manager
 
 	// Workers is the most deliveries made at once (goroutines delivering).
 	// Zero means DefaultWorkers (16).
@@ -175,15 +194,21 @@ type Destination struct {
 type UnknownDestinationPolicy int
 
 const (
+	// LeaveUnknown claims only messages for the configured destinations
+	// and leaves the rest for a relay that has them: several relays
+	// sharing one store and splitting the destinations between them, or
+	// a rolling deploy in which a new destination reaches the relays one
+	// by one. The relay logs a warning once per such destination and
+	// exports the number of messages waiting for one
+	// (unknown_destination_messages). The default.
+	LeaveUnknown UnknownDestinationPolicy = iota
 	// DeadLetterUnknown claims messages for every destination and
 	// dead-letters those for an unconfigured one at once, with reason
 	// ValidationFailure and the error "destination "x" is not
-	// configured": nothing waits unseen. The default.
-	DeadLetterUnknown UnknownDestinationPolicy = iota
-	// IgnoreUnknown claims only messages for the configured destinations
-	// and leaves the rest for a relay that has them: several relays
-	// sharing one store and splitting the destinations between them.
-	IgnoreUnknown
+	// configured": nothing waits unseen.
+	DeadLetterUnknown
+	// IgnoreUnknown is LeaveUnknown's former name.
+	IgnoreUnknown = LeaveUnknown
 )
 
 // withDefaults returns a copy of c with its zero fields set. Destinations

@@ -31,6 +31,7 @@ func (r *Relay) recorded(outs []outcome, res *store.Result) {
 				o.dest.m.delivered.Inc()
 				o.dest.m.endToEnd.Observe(now.Sub(o.m.CreatedAt).Seconds())
 			}
+			r.hookDelivered(o)
 		case failed:
 			if _, ok := stale[o.m.ID]; ok {
 				r.logAttempt(slog.LevelDebug, "failure not recorded: the lease was lost", o)
@@ -43,9 +44,11 @@ func (r *Relay) recorded(outs []outcome, res *store.Result) {
 			r.metrics.failed.WithLabelValues(o.m.Destination, o.v.Reason.String(), o.v.Class.String(), o.v.Blame.String()).Inc()
 			if _, ok := dead[o.m.ID]; ok {
 				r.deadLettered(o)
+				r.hookDeadLettered(o)
 				continue
 			}
 			r.logAttempt(slog.LevelInfo, "delivery failed; retry scheduled", o)
+			r.hookFailed(o)
 		case released:
 			if _, ok := stale[o.m.ID]; ok {
 				r.logAttempt(slog.LevelDebug, "release not recorded: the lease was lost", o)

@@ -49,8 +49,13 @@ func recovery(t *testing.T, outage time.Duration) {
 	if st := rn.r.Breaker("hooks").State(); st != circuitbreaker.StateOpen {
 		t.Fatalf("breaker %v at the start of the outage", st)
 	}
-	for elapsed := time.Duration(0); elapsed < outage; elapsed += time.Second {
-		rn.advance(time.Second)
+	// Through the outage in steps of a little under a minute (the relay
+	// sees the clock jump and probes once a step), ending at an arbitrary
+	// point of the probes' schedule.
+	for elapsed := time.Duration(0); elapsed < outage; {
+		step := min(55*time.Second+time.Second/3, outage-elapsed)
+		rn.advance(step)
+		elapsed += step
 	}
 	if e.gone(msgs...) {
 		t.Fatal("delivered during the outage")
@@ -70,9 +75,9 @@ func recovery(t *testing.T, outage time.Duration) {
 	if s := rn.r.Stats(); s.Failed != 0 || s.DeadLettered != 0 || s.Delivered != int64(len(msgs)) {
 		t.Fatalf("stats = %+v", s)
 	}
-	// Probes backed off to one per DefaultMaxProbeInterval: a 10 min
-	// outage cost about 120 tries, not one per message per second.
-	if max := int64(outage/DefaultMaxProbeInterval) + 10; failed.Load() > max {
+	// A handful of tries before the circuit opened, then one probe per
+	// step at most.
+	if max := int64(outage/(55*time.Second)) + 10; failed.Load() > max {
 		t.Fatalf("%d failed tries in a %v outage, want at most %d", failed.Load(), outage, max)
 	}
 }

@@ -239,7 +239,9 @@ func TestUnconfiguredDestinationIsDeadLettered(t *testing.T) {
 	fine := msg("orders", "s", 1)
 	e.enqueue(lost, fine)
 	rec := &recorder{}
-	rn := e.start(e.config(map[string]Destination{"orders": {Transport: rec.transport()}}))
+	cfg := e.config(map[string]Destination{"orders": {Transport: rec.transport()}})
+	cfg.UnknownDestination = DeadLetterUnknown
+	rn := e.start(cfg)
 	rn.settle()
 	dl := e.deadLetters()
 	if len(dl) != 1 || dl[0].MessageID != lost.ID.String() || dl[0].Reason != errorhandling.ReasonValidationFailure ||
@@ -251,15 +253,14 @@ func TestUnconfiguredDestinationIsDeadLettered(t *testing.T) {
 	}
 }
 
-func TestIgnoreUnknownLeavesMessagesForAnotherRelay(t *testing.T) {
+func TestUnknownDestinationIsLeftForAnotherRelay(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	other := msg("elsewhere", "s", 1)
 	mine := msg("orders", "s", 1)
 	e.enqueue(other, mine)
-	cfg := e.config(map[string]Destination{"orders": {Transport: (&recorder{}).transport()}})
-	cfg.UnknownDestination = IgnoreUnknown
-	rn := e.start(cfg)
+	// LeaveUnknown, the default.
+	rn := e.start(e.config(map[string]Destination{"orders": {Transport: (&recorder{}).transport()}}))
 	rn.settle()
 	if got := e.get(other.ID); got == nil || got.InstanceID != "" || got.Attempts != 0 {
 		t.Fatalf("the other destination's message was touched: %+v", got)

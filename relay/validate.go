@@ -14,7 +14,7 @@ func (c Config) validate() error {
 	switch {
 	case len(c.Destinations) == 0:
 		return fmt.Errorf("relay: Destinations is empty; configure at least one")
-	case c.UnknownDestination != DeadLetterUnknown && c.UnknownDestination != IgnoreUnknown:
+	case c.UnknownDestination != DeadLetterUnknown && c.UnknownDestination != LeaveUnknown:
 		return bad("UnknownDestination", int(c.UnknownDestination), "is not a known policy")
 	case c.Workers < 0:
 		return bad("Workers", c.Workers, "must not be negative")

@@ -65,8 +65,11 @@ func (c *Config) RelayConfig(ctx context.Context) (relay.Config, []transport.Tra
 		ShutdownTimeout: c.Relay.ShutdownTimeout.D(),
 		Classifier:      errorhandling.NewErrorClassifier(),
 	}
-	if c.Relay.UnknownDestinations == "ignore" {
-		rc.UnknownDestination = relay.IgnoreUnknown
+	switch c.Relay.UnknownDestinations {
+	case "ignore":
+		rc.UnknownDestination = relay.LeaveUnknown
+	case "dead_letter":
+		rc.UnknownDestination = relay.DeadLetterUnknown
 	}
 	var opened []transport.Transport
 	for i, d := range c.Destinations {
