@@ -1,0 +1,90 @@
+// The dashboard's shell: sign-in, navigation between pages (in the URL's
+// fragment), and live polling of the page on show.
+import { session, signIn, APIError } from './api.js';
+import { h, field, errorNotice, clearNotice } from './dom.js';
+import { closeDialog } from './dialog.js';
+import { overview } from './overview.js';
+import { deadLetters } from './deadletters.js';
+import { entry } from './entry.js';
+import { streams } from './streams.js';
+import { messages, message } from './messages.js';
+
+// POLL_MS is how often a live page refreshes; ?poll=500 in the URL
+// changes it.
+const POLL_MS = Math.max(250, Number(new URLSearchParams(location.search).get('poll')) || 2000);
+
+const main = document.getElementById('content');
+const header = document.querySelector('header.top');
+let timer = null;
+
+function route() {
+  const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+  switch (parts[0]) {
+    case '': case 'overview': return { page: 'overview', show: () => overview(main) };
+    case 'dead-letters': return { page: 'dead-letters', show: () => (parts[1] ? entry(main, parts[1]) : deadLetters(main)) };
+    case 'streams': return { page: 'streams', show: () => streams(main, parts[1], parts.slice(2).join('/')) };
+    case 'messages': return { page: 'messages', show: () => (parts[1] ? message(main, parts[1]) : messages(main)) };
+    default: return { page: '', show: () => main.replaceChildren(h('h1', {}, 'Not found'), h('p', {}, h('a', { href: '#/' }, 'Overview'))) };
+  }
+}
+
+function render() {
+  clearInterval(timer);
+  timer = null;
+  closeDialog();
+  if (!session.token) { login(); return; }
+  header.hidden = false;
+  document.getElementById('role').textContent = session.canOperate ? 'operate' : 'read only';
+  const r = route();
+  for (const a of header.querySelectorAll('nav a')) {
+    if (a.dataset.page === r.page) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
+  }
+  document.title = `${r.page ? r.page.replace('-', ' ') : 'not found'} · Backstop`;
+  main.dataset.page = r.page;
+  const poll = r.show();
+  if (typeof poll === 'function') {
+    poll();
+    timer = setInterval(poll, POLL_MS);
+  }
+}
+
+function login(message) {
+  header.hidden = true;
+  main.dataset.page = 'login';
+  const token = h('input', { type: 'password', name: 'token', required: true, autocomplete: 'off', spellcheck: 'false' });
+  const err = h('div', { 'aria-live': 'assertive' }, message ? errorNotice(message) : null);
+  const form = h('form', { class: 'panel login', 'aria-labelledby': 'login-h' },
+    h('h1', { id: 'login-h' }, 'Sign in to Backstop'),
+    h('p', { class: 'muted' }, 'Paste an admin API token. A read token sees; an operate token also acts. The token stays in this tab only.'),
+    field('Admin API token', token), err,
+    h('p', {}, h('button', { type: 'submit', class: 'primary' }, 'Sign in')));
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    try {
+      await signIn(token.value.trim());
+      render();
+    } catch (e) {
+      err.replaceChildren(errorNotice(e instanceof APIError && e.status === 401 ? 'The server does not know this token.' : e));
+    }
+  });
+  main.replaceChildren(form);
+  token.focus();
+}
+
+document.getElementById('signout').addEventListener('click', () => {
+  session.clear();
+  clearNotice();
+  location.hash = '#/';
+  render();
+});
+
+// A token the server stopped accepting signs the tab out.
+window.addEventListener('unhandledrejection', (ev) => {
+  if (ev.reason instanceof APIError && ev.reason.status === 401) {
+    session.clear();
+    login('The server no longer accepts the token; sign in again.');
+  }
+});
+
+window.addEventListener('hashchange', () => { clearNotice(); render(); });
+render();

@@ -1,0 +1,329 @@
+package dashboard_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/backstophq/backstop/internal/testenv"
+	"github.com/backstophq/backstop/store"
+)
+
+// ChromiumEnv names the browser the tests drive when it is not
+// /usr/bin/chromium (or chromium on the PATH).
+const ChromiumEnv = "BACKSTOP_CHROMIUM"
+
+// ScreenshotsEnv, set to 1, makes the SQLite run save a screenshot of each
+// page in docs/screenshots.
+const ScreenshotsEnv = "BACKSTOP_SCREENSHOTS"
+
+// browser starts one headless Chromium for the test, or skips (fails under
+// CI=true) when there is none.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path := os.Getenv(ChromiumEnv)
+	if path == "" {
+		path = "/usr/bin/chromium"
+		if _, err := os.Stat(path); err != nil {
+			if p, err := exec.LookPath("chromium"); err == nil {
+				path = p
+			}
+		}
+	}
+	if _, err := os.Stat(path); err != nil {
+		msg := "no Chromium at " + path + " (install Debian's chromium or set " + ChromiumEnv + ")"
+		if testenv.InCI() {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(t.TempDir()))
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start %s: %v", path, err)
+	}
+	return ctx
+}
+
+// tab is a browser tab on the fixture's server that records what the page
+// writes to its console.
+type tab struct {
+	t    *testing.T
+	ctx  context.Context
+	url  string
+	shot bool // save screenshots
+
+	mu   sync.Mutex
+	errs []string
+}
+
+func newTab(t *testing.T, browserCtx context.Context, url string, shots bool) *tab {
+	ctx, cancel := chromedp.NewContext(browserCtx)
+	t.Cleanup(cancel)
+	tb := &tab{t: t, ctx: ctx, url: url, shot: shots}
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 860)); err != nil {
+		t.Fatal(err)
+	}
+	messages := chromedp.Console(ctx)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() {
+				tb.mu.Lock()
+				tb.errs = append(tb.errs, m.String())
+				tb.mu.Unlock()
+			}
+		}
+	}()
+	return tb
+}
+
+// consoleErrors returns what the page reported as errors, leaving out the
+// failed requests whose status the test expected (a read token's 403).
+func (tb *tab) consoleErrors(expected ...string) []string {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	var out []string
+next:
+	for _, e := range tb.errs {
+		for _, x := range expected {
+			if strings.Contains(e, x) {
+				continue next
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// do runs the steps, failing the test with what was being done.
+func (tb *tab) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	tb.t.Helper()
+	defer tb.timed(what)()
+	ctx, cancel := context.WithTimeout(tb.ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		tb.t.Fatalf("%s: %v (console: %q)", what, err, tb.consoleErrors())
+	}
+}
+
+// until waits for a JavaScript condition on the page.
+func (tb *tab) until(what, expr string) {
+	tb.t.Helper()
+	defer tb.timed(what)()
+	ctx, cancel := context.WithTimeout(tb.ctx, 20*time.Second)
+	defer cancel()
+	_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(15*time.Second), chromedp.WithPollingInterval(25*time.Millisecond)))
+	if err != nil {
+		text, _ := chromedp.Run(tb.ctx, chromedp.Evaluate[string](`location.hash + '\n' + document.body.innerText`))
+		tb.t.Fatalf("%s: %v\nconsole: %q\npage: %.3000s", what, err, tb.consoleErrors(), text)
+	}
+}
+
+func (tb *tab) timed(what string) func() {
+	start := time.Now()
+	return func() { tb.t.Logf("%6.0f ms %s", float64(time.Since(start).Microseconds())/1000, what) }
+}
+
+// eval returns the value of a JavaScript expression.
+func eval[T any](tb *tab, expr string) T {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		tb.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// screenshot saves the page as docs/screenshots/name.png when asked to.
+func (tb *tab) screenshot(name string) {
+	tb.t.Helper()
+	if !tb.shot {
+		return
+	}
+	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		tb.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join("..", "docs", "screenshots", name+".png"), png, 0o644); err != nil {
+		tb.t.Fatal(err)
+	}
+}
+
+func (tb *tab) signIn(token, role string) {
+	tb.t.Helper()
+	tb.do("sign in",
+		chromedp.Navigate(tb.url+"/?poll=250"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
+	)
+	tb.screenshot("sign-in")
+	tb.do("sign in",
+		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), token),
+		chromedp.Click(chromedp.CSS(`form.login button[type=submit]`)),
+	)
+	tb.until("the role shows", fmt.Sprintf(`document.getElementById('role').textContent === %q`, role))
+}
+
+// page clicks a link of the navigation and waits for the page.
+func (tb *tab) page(name string) {
+	tb.t.Helper()
+	tb.do("open "+name, chromedp.Click(chromedp.CSS(fmt.Sprintf(`nav a[data-page=%q]`, name))))
+	tb.until(name+" shows", fmt.Sprintf(`document.getElementById('content').dataset.page === %q`, name))
+}
+
+func (tb *tab) confirm() {
+	tb.t.Helper()
+	tb.do("confirm", chromedp.WaitVisible(chromedp.CSS(`#dialog button[data-confirm]:not([disabled])`)))
+	tb.do("confirm", chromedp.Click(chromedp.CSS(`#dialog button[data-confirm]`)))
+	tb.until("the dialog closes", `!document.getElementById('dialog').open`)
+}
+
+func TestDashboard(t *testing.T) {
+	b := browser(t)
+	shots := os.Getenv(ScreenshotsEnv) == "1"
+	for _, s := range []struct {
+		name string
+		open func(*testing.T) store.Store
+	}{{"sqlite", openSQLite}, {"postgres", openPostgres}} {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, s.open(t))
+			t.Run("read token cannot act", func(t *testing.T) { readOnly(t, b, f) })
+			t.Run("operate token acts", func(t *testing.T) { operate(t, b, f, shots && s.name == "sqlite") })
+		})
+	}
+}
+
+// readOnly checks that a read token sees every page and is offered no
+// action, and that the API refuses it one.
+func readOnly(t *testing.T, b context.Context, f *fixture) {
+	tb := newTab(t, b, f.url, false)
+	tb.signIn(readToken, "read only")
+	tb.until("the overview counts the dead letters", `document.querySelector('[data-tile="Dead letters"]')?.textContent === '6'`)
+	tb.page("dead-letters")
+	tb.until("three groups", `document.querySelectorAll('article.group').length === 3`)
+	tb.do("open an entry",
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`article[data-fingerprint=%q] summary`, f.invalid[0].Fingerprint))),
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`a[href="#/dead-letters/%s"]`, f.invalid[0].ID))))
+	tb.until("the entry shows", `document.querySelector('pre.payload') !== null`)
+	if n := eval[int](tb, `document.querySelectorAll('main button').length`); n != 0 {
+		t.Errorf("a read token is offered %d buttons on an entry", n)
+	}
+	tb.page("streams")
+	tb.until("the blocked stream shows", `document.querySelector('article[data-stream="customer-7"] .why') !== null`)
+	tb.page("messages")
+	tb.until("messages listed", `document.querySelectorAll('main tbody tr').length > 0`)
+	for _, p := range []string{"dead-letters", "streams", "overview"} {
+		tb.page(p)
+		if n := eval[int](tb, `document.querySelectorAll('main button[data-action], main button[data-bulk]').length`); n != 0 {
+			t.Errorf("a read token is offered %d actions on %s", n, p)
+		}
+	}
+	status := eval[int](tb, fmt.Sprintf(`fetch('/v1/dlq/%s/replay', {method: 'POST', headers: {Authorization: 'Bearer ' + sessionStorage.getItem('backstop.token')}}).then(r => r.status)`, f.invalid[0].ID))
+	if status != 403 {
+		t.Errorf("a replay with the read token: status %d, want 403", status)
+	}
+	e, err := f.st.DLQ().Get(context.Background(), f.invalid[0].ID)
+	if err != nil || e.Status != "pending" {
+		t.Errorf("entry after a read token's replay: %v %v, want pending", e.Status, err)
+	}
+	if errs := tb.consoleErrors("status of 403"); len(errs) > 0 {
+		t.Errorf("console errors: %q", errs)
+	}
+}
+
+// operate releases a blocked stream, replays an entry and bulk-replays a
+// group by clicking, and checks that the messages reach the destination.
+func operate(t *testing.T, b context.Context, f *fixture, shots bool) {
+	tb := newTab(t, b, f.url, shots)
+	tb.signIn(operateToken, "operate")
+	stop := f.trickle(t)
+	tb.until("the overview counts the dead letters", `document.querySelector('[data-tile="Dead letters"]')?.textContent === '6'`)
+	tb.until("the chart draws rates as they come", `(document.querySelector('.chart polyline.s-delivered')?.getAttribute('points') || '').split(' ').length >= 6`)
+	stop()
+	tb.screenshot("overview")
+	if shots {
+		tb.do("phone width", chromedp.EmulateViewport(390, 844))
+		tb.screenshot("overview-phone")
+		tb.do("desktop width", chromedp.EmulateViewport(1280, 860))
+	}
+
+	tb.page("streams")
+	card := `article[data-stream="customer-7"]`
+	tb.until("the blocked stream says why", fmt.Sprintf(`(document.querySelector('%s .why')?.textContent || '').length > 20`, card))
+	tb.screenshot("streams")
+	if f.hook.has(f.held) {
+		t.Fatal("the message behind the dead letter arrived before the release")
+	}
+	tb.do("release", chromedp.Click(chromedp.CSS(card+` button[data-action=release]`)))
+	tb.confirm()
+	f.hook.waitFor(t, "release", f.held)
+
+	tb.page("dead-letters")
+	tb.until("three groups", `document.querySelectorAll('article.group').length === 3`)
+	tb.screenshot("dead-letters")
+	bin := f.binary
+	tb.do("open an entry",
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`article[data-fingerprint=%q] summary`, bin.Fingerprint))),
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`a[href="#/dead-letters/%s"]`, bin.ID))))
+	tb.until("the payload shows in hex", `document.querySelector('pre.payload[aria-label="Payload (hex)"]') !== null`)
+	tb.screenshot("dead-letter")
+	tb.do("replay", chromedp.Click(chromedp.CSS(`main button[data-action=replay]`)))
+	tb.confirm()
+	f.hook.waitFor(t, "replay of one entry", bin.MessageID)
+	tb.until("the audit trail shows the replay", `[...document.querySelectorAll('main td')].some(td => td.textContent === 'replay')`)
+
+	tb.page("dead-letters")
+	group := fmt.Sprintf(`article[data-fingerprint=%q]`, f.refused[0].Fingerprint)
+	tb.until("the group of three", fmt.Sprintf(`document.querySelector('%s .count')?.textContent === '3 entries'`, strings.ReplaceAll(group, `"`, `\"`)))
+	tb.do("bulk replay", chromedp.Click(chromedp.CSS(group+` button[data-bulk=replay]`)))
+	tb.until("the dry run counts", `document.querySelector('#dialog [data-dry-count]')?.dataset.dryCount === '3'`)
+	if n := eval[int](tb, `document.querySelectorAll('#dialog tbody tr').length`); n != 3 {
+		t.Errorf("the dry run shows %d sample rows, want 3", n)
+	}
+	for _, e := range f.refused {
+		if f.hook.has(e.MessageID) {
+			t.Fatal("a message of the group arrived before the bulk replay was confirmed")
+		}
+	}
+	tb.screenshot("bulk-dry-run")
+	tb.confirm()
+	ids := make([]string, len(f.refused))
+	for i, e := range f.refused {
+		ids[i] = e.MessageID
+	}
+	f.hook.waitFor(t, "bulk replay", ids...)
+	tb.until("the group leaves the pending entries", fmt.Sprintf(`document.querySelector('%s') === null`, strings.ReplaceAll(group, `"`, `\"`)))
+
+	tb.page("messages")
+	tb.do("search a stream",
+		chromedp.SendKeys(chromedp.CSS(`form[role=search] input[name=stream]`), "customer-7"),
+		chromedp.Click(chromedp.CSS(`form[role=search] button[type=submit]`)))
+	tb.until("the stream's two messages", `document.querySelectorAll('main tbody tr').length === 2`)
+	tb.screenshot("messages")
+	tb.do("open a message", chromedp.Click(chromedp.CSS(`main tbody tr a`)))
+	tb.until("the message shows", `document.querySelector('main dl.fields') !== null`)
+	tb.screenshot("message")
+	if errs := tb.consoleErrors(); len(errs) > 0 {
+		t.Errorf("console errors: %q", errs)
+	}
+}

@@ -1,0 +1,318 @@
+package dashboard_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/backstophq/backstop/admin"
+	"github.com/backstophq/backstop/dashboard"
+	"github.com/backstophq/backstop/dlq"
+	"github.com/backstophq/backstop/internal/testenv"
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/relay"
+	"github.com/backstophq/backstop/retry"
+	"github.com/backstophq/backstop/store"
+	"github.com/backstophq/backstop/store/postgres"
+	"github.com/backstophq/backstop/store/sqlite"
+	"github.com/backstophq/backstop/tracker"
+	"github.com/backstophq/backstop/transport/webhook"
+)
+
+const (
+	operateToken = "operate-token-0123456789"
+	readToken    = "read-token-0123456789ab"
+)
+
+// storeConfig gives quick retries so that the tests take seconds, and
+// keeps delivered messages so that the messages page has some to show.
+func storeConfig() store.Config {
+	return store.Config{
+		DefaultPolicy: store.Policy{Strategy: fastRetry, MaxAttempts: 3, Ordering: outbox.OrderingStrict},
+		Retention:     time.Hour,
+	}
+}
+
+var fastRetry = retry.NewExponentialBackoff(50*time.Millisecond, 200*time.Millisecond, false)
+
+func openSQLite(t *testing.T) store.Store {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "b.db"), storeConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func openPostgres(t *testing.T) store.Store {
+	testenv.PostgresAdmin(t)
+	schema := testenv.NewSchema(t, "dash_")
+	st, err := postgres.Open(context.Background(), testenv.PostgresURL(), storeConfig(), postgres.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// receiver is the destination: a webhook endpoint that refuses some
+// message types with 422 (the message's fault: dead-lettered at once)
+// until told to accept everything, and reports each message it accepts.
+type receiver struct {
+	srv    *httptest.Server
+	accept atomic.Bool
+	mu     sync.Mutex
+	got    map[string]bool
+	signal chan struct{} // closed and replaced on every accepted message
+}
+
+// refusal is how the receiver refuses a type of message: a 4xx (a
+// permanent fault) and a body whose number differs from message to
+// message. The webhook transport quotes the body in its error, and the
+// fingerprint ignores quoted text, so the status tells the groups apart.
+type refusal struct {
+	status int
+	body   string
+}
+
+var refusals = map[string]refusal{
+	"order.refused": {http.StatusUnprocessableEntity, "unknown fulfilment step %d"},
+	"order.invalid": {http.StatusBadRequest, "amount must be positive, got -%d"},
+	"order.stuck":   {http.StatusConflict, "customer account %d is locked"},
+}
+
+func newReceiver(t *testing.T) *receiver {
+	r := &receiver{got: map[string]bool{}, signal: make(chan struct{})}
+	var n atomic.Int64
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		if re, bad := refusals[req.Header.Get(webhook.HeaderType)]; bad && !r.accept.Load() {
+			w.WriteHeader(re.status)
+			fmt.Fprintf(w, re.body, 100+n.Add(1))
+			return
+		}
+		r.mu.Lock()
+		r.got[req.Header.Get(webhook.HeaderMessageID)] = true
+		close(r.signal)
+		r.signal = make(chan struct{})
+		r.mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+// waitFor waits until every id has arrived.
+func (r *receiver) waitFor(t *testing.T, what string, ids ...string) {
+	t.Helper()
+	deadline := time.After(15 * time.Second)
+	for {
+		r.mu.Lock()
+		missing := 0
+		for _, id := range ids {
+			if !r.got[id] {
+				missing++
+			}
+		}
+		ch := r.signal
+		r.mu.Unlock()
+		if missing == 0 {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("%s: %d of %d messages never arrived at the destination", what, missing, len(ids))
+		}
+	}
+}
+
+func (r *receiver) has(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.got[id]
+}
+
+// fixture is a server as serve builds it (the admin API under /v1, the
+// dashboard at /) over a store whose relay delivers to the receiver, with
+// dead letters of three causes and a stream held behind one of them.
+type fixture struct {
+	st   store.Store
+	hook *receiver
+	url  string
+	// refused are the entries of the largest group (unknown fulfilment
+	// step), invalid those of the second, stuck the head of the blocked
+	// stream and held the message behind it.
+	refused, invalid []*dlq.Entry
+	stuck            *dlq.Entry
+	held             string
+	// binary is the entry of the message with a binary payload (one of
+	// invalid).
+	binary *dlq.Entry
+}
+
+func newFixture(t *testing.T, st store.Store) *fixture {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &fixture{st: st, hook: newReceiver(t)}
+	tr, err := webhook.New(webhook.Config{URL: f.hook.srv.URL, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl, err := relay.New(st, relay.Config{
+		Destinations:    map[string]relay.Destination{"orders": {Transport: tr, Timeout: 5 * time.Second}},
+		Workers:         4,
+		PollInterval:    20 * time.Millisecond,
+		MaxPollInterval: 100 * time.Millisecond,
+		Tracker:         tracker.RegistryConfig{Config: tracker.Config{Strategy: fastRetry}},
+		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics:         prometheus.NewRegistry(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- rl.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && ctx.Err() == nil {
+			t.Errorf("relay: %v", err)
+		}
+	})
+
+	api, err := admin.New(admin.Config{
+		Store: st,
+		Tokens: []admin.Token{{Name: "ops", Secret: operateToken, Role: admin.RoleOperate},
+			{Name: "wallboard", Secret: readToken, Role: admin.RoleRead}},
+		Breakers: func() []admin.Breaker {
+			var out []admin.Breaker
+			for name, d := range rl.Stats().Destinations {
+				out = append(out, admin.Breaker{Destination: name, State: d.Breaker.String(), Openings: d.BreakerTrips,
+					Delivered: d.Delivered, Released: d.Released, Failed: d.Failed})
+			}
+			return out
+		},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", api.Handler())
+	mux.Handle("/", dashboard.Handler())
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	f.url = srv.URL
+	f.seed(t)
+	return f
+}
+
+func (f *fixture) enqueue(t *testing.T, msgs ...*outbox.Message) {
+	t.Helper()
+	if err := f.st.Enqueue(context.Background(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func msg(typ, stream string, payload string) *outbox.Message {
+	return &outbox.Message{Destination: "orders", Type: typ, Stream: stream, Payload: []byte(payload),
+		Headers: map[string]string{"X-Tenant": "acme"}}
+}
+
+// seed writes the messages and waits for their dead letters, then lets the
+// receiver accept everything.
+func (f *fixture) seed(t *testing.T) {
+	for i := range 3 {
+		f.enqueue(t, msg("order.refused", fmt.Sprintf("order-%d", i+1), fmt.Sprintf(`{"order": %d, "step": "ship"}`, i+1)))
+	}
+	f.enqueue(t, msg("order.invalid", "order-10", `{"order": 10, "amount": -5}`))
+	bin := msg("order.invalid", "order-11", "")
+	bin.Payload = []byte{0, 1, 2, 0xff, 'b', 'i', 'n', '\n'}
+	f.enqueue(t, bin)
+	binID := bin.ID.String()
+	head, behind := msg("order.stuck", "customer-7", `{"customer": 7}`), msg("order.created", "customer-7", `{"customer": 7, "n": 2}`)
+	f.enqueue(t, head, behind)
+	f.held = behind.ID.String()
+
+	ctx := context.Background()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		es, err := f.st.DLQ().List(ctx, &dlq.Filters{Status: dlq.StatusPending})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(es) == 6 {
+			for _, e := range es {
+				switch e.Type {
+				case "order.refused":
+					f.refused = append(f.refused, e)
+				case "order.invalid":
+					f.invalid = append(f.invalid, e)
+					if e.MessageID == binID {
+						f.binary = e
+					}
+				case "order.stuck":
+					f.stuck = e
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d dead letters after 15 s, want 6", len(es))
+		}
+		time.Sleep(20 * time.Millisecond) // polling for an outcome the relay gives no signal of
+	}
+	if len(f.refused) != 3 || len(f.invalid) != 2 || f.stuck == nil || f.binary == nil {
+		t.Fatalf("dead letters: %d refused, %d invalid, stuck %v", len(f.refused), len(f.invalid), f.stuck != nil)
+	}
+	if f.refused[0].Fingerprint != f.refused[2].Fingerprint || f.refused[0].Fingerprint == f.invalid[0].Fingerprint {
+		t.Fatalf("fingerprints do not group the causes: %q %q %q (%s; %s)", f.refused[0].Fingerprint, f.refused[2].Fingerprint, f.invalid[0].Fingerprint, f.refused[0].ErrorMessage, f.invalid[0].ErrorMessage)
+	}
+	ss, err := f.st.StreamStatus(ctx, "orders", "customer-7")
+	if err != nil || !ss.Blocked {
+		t.Fatalf("stream customer-7: %+v %v, want blocked", ss, err)
+	}
+	f.hook.accept.Store(true)
+}
+
+// trickle writes deliverable messages on a ticker, so that the overview's
+// rates move, until the returned func is called.
+func (f *fixture) trickle(t *testing.T) (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(40 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			var batch []*outbox.Message
+			for j := range 1 + i%5 {
+				batch = append(batch, msg("order.created", fmt.Sprintf("trickle-%d", j), fmt.Sprintf(`{"n": %d}`, i)))
+			}
+			if err := f.st.Enqueue(context.Background(), batch...); err != nil {
+				t.Errorf("trickle: %v", err)
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done); <-finished }) }
+	t.Cleanup(stop)
+	return stop
+}
