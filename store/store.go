@@ -265,6 +265,11 @@ type Batch struct {
 	// ids it no longer holds are reported in Result.Stale.
 	RenewLeases []uuid.UUID
 	Claim       ClaimRequest
+	// SkipMaintenance leaves out the heart-beat of Instance and the
+	// reaping of silent instances: a caller that heart-beats on its own
+	// cadence (Fleet.Heartbeat) and leaves reaping to the fleet's leader
+	// (Fleet.ReapDeadInstances) keeps them off its hot path.
+	SkipMaintenance bool
 }
 
 // Result is what ProcessBatch returns.
@@ -419,3 +424,72 @@ type Row interface {
 // longer holds the message's lease (it expired and another instance took
 // it, an operator dead-lettered it, or it was delivered already).
 var ErrLeaseLost = errors.New("store: lease lost")
+
+// Fleet is implemented by stores through which the relay instances that
+// share them act as one: they heart-beat on their own cadence, elect a
+// leader for maintenance, and share each destination's circuit, so that
+// when one instance finds a destination down every instance stops
+// claiming for it and the fleet sends one probe per probe interval. Times
+// are the store's (the database clock on PostgreSQL, the configured Clock
+// in tests); durations are measured from the store's now.
+type Fleet interface {
+	// Heartbeat records that the instance is alive.
+	Heartbeat(ctx context.Context, in Instance) error
+	// ReapDeadInstances declares dead the instances other than self that
+	// have been silent for longer than the InstanceTimeout, releases
+	// their leases, and returns how many it declared dead.
+	ReapDeadInstances(ctx context.Context, self string) (int, error)
+	// AcquireLeadership makes instance the fleet's leader for ttl if no
+	// other instance holds an unexpired leadership, or extends its own,
+	// and reports whether instance leads.
+	AcquireLeadership(ctx context.Context, instance string, ttl time.Duration) (bool, error)
+	// ResignLeadership ends instance's leadership, if it holds it.
+	ResignLeadership(ctx context.Context, instance string) error
+	// SweepBatch deletes at most limit delivered messages kept longer
+	// than the retention period and returns how many it deleted.
+	SweepBatch(ctx context.Context, limit int) (int, error)
+	// PendingByDestination counts the undelivered messages that are not
+	// dead-lettered, per destination (a count query; payloads are never
+	// read).
+	PendingByDestination(ctx context.Context) (map[string]int, error)
+
+	// Circuits returns the shared state of every destination that has
+	// one.
+	Circuits(ctx context.Context) ([]Circuit, error)
+	// OpenCircuit opens destination's circuit for the fleet, unless it is
+	// open, with the first probe due firstProbe from now, and reports
+	// whether this call opened it.
+	OpenCircuit(ctx context.Context, destination, instance string, firstProbe time.Duration) (bool, error)
+	// TakeProbe takes destination's probe token when its circuit is open,
+	// a probe is due and no pause holds it: the next probe is then due
+	// one probe interval later, and the interval doubles up to
+	// maxInterval. It reports whether the caller may send the probe; of
+	// instances racing for one token, one gets it.
+	TakeProbe(ctx context.Context, destination, instance string, maxInterval time.Duration) (bool, error)
+	// CloseCircuit closes destination's circuit (a probe succeeded).
+	CloseCircuit(ctx context.Context, destination, instance string) error
+	// PauseDestination holds destination for the whole fleet for d from
+	// now (a Retry-After); a pause is extended, never shortened.
+	PauseDestination(ctx context.Context, destination string, d time.Duration) error
+}
+
+// Circuit is a destination's shared circuit state.
+type Circuit struct {
+	Destination string
+	// Open is set while the destination's circuit is open.
+	Open bool
+	// OpenedBy and OpenedAt say which instance opened it, and when.
+	OpenedBy string
+	OpenedAt time.Time
+	// NextProbe is when the next probe is due; ProbeInterval the wait
+	// after it.
+	NextProbe     time.Time
+	ProbeInterval time.Duration
+	// PausedUntil is the end of a Retry-After pause; Paused says whether
+	// it is still in force at the store's now.
+	PausedUntil time.Time
+	Paused      bool
+	// ProbeDue says whether, at the store's now, the circuit is open and
+	// its next probe is due.
+	ProbeDue bool
+}

@@ -164,15 +164,17 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, fs *fail
 	if lease == 0 {
 		lease = s.cfg.LeaseDuration
 	}
-	p.exec(s.sql.heartbeat, now, me, b.Instance.Host, int32(b.Instance.PID), nullTime(b.Instance.StartedAt))
-	p.query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			if err := rows.Scan(&res.DeadInstances); err != nil {
-				return err
+	if !b.SkipMaintenance {
+		p.exec(s.sql.heartbeat, now, me, b.Instance.Host, int32(b.Instance.PID), nullTime(b.Instance.StartedAt))
+		p.query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				if err := rows.Scan(&res.DeadInstances); err != nil {
+					return err
+				}
 			}
-		}
-		return nil
-	}, s.sql.deadInstances, now, me, micros(s.cfg.InstanceTimeout))
+			return nil
+		}, s.sql.deadInstances, now, me, micros(s.cfg.InstanceTimeout))
+	}
 
 	s.queueCompletions(p, b.Completions, now, me, res)
 	if fs != nil && len(fs.ids) > 0 {

@@ -44,6 +44,9 @@ func (s *Store) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result
 		steps := []func(context.Context, *sql.Tx, *store.Batch, *store.Result, time.Time) error{
 			s.heartbeat, s.buryDeadInstances, s.applyCompletions, s.applyFailures, s.applyReleases, s.renewLeases,
 		}
+		if b.SkipMaintenance {
+			steps = steps[2:]
+		}
 		for _, step := range steps {
 			if err := step(ctx, tx, b, res, now); err != nil {
 				return err
