@@ -1,0 +1,189 @@
+// Package natsinbox receives messages from a NATS JetStream consumer into
+// an inbox (package inbox), acknowledging each only once it is stored.
+//
+// The message id, the inbox's de-duplication key, is the Nats-Msg-Id
+// header, which Backstop's NATS transport sets to the outbox message id;
+// a message without one is identified by its stream and stream sequence
+// ("ORDERS:42"), which a redelivery keeps. The type is the Backstop-Type
+// header, else the subject; the ordering key the Backstop-Stream header.
+// The other headers are kept (their first value), except the Nats-* ones
+// and Backstop's own.
+//
+// Each message is stored, then acknowledged: a redelivery after a lost
+// acknowledgement or a crash is recognised and dropped. A message the
+// inbox cannot store at the moment (its database is down) is refused with
+// a Nak and a delay, so JetStream delivers it again; a message it can
+// never store (ErrInvalid: no type, a control character, over the size
+// limit) is terminated. Messages are received one at a time, in the order
+// the consumer delivers them; for the streams' order to survive
+// redeliveries give the consumer MaxAckPending 1.
+package natsinbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/backstophq/backstop/inbox"
+)
+
+// The headers read besides Nats-Msg-Id: those Backstop's NATS transport
+// sets.
+const (
+	HeaderType   = "Backstop-Type"
+	HeaderStream = "Backstop-Stream"
+)
+
+// DefaultNakDelay is how long JetStream waits before delivering again a
+// message the inbox could not store, when Config.NakDelay is zero.
+const DefaultNakDelay = time.Second
+
+// Config configures a Receiver.
+type Config struct {
+	// Inbox is where messages go. Required.
+	Inbox *inbox.Inbox
+	// Consumer is the JetStream consumer to read, with explicit acks
+	// (jetstream.AckExplicitPolicy); a durable one so that a restart
+	// resumes where it stopped. Its AckWait is how soon a message whose
+	// receiver died unacknowledged is delivered again. Required.
+	Consumer jetstream.Consumer
+	// NakDelay is how long a message the inbox could not store waits
+	// before JetStream delivers it again. Zero means DefaultNakDelay.
+	NakDelay time.Duration
+	// Logger receives the receiver's records. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Receiver reads a JetStream consumer into an inbox.
+type Receiver struct {
+	cfg Config
+	log *slog.Logger
+
+	// Test hooks: afterStore runs once a message is stored (or found a
+	// duplicate), before it is acknowledged; ack, when set, decides
+	// whether to acknowledge it (false: Nak, so it comes again).
+	afterStore func(m jetstream.Msg)
+	ack        func(m jetstream.Msg) bool
+}
+
+// New returns a Receiver; the error names a missing field.
+func New(cfg Config) (*Receiver, error) {
+	switch {
+	case cfg.Inbox == nil:
+		return nil, errors.New("natsinbox: Config.Inbox is required")
+	case cfg.Consumer == nil:
+		return nil, errors.New("natsinbox: Config.Consumer is required")
+	case cfg.NakDelay < 0:
+		return nil, fmt.Errorf("natsinbox: Config.NakDelay must not be negative, got %s", cfg.NakDelay)
+	}
+	if cfg.NakDelay == 0 {
+		cfg.NakDelay = DefaultNakDelay
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Receiver{cfg: cfg, log: cfg.Logger.With(slog.String("inbox", cfg.Inbox.Name()), slog.String("source", "nats"))}, nil
+}
+
+// Run receives messages until ctx is done, then returns nil; it returns an
+// error when it cannot read the consumer.
+func (r *Receiver) Run(ctx context.Context) error {
+	it, err := r.cfg.Consumer.Messages(jetstream.PullMaxMessages(64))
+	if err != nil {
+		return fmt.Errorf("natsinbox: %w", err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	defer it.Stop()
+	for {
+		m, err := it.Next()
+		switch {
+		case ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed):
+			return nil
+		case err != nil:
+			// Missed heartbeats and the like: the iterator recovers.
+			r.log.LogAttrs(ctx, slog.LevelDebug, "consumer read failed", slog.String("error", err.Error()))
+			continue
+		}
+		r.receive(ctx, m)
+	}
+}
+
+// receive stores m and acknowledges it, or asks for it again.
+func (r *Receiver) receive(ctx context.Context, m jetstream.Msg) {
+	msg, err := received(m)
+	if err == nil {
+		_, err = r.cfg.Inbox.Receive(ctx, msg)
+	}
+	switch {
+	case errors.Is(err, inbox.ErrInvalid):
+		r.log.LogAttrs(ctx, slog.LevelWarn, "message refused: it cannot be stored",
+			slog.String("subject", m.Subject()), slog.String("error", err.Error()))
+		if err := m.Term(); err != nil {
+			r.log.LogAttrs(ctx, slog.LevelDebug, "term failed", slog.String("error", err.Error()))
+		}
+		return
+	case err != nil:
+		r.log.LogAttrs(ctx, slog.LevelWarn, "cannot store a received message; it will come again",
+			slog.String("subject", m.Subject()), slog.String("error", err.Error()))
+		_ = m.NakWithDelay(r.cfg.NakDelay)
+		return
+	}
+	if r.afterStore != nil {
+		r.afterStore(m)
+	}
+	if r.ack != nil && !r.ack(m) {
+		_ = m.Nak()
+		return
+	}
+	if err := m.Ack(); err != nil {
+		// It comes again after AckWait and is dropped as a duplicate.
+		r.log.LogAttrs(ctx, slog.LevelDebug, "ack failed", slog.String("error", err.Error()))
+	}
+}
+
+// received maps a JetStream message to the inbox's form.
+func received(m jetstream.Msg) (inbox.Received, error) {
+	h := m.Headers()
+	id := h.Get(jetstream.MsgIDHeader)
+	if id == "" {
+		meta, err := m.Metadata()
+		if err != nil {
+			return inbox.Received{}, fmt.Errorf("%w: no Nats-Msg-Id and no metadata: %v", inbox.ErrInvalid, err)
+		}
+		id = fmt.Sprintf("%s:%d", meta.Stream, meta.Sequence.Stream)
+	}
+	typ := h.Get(HeaderType)
+	if typ == "" {
+		typ = m.Subject()
+	}
+	return inbox.Received{
+		ID: id, Type: typ, Stream: h.Get(HeaderStream), Payload: m.Data(),
+		Headers: keptHeaders(h), Source: "nats",
+	}, nil
+}
+
+// keptHeaders are the headers of the message's own, first values.
+func keptHeaders(h nats.Header) map[string]string {
+	var out map[string]string
+	for k, vs := range h {
+		if len(vs) == 0 || hasPrefixFold(k, "nats-") || hasPrefixFold(k, "backstop-") {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = vs[0]
+	}
+	return out
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
