@@ -1,0 +1,168 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/backstophq/backstop/store"
+)
+
+var _ store.Fleet = (*Store)(nil)
+
+// leaderName is the row of the maintenance leader's lease.
+const leaderName = "maintenance"
+
+// Heartbeat records that the instance is alive.
+func (s *Store) Heartbeat(ctx context.Context, in store.Instance) error {
+	if _, err := s.pool.Exec(ctx, s.sql.heartbeat, s.now(), in.ID, in.Host, int32(in.PID), nullTime(in.StartedAt)); err != nil {
+		return fmt.Errorf("postgres: heartbeat: %w", err)
+	}
+	return nil
+}
+
+// ReapDeadInstances declares dead the instances silent for longer than the
+// instance timeout, other than self, and releases their leases.
+func (s *Store) ReapDeadInstances(ctx context.Context, self string) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, s.sql.deadInstances, s.now(), self, micros(s.cfg.InstanceTimeout)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("postgres: reap dead instances: %w", err)
+	}
+	return n, nil
+}
+
+// AcquireLeadership takes the maintenance leadership for instance for
+// ttl, or extends it, unless another instance holds it unexpired.
+func (s *Store) AcquireLeadership(ctx context.Context, instance string, ttl time.Duration) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `INSERT INTO `+s.n.qual+`leader AS l (name, instance, expires_at)
+		VALUES ($2, $3, `+nowExpr+` + $4 * interval '1 microsecond')
+		ON CONFLICT (name) DO UPDATE SET instance = excluded.instance, expires_at = excluded.expires_at
+		WHERE l.instance = excluded.instance OR l.expires_at <= `+nowExpr,
+		s.now(), leaderName, instance, micros(ttl))
+	if err != nil {
+		return false, fmt.Errorf("postgres: acquire leadership: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// ResignLeadership ends instance's leadership, if it holds it.
+func (s *Store) ResignLeadership(ctx context.Context, instance string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM `+s.n.qual+`leader WHERE name = $1 AND instance = $2`, leaderName, instance); err != nil {
+		return fmt.Errorf("postgres: resign leadership: %w", err)
+	}
+	return nil
+}
+
+// SweepBatch deletes at most limit delivered messages kept longer than the
+// retention period.
+func (s *Store) SweepBatch(ctx context.Context, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.n.outbox+` WHERE seq = ANY(ARRAY(
+		SELECT seq FROM `+s.n.outbox+`
+		WHERE published_at IS NOT NULL AND published_at <= `+nowExpr+` - $2 * interval '1 microsecond'
+		ORDER BY published_at LIMIT $3))`,
+		s.now(), micros(s.cfg.Retention), limit)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: sweep: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// PendingByDestination counts the undelivered, not dead-lettered
+// messages per destination.
+func (s *Store) PendingByDestination(ctx context.Context) (map[string]int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT destination, count(*) FROM `+s.n.outbox+`
+		WHERE published_at IS NULL AND dead_lettered_at IS NULL GROUP BY destination`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: pending by destination: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var d string
+		var n int64
+		if err := rows.Scan(&d, &n); err != nil {
+			return nil, fmt.Errorf("postgres: pending by destination: %w", err)
+		}
+		out[d] = int(n)
+	}
+	return out, rows.Err()
+}
+
+// Circuits returns the shared state of every destination that has one.
+func (s *Store) Circuits(ctx context.Context) ([]store.Circuit, error) {
+	rows, err := s.pool.Query(ctx, `SELECT destination, open, opened_by, opened_at, next_probe, probe_interval, paused_until,
+			coalesce(paused_until > `+nowExpr+`, false),
+			open AND coalesce(next_probe <= `+nowExpr+`, true) AND NOT coalesce(paused_until > `+nowExpr+`, false)
+		FROM `+s.n.qual+`circuits ORDER BY destination`, s.now())
+	if err != nil {
+		return nil, fmt.Errorf("postgres: circuits: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Circuit
+	for rows.Next() {
+		var c store.Circuit
+		var openedAt, next, paused *time.Time
+		var interval int64
+		if err := rows.Scan(&c.Destination, &c.Open, &c.OpenedBy, &openedAt, &next, &interval, &paused, &c.Paused, &c.ProbeDue); err != nil {
+			return nil, fmt.Errorf("postgres: circuits: %w", err)
+		}
+		c.OpenedAt, c.NextProbe, c.PausedUntil = derefTime(openedAt), derefTime(next), derefTime(paused)
+		c.ProbeInterval = time.Duration(interval) * time.Microsecond
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// OpenCircuit opens destination's circuit unless it is open.
+func (s *Store) OpenCircuit(ctx context.Context, destination, instance string, firstProbe time.Duration) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `INSERT INTO `+s.n.qual+`circuits AS c
+			(destination, open, opened_by, opened_at, next_probe, probe_interval)
+		VALUES ($2, true, $3, `+nowExpr+`, `+nowExpr+` + $4 * interval '1 microsecond', $4)
+		ON CONFLICT (destination) DO UPDATE SET open = true, opened_by = excluded.opened_by, opened_at = excluded.opened_at,
+			next_probe = excluded.next_probe, probe_interval = excluded.probe_interval, probe_by = ''
+		WHERE NOT c.open`,
+		s.now(), destination, instance, micros(firstProbe))
+	if err != nil {
+		return false, fmt.Errorf("postgres: open circuit %q: %w", destination, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// TakeProbe takes destination's probe token when a probe is due. The
+// row's lock serialises instances racing for it: the first moves
+// next_probe on, and the others then find no probe due.
+func (s *Store) TakeProbe(ctx context.Context, destination, instance string, maxInterval time.Duration) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE `+s.n.qual+`circuits SET probe_by = $3,
+			next_probe = `+nowExpr+` + probe_interval * interval '1 microsecond',
+			probe_interval = least(greatest(probe_interval * 2, 1), $4)
+		WHERE destination = $2 AND open AND next_probe <= `+nowExpr+`
+			AND coalesce(paused_until <= `+nowExpr+`, true)`,
+		s.now(), destination, instance, micros(maxInterval))
+	if err != nil {
+		return false, fmt.Errorf("postgres: take probe %q: %w", destination, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// CloseCircuit closes destination's circuit.
+func (s *Store) CloseCircuit(ctx context.Context, destination, instance string) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE `+s.n.qual+`circuits SET open = false, probe_by = $2 WHERE destination = $1`,
+		destination, instance); err != nil {
+		return fmt.Errorf("postgres: close circuit %q: %w", destination, err)
+	}
+	return nil
+}
+
+// PauseDestination holds destination for the fleet for d from now.
+func (s *Store) PauseDestination(ctx context.Context, destination string, d time.Duration) error {
+	if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.n.qual+`circuits AS c (destination, paused_until)
+		VALUES ($2, `+nowExpr+` + $3 * interval '1 microsecond')
+		ON CONFLICT (destination) DO UPDATE SET paused_until = greatest(c.paused_until, excluded.paused_until)`,
+		s.now(), destination, micros(d)); err != nil {
+		return fmt.Errorf("postgres: pause %q: %w", destination, err)
+	}
+	return nil
+}

@@ -1,0 +1,306 @@
+package storetest
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
+)
+
+// RunFleet runs the conformance tests of store.Fleet against the stores h
+// opens, which must implement it.
+func RunFleet(t *testing.T, h Harness) {
+	for _, tc := range fleetCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, h)
+		})
+	}
+}
+
+var fleetCases = []testCase{
+	{"CircuitOpensOnceForTheFleet", testCircuitOpensOnce},
+	{"OneProbeTokenPerInterval", testProbeToken},
+	{"PauseHoldsProbes", testPause},
+	{"Leadership", testLeadership},
+	{"HeartbeatAndReap", testHeartbeatAndReap},
+	{"SweepBatch", testSweepBatch},
+	{"PendingByDestination", testPendingByDestination},
+}
+
+func fleetOf(t *testing.T, e *env) store.Fleet {
+	t.Helper()
+	f, ok := e.s.(store.Fleet)
+	if !ok {
+		t.Fatalf("%T does not implement store.Fleet", e.s)
+	}
+	return f
+}
+
+func (e *env) circuit(f store.Fleet, destination string) store.Circuit {
+	e.t.Helper()
+	cs, err := f.Circuits(e.ctx)
+	if err != nil {
+		e.t.Fatalf("Circuits: %v", err)
+	}
+	for _, c := range cs {
+		if c.Destination == destination {
+			return c
+		}
+	}
+	return store.Circuit{Destination: destination}
+}
+
+func testCircuitOpensOnce(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	f := fleetOf(t, e)
+	if c := e.circuit(f, "hooks"); c.Open {
+		t.Fatalf("a destination nobody opened is open: %+v", c)
+	}
+	opened, err := f.OpenCircuit(e.ctx, "hooks", "a", time.Second)
+	if err != nil || !opened {
+		t.Fatalf("OpenCircuit = %v, %v", opened, err)
+	}
+	e.clk.Advance(500 * time.Millisecond)
+	if again, err := f.OpenCircuit(e.ctx, "hooks", "b", time.Second); err != nil || again {
+		t.Fatalf("a second OpenCircuit = %v, %v: want false, the circuit is open", again, err)
+	}
+	c := e.circuit(f, "hooks")
+	if !c.Open || c.OpenedBy != "a" || !c.OpenedAt.Equal(epoch) || !c.NextProbe.Equal(epoch.Add(time.Second)) || c.ProbeDue {
+		t.Fatalf("circuit = %+v", c)
+	}
+	if err := f.CloseCircuit(e.ctx, "hooks", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if c := e.circuit(f, "hooks"); c.Open || c.ProbeDue {
+		t.Fatalf("closed circuit = %+v", c)
+	}
+	if opened, err := f.OpenCircuit(e.ctx, "hooks", "b", 2*time.Second); err != nil || !opened {
+		t.Fatalf("reopening = %v, %v", opened, err)
+	}
+	if c := e.circuit(f, "hooks"); c.OpenedBy != "b" || !c.NextProbe.Equal(e.clk.Now().Add(2*time.Second)) {
+		t.Fatalf("reopened circuit = %+v", c)
+	}
+	// Odd names are kept as given.
+	odd := "hooks\x01\"';--é"
+	if opened, err := f.OpenCircuit(e.ctx, odd, "a", time.Second); err != nil || !opened {
+		t.Fatalf("OpenCircuit(odd name) = %v, %v", opened, err)
+	}
+	if c := e.circuit(f, odd); !c.Open {
+		t.Fatalf("odd name's circuit = %+v", c)
+	}
+}
+
+func testProbeToken(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	f := fleetOf(t, e)
+	take := func(instance string) bool {
+		t.Helper()
+		ok, err := f.TakeProbe(e.ctx, "hooks", instance, 4*time.Second)
+		if err != nil {
+			t.Fatalf("TakeProbe: %v", err)
+		}
+		return ok
+	}
+	if take("a") {
+		t.Fatal("a probe token of a closed circuit")
+	}
+	if _, err := f.OpenCircuit(e.ctx, "hooks", "a", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if take("a") {
+		t.Fatal("a probe token before the first probe is due")
+	}
+	// Due at 1 s, then 1 s later, then 2 s, then 4 s (the cap), 4 s.
+	at := time.Second
+	for i, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second} {
+		e.clk.Set(epoch.Add(at))
+		if !e.circuit(f, "hooks").ProbeDue {
+			t.Fatalf("probe %d not due at %v", i+1, at)
+		}
+		// Three instances race for the token: one gets it.
+		var mu sync.Mutex
+		got := 0
+		var wg sync.WaitGroup
+		for _, in := range []string{"a", "b", "c"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ok, err := f.TakeProbe(e.ctx, "hooks", in, 4*time.Second)
+				if err != nil {
+					t.Errorf("TakeProbe: %v", err)
+				}
+				if ok {
+					mu.Lock()
+					got++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if got != 1 {
+			t.Fatalf("probe %d: %d instances took the token, want 1", i+1, got)
+		}
+		c := e.circuit(f, "hooks")
+		if !c.NextProbe.Equal(epoch.Add(at+wait)) || c.ProbeDue {
+			t.Fatalf("probe %d: circuit %+v, want the next probe at +%v", i+1, c, at+wait)
+		}
+		e.clk.Set(epoch.Add(at + wait - time.Millisecond))
+		if take("a") {
+			t.Fatalf("probe %d: a token before the next probe is due", i+1)
+		}
+		at += wait
+	}
+}
+
+func testPause(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	f := fleetOf(t, e)
+	if err := f.PauseDestination(e.ctx, "api", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.PauseDestination(e.ctx, "api", 10*time.Second); err != nil { // never shortened
+		t.Fatal(err)
+	}
+	c := e.circuit(f, "api")
+	if !c.Paused || c.Open || !c.PausedUntil.Equal(epoch.Add(time.Minute)) {
+		t.Fatalf("paused = %+v", c)
+	}
+	if _, err := f.OpenCircuit(e.ctx, "api", "a", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Advance(30 * time.Second)
+	if ok, err := f.TakeProbe(e.ctx, "api", "a", time.Minute); err != nil || ok {
+		t.Fatalf("a probe token during a pause: %v, %v", ok, err)
+	}
+	e.clk.Advance(30 * time.Second)
+	if c := e.circuit(f, "api"); c.Paused || !c.ProbeDue {
+		t.Fatalf("after the pause = %+v", c)
+	}
+	if ok, err := f.TakeProbe(e.ctx, "api", "a", time.Minute); err != nil || !ok {
+		t.Fatalf("no probe token after the pause: %v, %v", ok, err)
+	}
+}
+
+func testLeadership(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	f := fleetOf(t, e)
+	lead := func(in string) bool {
+		t.Helper()
+		ok, err := f.AcquireLeadership(e.ctx, in, 10*time.Second)
+		if err != nil {
+			t.Fatalf("AcquireLeadership(%s): %v", in, err)
+		}
+		return ok
+	}
+	if !lead("a") || lead("b") {
+		t.Fatal("a should lead, b not")
+	}
+	e.clk.Advance(9 * time.Second)
+	if !lead("a") { // renewed to +19 s
+		t.Fatal("the leader could not renew")
+	}
+	e.clk.Advance(9 * time.Second)
+	if lead("b") {
+		t.Fatal("b took an unexpired leadership")
+	}
+	e.clk.Advance(time.Second) // a's lease runs out: a died
+	if !lead("b") || lead("a") {
+		t.Fatal("b should take over from a silent leader")
+	}
+	if err := f.ResignLeadership(e.ctx, "a"); err != nil { // not a's: nothing
+		t.Fatal(err)
+	}
+	if lead("a") {
+		t.Fatal("a resigned b's leadership")
+	}
+	if err := f.ResignLeadership(e.ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if !lead("a") {
+		t.Fatal("a could not lead after b resigned")
+	}
+}
+
+func testHeartbeatAndReap(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	f := fleetOf(t, e)
+	m := e.enqueue(msg("hooks", "s"))[0]
+	if err := f.Heartbeat(e.ctx, store.Instance{ID: "a", Host: "h", PID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.batch("a", store.Batch{SkipMaintenance: true, Claim: store.ClaimRequest{Limit: 1}}).Claimed; len(got) != 1 {
+		t.Fatalf("claimed %d", len(got))
+	}
+	e.clk.Advance(50 * time.Second)
+	if err := f.Heartbeat(e.ctx, store.Instance{ID: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.ReapDeadInstances(e.ctx, "b"); err != nil || n != 0 {
+		t.Fatalf("reaped %d, %v: a is alive", n, err)
+	}
+	e.clk.Advance(11 * time.Second) // a silent for 61 s
+	// A batch that skips maintenance reaps nobody.
+	if res := e.batch("b", store.Batch{SkipMaintenance: true}); res.DeadInstances != 0 {
+		t.Fatalf("a SkipMaintenance batch reaped %d", res.DeadInstances)
+	}
+	if n, err := f.ReapDeadInstances(e.ctx, "b"); err != nil || n != 1 {
+		t.Fatalf("reaped %d, %v: want a", n, err)
+	}
+	got, err := e.s.Get(e.ctx, m.ID)
+	if err != nil || got.InstanceID != "" {
+		t.Fatalf("the dead instance's lease was kept: %+v, %v", got, err)
+	}
+}
+
+func testSweepBatch(t *testing.T, h Harness) {
+	e := newEnv(t, h, func(c *store.Config) { c.Retention = time.Hour; c.DefaultPolicy.Ordering = outbox.OrderingNone })
+	f := fleetOf(t, e)
+	ms := e.enqueue(msgs(5, "hooks", "")...)
+	claimed := e.claim("a", 5)
+	ids := make([]store.Completion, len(claimed))
+	for i, m := range claimed {
+		ids[i] = store.Completion{ID: m.ID, Status: outbox.StatusPublished}
+	}
+	e.batch("a", store.Batch{Completions: ids})
+	if n, err := f.SweepBatch(e.ctx, 10); err != nil || n != 0 {
+		t.Fatalf("swept %d, %v inside the retention", n, err)
+	}
+	e.clk.Advance(time.Hour)
+	for _, want := range []int{2, 2, 1, 0} {
+		if n, err := f.SweepBatch(e.ctx, 2); err != nil || n != want {
+			t.Fatalf("SweepBatch(2) = %d, %v; want %d", n, err, want)
+		}
+	}
+	for _, m := range ms {
+		if _, err := e.s.Get(e.ctx, m.ID); err == nil {
+			t.Fatalf("%s was not swept", m.ID)
+		}
+	}
+}
+
+func testPendingByDestination(t *testing.T, h Harness) {
+	e := newEnv(t, h, withOrdering(outbox.OrderingNone))
+	f := fleetOf(t, e)
+	e.enqueue(msgs(3, "a", "")...)
+	e.enqueue(msgs(2, "b-é", "")...)
+	done := e.enqueue(msg("c", ""))[0]
+	claimed := e.batch("i", store.Batch{Claim: store.ClaimRequest{Limit: 1, Destinations: []string{"c"}}}).Claimed
+	if len(claimed) != 1 || claimed[0].ID != done.ID {
+		t.Fatalf("claimed %v", claimed)
+	}
+	e.batch("i", store.Batch{Completions: []store.Completion{{ID: done.ID, Status: outbox.StatusPublished}}})
+	dead := e.enqueue(msg("a", ""))[0]
+	if err := e.s.DeadLetter(e.ctx, dead.ID, "by hand"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.PendingByDestination(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got["a"] != 3 || got["b-é"] != 2 {
+		t.Fatalf("PendingByDestination = %v", got)
+	}
+}
