@@ -100,28 +100,99 @@ func (l *ledger) waitFor(ctx context.Context, timeout time.Duration, cond func()
 	}
 }
 
-// caughtUp returns a condition, for waitFor, that holds once every message
-// committed up to now (but those held back on purpose: skip) has arrived.
-func (l *ledger) caughtUp(skip func(*sent) bool) func() bool {
+// recovery is what a recovery waits for in the ledger: every message
+// committed before it began has arrived (but those held back on purpose),
+// and so has each message a dead or stopped relay held a lease on. (That
+// those are no longer pending in the outbox, delivered again by another
+// relay or recorded by the faulted one, is the store's to say: see
+// settled.)
+type recovery struct {
+	l        *ledger
+	pending  []*sent
+	stranded []string
+	since    time.Time
+}
+
+// recoveryFrom snapshots what has to arrive: skip tells the messages held
+// back on purpose.
+func (l *ledger) recoveryFrom(skip func(*sent) bool, stranded []string, since time.Time) *recovery {
 	l.mu.Lock()
-	pending := make([]*sent, 0, len(l.order))
+	defer l.mu.Unlock()
+	r := &recovery{l: l, stranded: stranded, since: since}
 	for _, m := range l.order {
 		if skip == nil || !skip(m) {
-			pending = append(pending, m)
+			r.pending = append(r.pending, m)
 		}
 	}
-	l.mu.Unlock()
-	return func() bool {
-		for len(pending) > 0 {
-			m := pending[len(pending)-1]
-			if _, ok := l.first[m.id]; !ok && !l.released[m.id] {
-				// Scan from the newest: the oldest arrive first, so
-				// a miss here usually means the whole tail is pending.
-				return false
-			}
-			pending = pending[:len(pending)-1]
+	return r
+}
+
+// done is a condition for waitFor (called under the ledger's lock).
+func (r *recovery) done() bool {
+	for len(r.pending) > 0 {
+		m := r.pending[len(r.pending)-1]
+		if _, ok := r.l.first[m.id]; !ok && !r.l.released[m.id] {
+			// Scan from the newest: the oldest arrive first, so a
+			// miss here usually means the whole tail is pending.
+			return false
 		}
-		return true
+		r.pending = r.pending[:len(r.pending)-1]
+	}
+	for _, id := range r.stranded {
+		if _, ok := r.l.first[id]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// left returns the ids still awaited: never arrived.
+func (r *recovery) left() []string {
+	r.l.mu.Lock()
+	defer r.l.mu.Unlock()
+	var never []string
+	for _, m := range r.pending {
+		if _, ok := r.l.first[m.id]; !ok && !r.l.released[m.id] {
+			never = append(never, m.id)
+		}
+	}
+	for _, id := range r.stranded {
+		if _, ok := r.l.first[id]; !ok {
+			never = append(never, id)
+		}
+	}
+	return never
+}
+
+// settle waits until r is done and none of the stranded messages is
+// still pending in the outbox (pending counts them: the store has no
+// signal for it, so it is polled every 20 ms), and returns when that was.
+func (r *recovery) settle(ctx context.Context, limit time.Duration, pending func([]string) (int, error)) (time.Time, error) {
+	deadline := time.Now().Add(limit)
+	if err := r.l.waitFor(ctx, limit, r.done); err != nil {
+		return time.Time{}, fmt.Errorf("%w: %d messages never arrived", err, len(r.left()))
+	}
+	if len(r.stranded) == 0 {
+		return time.Now(), nil
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n, err := pending(r.stranded)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if n == 0 {
+			return time.Now(), nil
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("%w after %v: %d messages the faulted relay held are still pending", errDeadline, limit, n)
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		}
 	}
 }
 
@@ -130,21 +201,6 @@ func (l *ledger) backlog() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.order) - len(l.first)
-}
-
-// resent returns a condition, for waitFor, that holds once each of ids
-// has arrived at or after t: the messages a dead or stopped relay held
-// were delivered by another (again, if it had sent them already).
-func (l *ledger) resent(ids []string, t time.Time) func() bool {
-	return func() bool {
-		for len(ids) > 0 {
-			if at, ok := l.last[ids[0]]; !ok || at.Before(t) {
-				return false
-			}
-			ids = ids[1:]
-		}
-		return true
-	}
 }
 
 // arrivedFrom returns how many arrivals instance made.
