@@ -38,6 +38,9 @@ type demoOptions struct {
 	ready func(url, token string)
 }
 
+// defaultDemoListen is where the demo serves the admin API.
+const defaultDemoListen = "127.0.0.1:8080"
+
 // The demo's destinations; billing has the outage.
 var demoDestinations = []string{"orders", "billing"}
 
@@ -66,7 +69,7 @@ demo's data until Ctrl-C (--exit ends at once).`,
 	}
 	f := cmd.Flags()
 	f.BoolVar(&o.exit, "exit", false, "end after the summary instead of serving the admin API")
-	f.StringVar(&o.listen, "listen", "127.0.0.1:0", "the admin API's address (port 0: any free port)")
+	f.StringVar(&o.listen, "listen", defaultDemoListen, "the admin API's address (when 8080 is taken: any free port)")
 	f.IntVar(&o.streams, "streams", 30, "streams per destination (2 destinations)")
 	f.IntVar(&o.steps, "steps", 50, "messages per stream")
 	f.DurationVar(&o.outage, "outage", 2500*time.Millisecond, "how long the billing endpoint is down")
@@ -158,19 +161,21 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) error {
 // at the end of its stream.
 func (d *demoRun) plan() demoPlan {
 	s, n := d.o.streams, d.o.steps
-	at := func(dest string, stream, step int) msgKey {
-		return msgKey{streamKey{dest, demoStream(dest, stream%s)}, min(max(step, 1), n)}
-	}
-	bad := map[msgKey]bool{
-		at("orders", 3, n*3/5):   true,
-		at("orders", 11, n*9/10): true,
-		at("billing", 7, n*2/5):  true,
-		at("billing", 18, n):     true,
-	}
-	for k := range bad {
+	bad := map[msgKey]bool{}
+	used := map[streamKey]bool{}
+	for _, b := range []struct {
+		dest         string
+		stream, step int
+	}{{"orders", 3, n * 3 / 5}, {"orders", 11, n * 9 / 10}, {"billing", 7, n * 2 / 5}, {"billing", 18, n}} {
+		k := msgKey{streamKey{b.dest, demoStream(b.dest, b.stream%s)}, min(max(b.step, 1), n)}
+		if used[k.streamKey] {
+			continue // one per stream: the first holds the rest of it
+		}
+		used[k.streamKey] = true
+		bad[k] = true
 		d.held += n - k.step
 	}
-	return demoPlan{outageDest: "billing", outageFrom: time.Second, outageTo: time.Second + d.o.outage, bad: bad}
+	return demoPlan{outageDest: "billing", outageFrom: 500 * time.Millisecond, outageTo: 500*time.Millisecond + d.o.outage, bad: bad}
 }
 
 func demoStream(dest string, i int) string { return fmt.Sprintf("%s-customer-%02d", dest[:1], i+1) }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/backstophq/backstop/admin"
 )
 
 // TestDemo runs a small demo to its summary and checks its figures: nothing
@@ -14,7 +16,7 @@ import (
 // dead-lettered.
 func TestDemo(t *testing.T) {
 	var out bytes.Buffer
-	o := demoOptions{exit: true, listen: "127.0.0.1:0", streams: 6, steps: 20, outage: 1500 * time.Millisecond}
+	o := demoOptions{exit: true, listen: "127.0.0.1:0", streams: 6, steps: 20, outage: 2 * time.Second}
 	if err := runDemo(context.Background(), &out, o); err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
@@ -43,5 +45,33 @@ func TestDemo(t *testing.T) {
 	}
 	if num("released without charge") < 1 {
 		t.Errorf("nothing released without charge\n%s", text)
+	}
+}
+
+// TestDemoServes checks that after its summary the demo serves the admin
+// API on its data, and stops on its context.
+func TestDemoServes(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan [2]string, 1)
+	o := demoOptions{listen: "127.0.0.1:0", streams: 2, steps: 10, outage: 300 * time.Millisecond,
+		ready: func(url, token string) { ready <- [2]string{url, token} }}
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- runDemo(ctx, &out, o) }()
+	var at [2]string
+	select {
+	case at = <-ready:
+	case err := <-done:
+		t.Fatalf("demo ended before serving: %v\n%s", err, out.String())
+	}
+	c := &admin.Client{BaseURL: at[0], Token: at[1]}
+	l, err := c.DeadLetters(ctx, nil)
+	if err != nil || len(l.Items) == 0 {
+		t.Errorf("dead letters through the demo's API: %+v %v", l, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("demo after Ctrl-C: %v", err)
 	}
 }
