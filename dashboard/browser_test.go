@@ -258,7 +258,11 @@ func operate(t *testing.T, b context.Context, f *fixture, shots bool) {
 	tb.signIn(operateToken, "operate")
 	stop := f.trickle(t)
 	tb.until("the overview counts the dead letters", `document.querySelector('[data-tile="Dead letters"]')?.textContent === '6'`)
-	tb.until("the chart draws rates as they come", `(document.querySelector('.chart polyline.s-delivered')?.getAttribute('points') || '').split(' ').length >= 6`)
+	points := 6
+	if shots {
+		points = 40 // ten seconds of samples: a chart worth a picture
+	}
+	tb.until("the chart draws rates as they come", fmt.Sprintf(`(document.querySelector('.chart polyline.s-delivered')?.getAttribute('points') || '').split(' ').length >= %d`, points))
 	stop()
 	tb.screenshot("overview")
 	if shots {

@@ -62,7 +62,7 @@ func Handler() http.Handler {
 			serveIndex(w, r, files)
 			return
 		}
-		if _, err := fs.Stat(files, name); err != nil {
+		if fi, err := fs.Stat(files, name); err != nil || fi.IsDir() {
 			http.NotFound(w, r)
 			return
 		}

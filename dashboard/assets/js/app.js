@@ -43,8 +43,15 @@ function render() {
   main.dataset.page = r.page;
   const poll = r.show();
   if (typeof poll === 'function') {
-    poll();
-    timer = setInterval(poll, POLL_MS);
+    // A poll still waiting for its answers is not started again.
+    let busy = false;
+    const tick = async () => {
+      if (busy) return;
+      busy = true;
+      try { await poll(); } finally { busy = false; }
+    };
+    tick();
+    timer = setInterval(tick, POLL_MS);
   }
 }
 

@@ -111,7 +111,7 @@ function groupCard(g, filter, after) {
       h('span', { class: 'err' }, g.error)),
     h('p', { class: 'muted small' },
       `first ${fmtTime(g.first)}, last ${fmtTime(g.last)} · destination ${dests.join(', ')} · ${plural(g.streams.size, 'stream')}`),
-    gf ? bulkButtons(gf, `the group of ${plural(n, 'entry', 'entries')} (“${g.error.slice(0, 60)}”)`, after) : null,
+    gf ? bulkButtons(gf, `the group of ${plural(n, 'entry', 'entries')}`, after) : null,
     h('details', {}, h('summary', {}, n > 200 ? `Show the first 200 entries` : `Show the ${plural(n, 'entry', 'entries')}`), entries));
 }
 

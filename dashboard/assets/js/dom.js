@@ -1,5 +1,5 @@
 // DOM building and formatting. Every text from the API goes in through
-// textContent (never innerHTML): payloads, errors and names may hold
+// text nodes, never parsed as markup: payloads, errors and names may hold
 // anything, markup included.
 
 // h creates an element: h('a', {href: '#/'}, 'text', child, [more]).
@@ -24,6 +24,14 @@ function append(el, children) {
     else if (c instanceof Node) el.appendChild(c);
     else el.appendChild(document.createTextNode(String(c)));
   }
+}
+
+// fill replaces el's children, skipping null, undefined and false and
+// flattening arrays as h does.
+export function fill(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+  return el;
 }
 
 // svg creates an SVG element.
@@ -129,7 +137,8 @@ export function errorNotice(err) {
   return h('div', { class: 'notice error', role: 'alert' }, String(err && err.message ? err.message : err));
 }
 
-// shortID shows the start of a long id, the whole of it in the title.
+// shortID shows the end of a long id (ids are UUIDv7: their start is the
+// time, shared by ids made together), the whole of it in the title.
 export function shortID(id) {
-  return h('code', { title: id }, id && id.length > 13 ? id.slice(0, 8) + '…' : id);
+  return h('code', { title: id }, id && id.length > 13 ? '…' + id.slice(-8) : id);
 }

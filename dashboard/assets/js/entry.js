@@ -1,7 +1,7 @@
 // One dead letter: what it is, its payload and headers, its failures, its
 // audit trail, and the actions on it.
 import { api, session, seg } from './api.js';
-import { h, fmtTime, fmtNum, badge, kvTable, payloadView, table, errorNotice, notify } from './dom.js';
+import { h, fill, fmtTime, fmtNum, badge, kvTable, payloadView, shortID, table, errorNotice, notify } from './dom.js';
 import { confirmAction } from './dialog.js';
 
 export function streamLink(destination, stream) {
@@ -58,16 +58,16 @@ export async function entry(main, id) {
     { what: 'Last attempt', at: e.last_attempt_time, error: '' },
     { what: `Dead-lettered after ${e.attempts} attempt${e.attempts === 1 ? '' : 's'}`, at: e.failure_time, error: `${e.reason}: ${e.error}` },
   ].filter((f) => f.at);
-  main.replaceChildren(
+  fill(main,
     h('p', {}, h('a', { href: '#/dead-letters' }, '← Dead letters')),
-    h('h1', {}, 'Dead letter ', h('code', {}, e.id.slice(0, 8))),
-    actions(e, reload),
+    h('h1', {}, 'Dead letter ', shortID(e.id)),
+    actions(e, reload) || '',
     h('section', { class: 'panel', 'aria-label': 'Entry' }, h('dl', { class: 'fields' }, fields.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]))),
     h('h2', {}, 'Failures'),
     table('Failures', [['When', (f) => fmtTime(f.at)], ['What', (f) => f.what], ['Error', (f) => h('code', {}, f.error || '—')]], failures),
     h('h2', {}, 'Payload'), payloadView(e.payload, e.payload_base64),
     h('h2', {}, 'Headers'), kvTable(e.headers, 'Headers'),
-    Object.keys(e.metadata || {}).length ? [h('h2', {}, 'Metadata'), h('pre', { class: 'payload' }, JSON.stringify(e.metadata, null, 2))] : null,
+    Object.keys(e.metadata || {}).length ? h('section', { 'aria-labelledby': 'meta-h' }, h('h2', { id: 'meta-h' }, 'Metadata'), h('pre', { class: 'payload' }, JSON.stringify(e.metadata, null, 2))) : '',
     h('h2', {}, 'Audit trail'),
     table('Audit trail', [
       ['When', (r) => fmtTime(r.at)], ['Who', (r) => r.actor], ['Action', (r) => r.action], ['Notes', (r) => r.notes || '—'],

@@ -1,7 +1,7 @@
 // Messages: search by id, destination, stream, type and state; one
 // message's detail and the actions on it.
 import { api, session, seg } from './api.js';
-import { h, field, fmtTime, fmtNum, badge, shortID, kvTable, payloadView, table, errorNotice, notify } from './dom.js';
+import { h, fill, field, fmtTime, fmtNum, badge, shortID, kvTable, payloadView, table, errorNotice, notify } from './dom.js';
 import { confirmAction } from './dialog.js';
 import { streamLink } from './entry.js';
 
@@ -98,12 +98,12 @@ export async function message(main, id) {
     ['Leased by', m.instance_id ? `${m.instance_id} until ${fmtTime(m.lease_expiry)}` : '—'],
     ['Dead-lettered', fmtTime(m.dead_lettered_at)],
   ];
-  main.replaceChildren(
+  fill(main,
     h('p', {}, h('a', { href: '#/messages' }, '← Messages')),
-    h('h1', {}, 'Message ', h('code', {}, m.id.slice(0, 8))),
-    messageActions(m, () => message(main, id)),
+    h('h1', {}, 'Message ', shortID(m.id)),
+    messageActions(m, () => message(main, id)) || '',
     st === 'dead_lettered' ? h('p', { class: 'notice info' }, 'This message is in the dead-letter queue: act on it from ',
-      h('a', { href: '#/dead-letters' }, 'Dead letters'), '.') : null,
+      h('a', { href: '#/dead-letters' }, 'Dead letters'), '.') : '',
     h('section', { class: 'panel', 'aria-label': 'Message' }, h('dl', { class: 'fields' }, fields.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]))),
     h('h2', {}, 'Payload'), payloadView(m.payload, m.payload_base64),
     h('h2', {}, 'Headers'), kvTable(m.headers, 'Headers'));

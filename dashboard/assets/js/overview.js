@@ -9,7 +9,11 @@ const WINDOW_MS = 5 * 60 * 1000;
 // The samples outlive the page so that the chart has its history when the
 // operator comes back to it.
 const samples = [];
-let last = null; // the previous poll's counters
+const polls = []; // the counters of the last polls, oldest first
+
+// RATE_MS is the least time a rate is measured over: polls that bunch up
+// (a slow answer, then a quick one) would otherwise read as spikes.
+const RATE_MS = 1000;
 
 // counters sums the destinations' counts. The API's breakers carry
 // delivered and failed; dead_lettered and in_flight are read when the
@@ -27,7 +31,11 @@ function counters(stats, breakers) {
 }
 
 function sample(c) {
-  if (last && c.t > last.t) {
+  let last = null;
+  for (const p of polls) if (c.t - p.t >= RATE_MS) last = p;
+  polls.push(c);
+  while (polls.length > 2 && c.t - polls[1].t >= RATE_MS) polls.shift();
+  if (last) {
     const dt = (c.t - last.t) / 1000;
     const rate = (a, b) => (a >= b ? (a - b) / dt : 0); // a counter reset reads as 0
     // Without a dead-letter counter, growth of the queue's depth stands in
@@ -36,7 +44,6 @@ function sample(c) {
     samples.push({ t: c.t, delivered: rate(c.delivered, last.delivered), failed: rate(c.failed, last.failed), dead });
     while (samples.length && samples[0].t < c.t - WINDOW_MS) samples.shift();
   }
-  last = c;
 }
 
 // inFlight counts the leased messages per destination, when the breakers
@@ -78,10 +85,11 @@ export function overview(main) {
 
   async function poll() {
     try {
+      const t = Date.now();
       const [stats, br] = await Promise.all([api('GET', '/stats'), api('GET', '/breakers')]);
       const breakers = br.items || [];
       const flight = await inFlight(breakers);
-      sample(counters(stats, breakers));
+      sample({ ...counters(stats, breakers), t });
       chart.draw(samples);
       const bl = stats.scheduled_backlog || {};
       tiles.replaceChildren(
