@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/backstophq/backstop/admin"
+	"github.com/backstophq/backstop/dashboard"
 )
 
 // serveAdmin serves the admin API and /metrics on the demo's store until
@@ -44,6 +45,7 @@ func (d *demoRun) serveAdmin(ctx context.Context, out io.Writer) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", api.Handler())
+	mux.Handle("/", dashboard.Handler()) // the web dashboard, a client of the API
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -51,6 +53,7 @@ func (d *demoRun) serveAdmin(ctx context.Context, out io.Writer) error {
 	stream := demoStream("orders", 3%d.o.streams)
 	fmt.Fprintf(out, `
 admin API  %[1]s/v1  (token %[2]s; OpenAPI at /v1/openapi.json, metrics at /metrics)
+dashboard  %[1]s/  (sign in with the token)
 try, in another terminal:
   export BACKSTOP_SERVER=%[1]s BACKSTOP_TOKEN=%[2]s
   go run ./cmd/backstop dlq list

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/backstophq/backstop/admin"
+	"github.com/backstophq/backstop/dashboard"
 	"github.com/backstophq/backstop/internal/config"
 	"github.com/backstophq/backstop/relay"
 	"github.com/backstophq/backstop/store"
@@ -127,6 +128,7 @@ func serve(ctx context.Context, c *config.Config, logger *slog.Logger, ready fun
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", api.Handler())
+	mux.Handle("/", dashboard.Handler()) // the web dashboard, a client of the API
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", readyz(st))
