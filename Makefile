@@ -6,10 +6,11 @@ PKGS        ?= ./...
 TESTFLAGS   ?=
 BENCHFLAGS  ?= -benchmem -run '^$$'
 
-.PHONY: test vet lint gotest bench bench-smoke bench-breaker bench-postgres bench-sqlite bench-relay fmt chaos
+.PHONY: test vet lint gotest fuzz fuzz-ci bench bench-smoke bench-breaker bench-postgres bench-sqlite bench-relay fmt chaos
 
-## test: vet, lint and run every test with the race detector.
-test: vet lint gotest
+## test: vet, lint, run every test with the race detector, then every fuzz
+## target briefly.
+test: vet lint gotest fuzz-ci
 
 vet:
 	$(GO) vet $(PKGS)
@@ -19,6 +20,24 @@ lint:
 
 gotest:
 	$(GO) test -race -count=1 $(TESTFLAGS) $(PKGS)
+
+## fuzz: every fuzz target of the module (found in its _test.go files), each
+## for FUZZTIME; new failing inputs land in the package's testdata/fuzz.
+## fuzz-ci: the same, FUZZ_CI_TIME each, as `make test` runs it.
+FUZZTIME     ?= 1m
+FUZZ_CI_TIME ?= 10s
+fuzz:
+	@$(MAKE) --no-print-directory fuzz-each FUZZ_EACH=$(FUZZTIME)
+fuzz-ci:
+	@$(MAKE) --no-print-directory fuzz-each FUZZ_EACH=$(FUZZ_CI_TIME)
+fuzz-each:
+	@set -e; for file in $$(grep -rl --include='*_test.go' '^func Fuzz' . | grep -v '^./bench/' | sort); do \
+		for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$file); do \
+			echo "fuzz $$(dirname $$file) $$target ($(FUZZ_EACH))"; \
+			$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZ_EACH) ./$$(dirname $$file) > "$${TMPDIR:-/tmp}/backstop-fuzz-$$$$.log" 2>&1 || \
+				{ cat "$${TMPDIR:-/tmp}/backstop-fuzz-$$$$.log"; exit 1; }; \
+		done; \
+	done
 
 ## bench: Backstop against River and raw SQL on PostgreSQL and SQLite, each
 ## case in its own process, 3 shuffled rounds; regenerates BENCHMARKS.md (takes
