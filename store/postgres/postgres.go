@@ -117,6 +117,11 @@ func (s *Store) Close() error {
 // announces the destinations that have new messages.
 func (s *Store) Channel() string { return s.n.prefix + "outbox" }
 
+// OutboxTable is the outbox table's name as an application writing to it
+// with plain SQL must spell it: the table prefix, schema-qualified when
+// the store has a schema (WithSchema).
+func (s *Store) OutboxTable() string { return s.n.outbox }
+
 // names are the table and function names, with the table prefix and the
 // schema applied.
 type names struct {
