@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -159,6 +161,9 @@ type fixture struct {
 	refused, invalid []*dlq.Entry
 	stuck            *dlq.Entry
 	held             string
+	// deadLettered receives a value for each message the relay
+	// dead-letters.
+	deadLettered chan struct{}
 	// binary is the entry of the message with a binary payload (one of
 	// invalid).
 	binary *dlq.Entry
@@ -166,7 +171,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, st store.Store) *fixture {
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &fixture{st: st, hook: newReceiver(t)}
+	f := &fixture{st: st, hook: newReceiver(t), deadLettered: make(chan struct{}, 64)}
 	tr, err := webhook.New(webhook.Config{URL: f.hook.srv.URL, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -179,6 +184,7 @@ func newFixture(t *testing.T, st store.Store) *fixture {
 		Tracker:         tracker.RegistryConfig{Config: tracker.Config{Strategy: fastRetry}},
 		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Metrics:         prometheus.NewRegistry(),
+		OnDeadLetter:    func(relay.Failure) { f.deadLettered <- struct{}{} },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -202,6 +208,7 @@ func newFixture(t *testing.T, st store.Store) *fixture {
 				out = append(out, admin.Breaker{Destination: name, State: d.Breaker.String(), Openings: d.BreakerTrips,
 					Delivered: d.Delivered, Released: d.Released, Failed: d.Failed})
 			}
+			slices.SortFunc(out, func(a, b admin.Breaker) int { return strings.Compare(a.Destination, b.Destination) })
 			return out
 		},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -247,34 +254,32 @@ func (f *fixture) seed(t *testing.T) {
 	f.held = behind.ID.String()
 
 	ctx := context.Background()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		es, err := f.st.DLQ().List(ctx, &dlq.Filters{Status: dlq.StatusPending})
-		if err != nil {
-			t.Fatal(err)
+	timeout := time.After(15 * time.Second)
+	for n := range 6 {
+		select {
+		case <-f.deadLettered:
+		case <-timeout:
+			t.Fatalf("%d dead letters after 15 s, want 6", n)
 		}
-		if len(es) == 6 {
-			for _, e := range es {
-				switch e.Type {
-				case "order.refused":
-					f.refused = append(f.refused, e)
-				case "order.invalid":
-					f.invalid = append(f.invalid, e)
-					if e.MessageID == binID {
-						f.binary = e
-					}
-				case "order.stuck":
-					f.stuck = e
-				}
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d dead letters after 15 s, want 6", len(es))
-		}
-		time.Sleep(20 * time.Millisecond) // polling for an outcome the relay gives no signal of
 	}
-	if len(f.refused) != 3 || len(f.invalid) != 2 || f.stuck == nil || f.binary == nil {
+	es, err := f.st.DLQ().List(ctx, &dlq.Filters{Status: dlq.StatusPending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		switch e.Type {
+		case "order.refused":
+			f.refused = append(f.refused, e)
+		case "order.invalid":
+			f.invalid = append(f.invalid, e)
+			if e.MessageID == binID {
+				f.binary = e
+			}
+		case "order.stuck":
+			f.stuck = e
+		}
+	}
+	if len(es) != 6 || len(f.refused) != 3 || len(f.invalid) != 2 || f.stuck == nil || f.binary == nil {
 		t.Fatalf("dead letters: %d refused, %d invalid, stuck %v", len(f.refused), len(f.invalid), f.stuck != nil)
 	}
 	if f.refused[0].Fingerprint != f.refused[2].Fingerprint || f.refused[0].Fingerprint == f.invalid[0].Fingerprint {
