@@ -169,14 +169,19 @@ func (tb *tab) screenshot(name string) {
 	}
 }
 
-func (tb *tab) signIn(token, role string) {
+func (tb *tab) open() {
 	tb.t.Helper()
-	tb.do("sign in",
+	tb.do("open the dashboard",
 		chromedp.Navigate(tb.url+"/?poll=250"),
 		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
 	)
+}
+
+func (tb *tab) signIn(token, role string) {
+	tb.t.Helper()
 	tb.screenshot("sign-in")
 	tb.do("sign in",
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('input[name=token]').value = ''`),
 		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), token),
 		chromedp.Click(chromedp.CSS(`form.login button[type=submit]`)),
 	)
@@ -217,6 +222,11 @@ func TestDashboard(t *testing.T) {
 // action, and that the API refuses it one.
 func readOnly(t *testing.T, b context.Context, f *fixture) {
 	tb := newTab(t, b, f.url, false)
+	tb.open()
+	tb.do("sign in with an unknown token",
+		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), readToken+"x"),
+		chromedp.Click(chromedp.CSS(`form.login button[type=submit]`)))
+	tb.until("the token is refused", `(document.querySelector('form.login [role=alert]')?.textContent || '').includes('does not know')`)
 	tb.signIn(readToken, "read only")
 	tb.until("the overview counts the dead letters", `document.querySelector('[data-tile="Dead letters"]')?.textContent === '6'`)
 	noActions := func(where string) {
@@ -229,6 +239,12 @@ func readOnly(t *testing.T, b context.Context, f *fixture) {
 	tb.page("dead-letters")
 	tb.until("three groups", `document.querySelectorAll('article.group').length === 3`)
 	noActions("the dead letters")
+	tb.do("filter by stream",
+		chromedp.SendKeys(chromedp.CSS(`form[role=search] input[name=stream]`), "order-2"),
+		chromedp.Click(chromedp.CSS(`form[role=search] button[type=submit]`)))
+	tb.until("one entry of one group", `document.querySelectorAll('article.group').length === 1 && document.querySelector('article.group .count').textContent === '1 entry'`)
+	tb.do("clear the filter", chromedp.Click(chromedp.CSS(`form[role=search] button[type=reset]`)))
+	tb.until("three groups again", `document.querySelectorAll('article.group').length === 3`)
 	tb.do("open an entry",
 		chromedp.Click(chromedp.CSS(fmt.Sprintf(`article[data-fingerprint=%q] summary`, f.invalid[0].Fingerprint))),
 		chromedp.Click(chromedp.CSS(fmt.Sprintf(`a[href="#/dead-letters/%s"]`, f.invalid[0].ID))))
@@ -252,7 +268,7 @@ func readOnly(t *testing.T, b context.Context, f *fixture) {
 	if err != nil || e.Status != "pending" {
 		t.Errorf("entry after a read token's replay: %v %v, want pending", e.Status, err)
 	}
-	if errs := tb.consoleErrors("status of 403"); len(errs) > 0 {
+	if errs := tb.consoleErrors("status of 403", "status of 401"); len(errs) > 0 {
 		t.Errorf("console errors: %q", errs)
 	}
 	// The refused requests reached the console: the listener that finds
@@ -266,6 +282,7 @@ func readOnly(t *testing.T, b context.Context, f *fixture) {
 // group by clicking, and checks that the messages reach the destination.
 func operate(t *testing.T, b context.Context, f *fixture, shots bool) {
 	tb := newTab(t, b, f.url, shots)
+	tb.open()
 	tb.signIn(operateToken, "operate")
 	stop := f.trickle(t)
 	tb.until("the overview counts the dead letters", `document.querySelector('[data-tile="Dead letters"]')?.textContent === '6'`)
@@ -328,6 +345,19 @@ func operate(t *testing.T, b context.Context, f *fixture, shots bool) {
 	}
 	f.hook.waitFor(t, "bulk replay", ids...)
 	tb.until("the group leaves the pending entries", fmt.Sprintf(`document.querySelector('%s') === null`, strings.ReplaceAll(group, `"`, `\"`)))
+
+	tb.do("open the stuck entry",
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`article[data-fingerprint=%q] summary`, f.stuck.Fingerprint))),
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`a[href="#/dead-letters/%s"]`, f.stuck.ID))))
+	tb.do("resolve with notes",
+		chromedp.Click(chromedp.CSS(`main button[data-action=resolve]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#dialog textarea`)),
+		chromedp.SendKeys(chromedp.CSS(`#dialog textarea`), "unlocked the account <b>by hand</b>"))
+	tb.confirm()
+	tb.until("the audit trail shows the notes", `[...document.querySelectorAll('main td')].some(td => td.textContent === 'unlocked the account <b>by hand</b>')`)
+	if e, err := f.st.DLQ().Get(context.Background(), f.stuck.ID); err != nil || e.Status != "resolved" || e.ResolutionNotes != "unlocked the account <b>by hand</b>" {
+		t.Errorf("the resolved entry: %+v %v", e, err)
+	}
 
 	tb.page("messages")
 	tb.do("search a stream",

@@ -57,7 +57,13 @@ export async function api(method, path, { params, body, token } = {}) {
   if (text) {
     try { data = JSON.parse(text); } catch { data = null; }
   }
-  if (!resp.ok) throw new APIError(resp.status, data);
+  if (!resp.ok) {
+    const err = new APIError(resp.status, data);
+    // The session's token refused (revoked, or the server restarted with
+    // others): the shell signs the tab out.
+    if (resp.status === 401 && token === undefined) window.dispatchEvent(new CustomEvent('backstop:unauthorized', { detail: err }));
+    throw err;
+  }
   return data;
 }
 

@@ -86,11 +86,13 @@ document.getElementById('signout').addEventListener('click', () => {
 });
 
 // A token the server stopped accepting signs the tab out.
-window.addEventListener('unhandledrejection', (ev) => {
-  if (ev.reason instanceof APIError && ev.reason.status === 401) {
-    session.clear();
-    login('The server no longer accepts the token; sign in again.');
-  }
+window.addEventListener('backstop:unauthorized', () => {
+  if (!session.token) return;
+  session.clear();
+  clearInterval(timer);
+  timer = null;
+  closeDialog();
+  login('The server no longer accepts the token; sign in again.');
 });
 
 window.addEventListener('hashchange', () => { clearNotice(); render(); });
