@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -25,11 +24,8 @@ func TestMain(m *testing.M) {
 		}
 		defer os.RemoveAll(dir)
 		relayBin = filepath.Join(dir, "relayproc")
-		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(gobin); err != nil {
-			gobin = "go"
-		}
-		cmd := exec.Command(gobin, "build", "-o", relayBin, "./relayproc")
+		// go test puts its own go command first on the PATH.
+		cmd := exec.Command("go", "build", "-o", relayBin, "./relayproc")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "chaos: build relayproc:", err)

@@ -34,14 +34,13 @@ type ledger struct {
 	order    []*sent // in commit order
 	arrivals []arrival
 	first    map[string]time.Time // first arrival of each id
-	last     map[string]time.Time // last arrival of each id
 	released map[string]bool      // poison ids an operator released: never expected
 	by       map[string]int       // arrivals by instance
 	changed  chan struct{}
 }
 
 func newLedger() *ledger {
-	return &ledger{sent: map[string]*sent{}, first: map[string]time.Time{}, last: map[string]time.Time{}, released: map[string]bool{}, by: map[string]int{}, changed: make(chan struct{})}
+	return &ledger{sent: map[string]*sent{}, first: map[string]time.Time{}, released: map[string]bool{}, by: map[string]int{}, changed: make(chan struct{})}
 }
 
 func (l *ledger) notifyLocked() {
@@ -57,7 +56,6 @@ func (l *ledger) record(a arrival) {
 	if _, ok := l.first[a.id]; !ok {
 		l.first[a.id] = a.at
 	}
-	l.last[a.id] = a.at
 	l.notifyLocked()
 }
 
@@ -110,15 +108,14 @@ type recovery struct {
 	l        *ledger
 	pending  []*sent
 	stranded []string
-	since    time.Time
 }
 
 // recoveryFrom snapshots what has to arrive: skip tells the messages held
 // back on purpose.
-func (l *ledger) recoveryFrom(skip func(*sent) bool, stranded []string, since time.Time) *recovery {
+func (l *ledger) recoveryFrom(skip func(*sent) bool, stranded []string) *recovery {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := &recovery{l: l, stranded: stranded, since: since}
+	r := &recovery{l: l, stranded: stranded}
 	for _, m := range l.order {
 		if skip == nil || !skip(m) {
 			r.pending = append(r.pending, m)

@@ -165,7 +165,7 @@ func TestChaosPostgres(t *testing.T) {
 	}
 	settle := func(p *phase, stranded ...string) {
 		p.backlog = undelivered(ctx, count, schema+".backstop_outbox")
-		r := l.recoveryFrom(held, stranded, p.start)
+		r := l.recoveryFrom(held, stranded)
 		at, err := r.settle(ctx, sz.recoverLimit, pending)
 		if err != nil {
 			p.failed = err.Error()

@@ -44,7 +44,7 @@ func chaosSize() size {
 		sqliteLoad: load{streams: 100, every: 50 * time.Millisecond, perTx: 2, burstN: 50, burstAt: 40, maxBacklog: 300},
 		kills:      2, stops: 1, pgRestarts: 1, pgDown: time.Second,
 		destDown: 2500 * time.Millisecond, flap: 2 * time.Second, flapEvery: 250 * time.Millisecond,
-		poison: 4, sqliteKills: 3, recoverLimit: 30 * time.Second,
+		poison: 4, sqliteKills: 2, recoverLimit: 30 * time.Second,
 	}
 }
 

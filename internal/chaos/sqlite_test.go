@@ -107,7 +107,7 @@ func TestChaosSQLite(t *testing.T) {
 	}
 	settle := func(p *phase, stranded ...string) {
 		p.backlog = undelivered(ctx, count, "backstop_outbox")
-		r := l.recoveryFrom(nil, stranded, p.start)
+		r := l.recoveryFrom(nil, stranded)
 		at, err := r.settle(ctx, sz.recoverLimit, pending)
 		if err != nil {
 			p.failed = err.Error()
