@@ -244,6 +244,7 @@ type verdict struct {
 	Duplicates                           int
 	Stale                                int // duplicates that arrived after a later message of their stream
 	StaleAt                              []time.Time
+	StaleBy                              map[string]int // stale re-sends by the instance that sent them
 	DupAt                                []time.Time
 	Phantom                              int // arrivals of ids never committed
 	PhantomNotes                         []string
@@ -297,6 +298,10 @@ func (l *ledger) check() verdict {
 			if h, ok := highest[m.stream]; ok && h > m.n {
 				v.Stale++
 				v.StaleAt = append(v.StaleAt, a.at)
+				if v.StaleBy == nil {
+					v.StaleBy = map[string]int{}
+				}
+				v.StaleBy[a.instance]++
 			}
 			continue
 		}

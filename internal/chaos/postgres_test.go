@@ -207,6 +207,10 @@ func TestChaosPostgres(t *testing.T) {
 			t.Fatalf("%s delivered nothing in 20 s", id)
 		}
 		p := &phase{name: fmt.Sprintf("SIGSTOP past the lease #%d", i+1), start: time.Now()}
+		if rep.stopped == nil {
+			rep.stopped = map[string]bool{}
+		}
+		rep.stopped[id] = true
 		f.signal(slot, syscall.SIGSTOP)
 		close(tr.release) // the answer waits in the stopped process's socket
 		stranded := leased(id)

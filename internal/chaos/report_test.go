@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,8 @@ type report struct {
 	extra  [][2]string // name, value
 	// checked says the verdict was computed at the end of the run.
 	checked bool
+	// stopped are the instances that were SIGSTOPped.
+	stopped map[string]bool
 }
 
 func (r *report) add(p *phase) { r.phases = append(r.phases, p) }
@@ -137,12 +140,39 @@ func (r *report) String() string {
 		{"**order violations**", fmt.Sprint(v.OrderViolations)},
 		{"duplicates", fmt.Sprint(v.Duplicates)},
 		{"stale re-sends (a duplicate after a later message of its stream)", fmt.Sprint(v.Stale)},
+		{"stale re-sends by sender", r.staleBy()},
 		{"phantoms (never committed)", fmt.Sprint(v.Phantom)},
 	}
 	for _, row := range append(rows, r.extra...) {
 		fmt.Fprintf(&b, "| %s | %s |\n", row[0], row[1])
 	}
 	return b.String()
+}
+
+// staleBy lists the senders of stale re-sends, saying which were
+// SIGSTOPped before.
+func (r *report) staleBy() string {
+	if len(r.v.StaleBy) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, id := range sortedKeys(r.v.StaleBy) {
+		part := fmt.Sprintf("%s %d", id, r.v.StaleBy[id])
+		if r.stopped[id] {
+			part += " (it had been SIGSTOPped)"
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sortedKeys(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // finish computes the verdict, if finalChecks did not, and publishes the
