@@ -175,8 +175,9 @@ func (s *Store) buryDeadInstances(ctx context.Context, tx *sql.Tx, b *store.Batc
 }
 
 func (s *Store) applyCompletions(ctx context.Context, tx *sql.Tx, b *store.Batch, res *store.Result, now time.Time) error {
+	var delivered []string
 	for _, c := range b.Completions {
-		stale := false
+		stale, applied := false, false
 		err := outcome(ctx, tx, res, c.ID, "completion", func() error {
 			var (
 				n   int64
@@ -195,9 +196,7 @@ func (s *Store) applyCompletions(ctx context.Context, tx *sql.Tx, b *store.Batch
 					int32(c.Status), c.ID.String(), b.Instance.ID))
 				stale = err == nil && n == 0
 			}
-			if err == nil && c.Status.Has(outbox.StatusPublished) {
-				err = s.resolveDelivered(ctx, tx, c.ID, b.Instance.ID, now)
-			}
+			applied = err == nil
 			return err
 		})
 		if err != nil {
@@ -206,18 +205,28 @@ func (s *Store) applyCompletions(ctx context.Context, tx *sql.Tx, b *store.Batch
 		if stale {
 			res.Stale = append(res.Stale, c.ID)
 		}
+		if applied && c.Status.Has(outbox.StatusPublished) {
+			delivered = append(delivered, c.ID.String())
+		}
 	}
-	return nil
+	return s.resolveDelivered(ctx, tx, delivered, b.Instance.ID, now)
 }
 
-// resolveDelivered resolves the pending dead-letter entries of a message
-// that was delivered after all (dead-lettered by hand while in flight), so
-// that a later replay cannot send it twice.
-func (s *Store) resolveDelivered(ctx context.Context, tx *sql.Tx, id uuid.UUID, instance string, now time.Time) error {
-	_, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}dead_letters
+// resolveDelivered resolves, in one statement, the pending dead-letter
+// entries of messages that were delivered after all (dead-lettered by hand
+// while in flight), so that a later replay cannot send them twice.
+func (s *Store) resolveDelivered(ctx context.Context, tx *sql.Tx, ids []string, instance string, now time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	list, err := jsonList(ids)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}dead_letters
 		SET status = 'resolved', resolved_by = ?, resolved_at = ?, resolution_notes = ?
-		WHERE message_id = ? AND message_id <> '' AND status = 'pending'`),
-		dlq.ActorBackstop, now.UnixMilli(), deliveredNote(instance), id.String())
+		WHERE message_id IN (SELECT value FROM json_each(?)) AND message_id <> '' AND status = 'pending'`),
+		dlq.ActorBackstop, now.UnixMilli(), deliveredNote(instance), list)
 	return err
 }
 

@@ -148,7 +148,7 @@ const sweepLimit = 100
 // scheduled_for is never due), so they are quarantined with the claimed
 // ones. The index outbox_undecodable keeps it free when there are none.
 func (s *Store) sweep(ctx context.Context, tx *sql.Tx) ([]badRow, error) {
-	rows, err := tx.QueryContext(ctx, s.sql(sweepSQL), sweepLimit)
+	rows, err := tx.StmtContext(ctx, s.sweepStmt).QueryContext(ctx, sweepLimit)
 	if err != nil {
 		return nil, err
 	}

@@ -42,6 +42,12 @@ type Store struct {
 	queries  sync.Map
 	hub      store.Hub // wakes relays in this process (store.Notifier)
 	lockWait time.Duration
+
+	// sweepStmt is sweepSQL (quarantine.go) prepared once on the writer
+	// when the store opens: the statement is long (the partial index's
+	// predicate) and planning it costs far more than running it on an
+	// empty index, so it is not planned again for every batch.
+	sweepStmt *sql.Stmt
 }
 
 // Option adjusts a Store.
@@ -103,6 +109,10 @@ func Open(ctx context.Context, path string, cfg store.Config, opts ...Option) (*
 		w.Close()
 		return nil, err
 	}
+	if s.sweepStmt, err = w.PrepareContext(ctx, s.sql(sweepSQL)); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+	}
 	if !memory {
 		r, err := sql.Open("sqlite", path+"?"+params+"&_pragma=query_only(1)")
 		if err != nil {
@@ -130,6 +140,7 @@ func (s *Store) Config() store.Config { return s.cfg }
 // Close closes both connection pools.
 func (s *Store) Close() error {
 	var errs []error
+	errs = append(errs, s.sweepStmt.Close())
 	if s.r != s.w {
 		errs = append(errs, s.r.Close())
 	}
