@@ -102,8 +102,7 @@ func (d *destination) probeDone() {
 
 // probeResult records the end of a probe delivery at now: ok when the
 // destination answered (the message may still be at fault), not ok when
-// the fault was the destination's. It returns whether the circuit
-// closed.
+// the fault was the destination's.
 func (r *Relay) probeResult(d *destination, now time.Time, ok bool) {
 	g := &d.gate
 	g.mu.Lock()
@@ -123,24 +122,64 @@ func (r *Relay) probeResult(d *destination, now time.Time, ok bool) {
 	}
 	g.successes++
 	closed := g.successes >= d.halfOpenMax
-	if closed {
-		g.open = false
-		g.successes = 0
-	}
 	g.mu.Unlock()
 	if closed {
-		d.breaker.Reset()
-		if t, ok := r.trackers.Lookup(d.name); ok {
-			t.Success()
-		}
-		r.log.LogAttrs(context.Background(), slog.LevelInfo, "destination recovered; circuit closed",
-			slog.String("destination", d.name))
-		r.wake()
+		r.closeGate(d, "destination recovered; circuit closed")
+		r.fleetClosed(d)
 	}
+}
+
+// closeGate closes d's circuit: the breaker is reset and claiming for d
+// resumes.
+func (r *Relay) closeGate(d *destination, why string) {
+	g := &d.gate
+	g.mu.Lock()
+	if !g.open {
+		g.mu.Unlock()
+		return
+	}
+	g.open = false
+	g.successes = 0
+	g.mu.Unlock()
+	d.breaker.Reset()
+	if t, ok := r.trackers.Lookup(d.name); ok {
+		t.Success()
+	}
+	r.log.LogAttrs(context.Background(), slog.LevelInfo, why, slog.String("destination", d.name))
+	r.wake()
+}
+
+// adopt opens d's circuit because another instance opened it, and
+// reports whether it was closed here.
+func (d *destination) adopt(now time.Time) bool {
+	return d.trip(now)
+}
+
+// probeDueNow makes d's next probe due at now (the shared circuit says one
+// is due).
+func (d *destination) probeDueNow(now time.Time) {
+	g := &d.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open && g.nextProbe.After(now) {
+		g.nextProbe = now
+	}
+}
+
+// probeLater puts d's next probe attempt off by wait.
+func (d *destination) probeLater(now time.Time, wait time.Duration) {
+	g := &d.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.nextProbe = now.Add(wait)
 }
 
 // pause holds every delivery to the destination until until.
 func (d *destination) pause(until time.Time) {
+	d.setPause(until)
+}
+
+func (d *destination) setPause(until time.Time) {
 	g := &d.gate
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -143,6 +143,22 @@ type Config struct {
 	// prometheus.WrapRegistererWith. Nil means no metrics are registered.
 	Metrics prometheus.Registerer
 
+	// HeartbeatInterval is how often the relay heart-beats, in a store
+	// call of its own, when the store implements store.Fleet; the fleet's
+	// leader also reaps dead instances and sweeps delivered messages at
+	// this cadence. Zero means a quarter of the store's InstanceTimeout.
+	HeartbeatInterval time.Duration
+
+	// NoFleet makes the relay act alone even when the store implements
+	// store.Fleet: its circuits are its own, and every ProcessBatch
+	// heart-beats and reaps as with other stores.
+	NoFleet bool
+
+	// NoSweep turns off the leader's sweep of delivered messages kept for
+	// the store's Retention (on whenever Retention is set), for
+	// deployments that run store.Store.Sweep themselves.
+	NoSweep bool
+
 	// Clock is the time source of every timer the relay sets. Nil means
 	// clock.Real. Tests pass a clock.Fake, and the same one to the store.
 	Clock clock.Clock
@@ -252,6 +268,9 @@ func (c Config) withDefaults(s store.Store) Config {
 	c.Store = storeConfig(c.Store, s)
 	if c.LeaseDuration == 0 {
 		c.LeaseDuration = c.Store.LeaseDuration
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = c.Store.InstanceTimeout / 4
 	}
 	if c.Tracker.Logger == nil {
 		c.Tracker.Logger = c.Logger

@@ -22,9 +22,15 @@ const storeCallTimeout = 30 * time.Second
 // recorded by the recorder in calls of their own, so that a claim never
 // waits for them. Only the claimer's goroutine touches a loop.
 type loop struct {
-	r           *Relay
-	lastRenew   time.Time
-	lastCall    time.Time // the start of the last store call that succeeded
+	r         *Relay
+	lastRenew time.Time
+	lastCall  time.Time // the start of the last store call that succeeded
+	lastSync  time.Time // the last reading of the shared circuits
+	// asked is set when the last wait ended on a notification or its
+	// timer rather than an internal wake-up: the round then calls the
+	// store even with nothing to claim, as a poll (and, with a store
+	// that is not a store.Fleet, a heart-beat).
+	asked       bool
 	renewEvery  time.Duration
 	poll        time.Duration // the idle wait, doubled up to MaxPollInterval
 	errWait     time.Duration // the wait after a failed store call
@@ -86,9 +92,11 @@ func (l *loop) block(ctx context.Context, notify <-chan struct{}, wait time.Dura
 	if r.fl.len() == 0 && !r.pendingOutcomes() {
 		r.idle.set(l.round)
 	}
+	l.asked = true
 	select {
 	case <-ctx.Done():
 	case <-r.wakeCh:
+		l.asked = false
 	case _, ok := <-notify:
 		if !ok {
 			return nil
@@ -121,7 +129,11 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 	r := l.r
 	l.round = r.rounds.Add(1)
 	now := r.clk.Now()
-	b := &store.Batch{Instance: r.cfg.Instance, Claim: store.ClaimRequest{Lease: r.cfg.LeaseDuration}}
+	if claim {
+		l.syncFleet(ctx, now, false)
+	}
+	b := &store.Batch{Instance: r.cfg.Instance, SkipMaintenance: r.fleet != nil,
+		Claim: store.ClaimRequest{Lease: r.cfg.LeaseDuration}}
 	var renewed []uuid.UUID
 	if now.Sub(l.lastRenew) >= l.renewEvery {
 		renewed = r.fl.renewable()
@@ -148,9 +160,10 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 		}
 	}
 	rd.limit = b.Claim.Limit
-	// Every round that claims, renews, or has not called the store for a
-	// poll interval makes a call: the last heart-beats.
-	if b.Claim.Limit > 0 || len(renewed) > 0 || (claim && now.Sub(l.lastCall) >= r.cfg.PollInterval) {
+	// Every round that claims, renews, was asked for (a notification, the
+	// poll timer) or has not called the store for a poll interval makes a
+	// call.
+	if b.Claim.Limit > 0 || len(renewed) > 0 || (claim && (l.asked || now.Sub(l.lastCall) >= r.cfg.PollInterval)) {
 		r.fl.watch(true)
 		res, err := l.call(ctx, b)
 		if err != nil {
@@ -168,11 +181,11 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 	}
 	for _, d := range probes {
 		n := min(d.halfOpenMax-d.probing(), l.free())
-		if n <= 0 {
+		if n <= 0 || !l.takeProbe(ctx, d, now) {
 			continue
 		}
 		r.fl.watch(true)
-		res, err := l.call(ctx, &store.Batch{Instance: r.cfg.Instance, Claim: store.ClaimRequest{
+		res, err := l.call(ctx, &store.Batch{Instance: r.cfg.Instance, SkipMaintenance: r.fleet != nil, Claim: store.ClaimRequest{
 			Limit: n, Lease: r.cfg.LeaseDuration, Destinations: []string{d.name},
 		}})
 		if err != nil {

@@ -113,6 +113,7 @@ func (r *Relay) decide(d *destination, m *outbox.Message, last error, completed 
 		if o.v.RetryAfter > 0 {
 			// Retry-After speaks for the destination, not the message.
 			d.pause(now.Add(o.v.RetryAfter))
+			r.fleetPaused(d, o.v.RetryAfter)
 			r.wake()
 		}
 		r.logAttempt(slog.LevelDebug, "destination fault; message released", &o,

@@ -73,7 +73,7 @@ func (r *Relay) record(ctx context.Context, outs []outcome) []outcome {
 
 // recordCall makes one store call recording outs.
 func (r *Relay) recordCall(ctx context.Context, outs []outcome) (*store.Result, error) {
-	b := &store.Batch{Instance: r.cfg.Instance}
+	b := &store.Batch{Instance: r.cfg.Instance, SkipMaintenance: r.fleet != nil}
 	for i := range outs {
 		outs[i].addTo(b)
 	}
@@ -95,7 +95,7 @@ func (r *Relay) recordCall(ctx context.Context, outs []outcome) (*store.Result, 
 func (r *Relay) storeReachable(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
 	defer cancel()
-	_, err := r.store.ProcessBatch(ctx, &store.Batch{Instance: r.cfg.Instance})
+	_, err := r.store.ProcessBatch(ctx, &store.Batch{Instance: r.cfg.Instance, SkipMaintenance: r.fleet != nil})
 	return err == nil
 }
 

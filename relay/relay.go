@@ -75,6 +75,9 @@ type Relay struct {
 	wakeCh   chan struct{}
 	recordCh chan struct{} // wakes the recorder
 	fl       *flights
+	fleet    store.Fleet // the store, when it implements store.Fleet
+	fleetQ   fleetOps
+	maint    maintenance
 	stalls   stalls
 	// startMargin is the least lease left for a delivery to start.
 	startMargin time.Duration
@@ -148,6 +151,9 @@ func New(s store.Store, cfg Config) (*Relay, error) {
 		fl:         newFlights(),
 	}
 	r.startMargin = min(cfg.LeaseDuration/10, time.Second)
+	if f, ok := s.(store.Fleet); ok && !cfg.NoFleet {
+		r.fleet = f
+	}
 	r.metrics = newMetrics()
 	for name, d := range cfg.Destinations {
 		r.dests[name] = r.newDestination(name, d)
@@ -229,6 +235,12 @@ func (r *Relay) Run(ctx context.Context) error {
 	r.log.LogAttrs(ctx, slog.LevelInfo, "relay started",
 		slog.String("instance", r.cfg.Instance.ID), slog.Int("workers", r.cfg.Workers),
 		slog.Int("destinations", len(r.dests)))
+	if r.fleet != nil {
+		r.beat(context.WithoutCancel(ctx)) // heart-beat before the first claim
+	}
+	stopMaint, maintDone := make(chan struct{}), make(chan struct{})
+	go r.maintain(stopMaint, maintDone)
+	defer func() { close(stopMaint); <-maintDone }()
 	stopRecorder, recorderDone := make(chan struct{}), make(chan struct{})
 	go r.runRecorder(stopRecorder, recorderDone)
 	stopWatch := make(chan struct{})

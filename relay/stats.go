@@ -51,6 +51,16 @@ type Stats struct {
 	// Stalls is the number of times the relay found it had been stalled
 	// (paused past its timers).
 	Stalls int64
+	// Leader says whether this instance leads the fleet's maintenance
+	// (store.Fleet stores only).
+	Leader bool
+	// Swept is the number of delivered messages the relay swept as
+	// leader.
+	Swept int64
+	// UnknownPending counts the messages waiting for each destination
+	// this relay does not know, at the last count (store.Fleet stores
+	// only).
+	UnknownPending map[string]int
 	// Destinations holds the counts of each configured destination.
 	Destinations map[string]DestinationStats
 }
@@ -79,7 +89,7 @@ type DestinationStats struct {
 type counters struct {
 	claimed, delivered, failed, released, deadLettered  atomic.Int64
 	retries, rejected, leasesLost, storeErrors, batches atomic.Int64
-	inFlight, reclaimed, unrecorded, stalls             atomic.Int64
+	inFlight, reclaimed, unrecorded, stalls, swept      atomic.Int64
 }
 
 // destCounters are a destination's counts behind DestinationStats.
@@ -91,21 +101,24 @@ type destCounters struct {
 func (r *Relay) Stats() Stats {
 	now := r.clk.Now()
 	s := Stats{
-		Claimed:      r.stats.claimed.Load(),
-		Delivered:    r.stats.delivered.Load(),
-		Failed:       r.stats.failed.Load(),
-		Released:     r.stats.released.Load(),
-		DeadLettered: r.stats.deadLettered.Load(),
-		Retries:      r.stats.retries.Load(),
-		Rejected:     r.stats.rejected.Load(),
-		LeasesLost:   r.stats.leasesLost.Load(),
-		StoreErrors:  r.stats.storeErrors.Load(),
-		Batches:      r.stats.batches.Load(),
-		InFlight:     r.stats.inFlight.Load(),
-		Reclaimed:    r.stats.reclaimed.Load(),
-		Unrecorded:   r.stats.unrecorded.Load(),
-		Stalls:       r.stats.stalls.Load(),
-		Destinations: make(map[string]DestinationStats, len(r.destList)),
+		Claimed:        r.stats.claimed.Load(),
+		Delivered:      r.stats.delivered.Load(),
+		Failed:         r.stats.failed.Load(),
+		Released:       r.stats.released.Load(),
+		DeadLettered:   r.stats.deadLettered.Load(),
+		Retries:        r.stats.retries.Load(),
+		Rejected:       r.stats.rejected.Load(),
+		LeasesLost:     r.stats.leasesLost.Load(),
+		StoreErrors:    r.stats.storeErrors.Load(),
+		Batches:        r.stats.batches.Load(),
+		InFlight:       r.stats.inFlight.Load(),
+		Reclaimed:      r.stats.reclaimed.Load(),
+		Unrecorded:     r.stats.unrecorded.Load(),
+		Stalls:         r.stats.stalls.Load(),
+		Leader:         r.maint.leader.Load(),
+		Swept:          r.stats.swept.Load(),
+		UnknownPending: r.unknownPending(),
+		Destinations:   make(map[string]DestinationStats, len(r.destList)),
 	}
 	for _, d := range r.destList {
 		s.Destinations[d.name] = DestinationStats{

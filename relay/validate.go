@@ -27,6 +27,8 @@ func (c Config) validate() error {
 	case c.MaxPollInterval >= c.Store.InstanceTimeout/2:
 		// An idle relay heart-beats only when it polls.
 		return bad("MaxPollInterval", c.MaxPollInterval, "must be less than half the store's InstanceTimeout ("+c.Store.InstanceTimeout.String()+")")
+	case c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.Store.InstanceTimeout/2:
+		return bad("HeartbeatInterval", c.HeartbeatInterval, "must be positive and less than half the store's InstanceTimeout ("+c.Store.InstanceTimeout.String()+")")
 	case c.LeaseDuration <= 0:
 		return bad("LeaseDuration", c.LeaseDuration, "must be positive")
 	case c.ShutdownTimeout < 0:

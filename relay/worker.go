@@ -176,6 +176,7 @@ func (r *Relay) deliver(d *destination, m *outbox.Message, probe bool) outcome {
 			permit.Done(last)
 		}
 		if d.breaker.State() == circuitbreaker.StateOpen && d.trip(end) {
+			r.fleetOpened(d)
 			r.wake()
 		}
 	}

@@ -461,9 +461,8 @@ type Fleet interface {
 	// whether this call opened it.
 	OpenCircuit(ctx context.Context, destination, instance string, firstProbe time.Duration) (bool, error)
 	// TakeProbe takes destination's probe token when its circuit is open,
-	// a probe is due and no pause holds it: the next probe is then due
-	// one probe interval later, and the interval doubles up to
-	// maxInterval. It reports whether the caller may send the probe; of
+	// a probe is due and no pause holds it: the probe interval doubles (up
+	// to maxInterval) and the next probe is due that much later. It reports whether the caller may send the probe; of
 	// instances racing for one token, one gets it.
 	TakeProbe(ctx context.Context, destination, instance string, maxInterval time.Duration) (bool, error)
 	// CloseCircuit closes destination's circuit (a probe succeeded).

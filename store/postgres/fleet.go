@@ -136,7 +136,7 @@ func (s *Store) OpenCircuit(ctx context.Context, destination, instance string, f
 // next_probe on, and the others then find no probe due.
 func (s *Store) TakeProbe(ctx context.Context, destination, instance string, maxInterval time.Duration) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE `+s.n.qual+`circuits SET probe_by = $3,
-			next_probe = `+nowExpr+` + probe_interval * interval '1 microsecond',
+			next_probe = `+nowExpr+` + least(greatest(probe_interval * 2, 1), $4) * interval '1 microsecond',
 			probe_interval = least(greatest(probe_interval * 2, 1), $4)
 		WHERE destination = $2 AND open AND next_probe <= `+nowExpr+`
 			AND coalesce(paused_until <= `+nowExpr+`, true)`,

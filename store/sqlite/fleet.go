@@ -148,10 +148,10 @@ func (s *Store) OpenCircuit(ctx context.Context, destination, instance string, f
 func (s *Store) TakeProbe(ctx context.Context, destination, instance string, maxInterval time.Duration) (bool, error) {
 	now := s.now().UnixMilli()
 	n, err := s.exec(ctx, `UPDATE {{prefix}}circuits SET probe_by = ?,
-			next_probe = ? + probe_interval_ms,
+			next_probe = ? + min(max(probe_interval_ms * 2, 1), ?),
 			probe_interval_ms = min(max(probe_interval_ms * 2, 1), ?)
 		WHERE destination = ? AND open = 1 AND next_probe <= ? AND coalesce(paused_until, 0) <= ?`,
-		instance, now, maxInterval.Milliseconds(), destination, now, now)
+		instance, now, maxInterval.Milliseconds(), maxInterval.Milliseconds(), destination, now, now)
 	if err != nil {
 		return false, fmt.Errorf("sqlite: take probe %q: %w", destination, err)
 	}

@@ -113,9 +113,10 @@ func testProbeToken(t *testing.T, h Harness) {
 	if take("a") {
 		t.Fatal("a probe token before the first probe is due")
 	}
-	// Due at 1 s, then 1 s later, then 2 s, then 4 s (the cap), 4 s.
+	// Due at 1 s; each token taken doubles the interval (up to the 4 s
+	// cap) and makes the next probe due that much later: 2 s, 4 s, 4 s.
 	at := time.Second
-	for i, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second} {
+	for i, wait := range []time.Duration{2 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second} {
 		e.clk.Set(epoch.Add(at))
 		if !e.circuit(f, "hooks").ProbeDue {
 			t.Fatalf("probe %d not due at %v", i+1, at)

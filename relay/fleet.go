@@ -1,0 +1,144 @@
+package relay
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/backstophq/backstop/store"
+)
+
+// When the store implements store.Fleet, the relays sharing it act as one
+// toward each destination. A relay whose breaker opens a destination's
+// circuit opens it in the store too; every relay reads the shared circuits
+// at least every PollInterval and opens (or closes) its own to match, so
+// all stop claiming for a destination one of them found down. Probes are
+// taken from the store's probe token (store.Fleet.TakeProbe): the fleet
+// sends one per probe interval, whichever relay sends it, and the probe
+// that succeeds closes the circuit for all. A Retry-After pause is written
+// to the store and holds every relay.
+//
+// The store calls are made by the claimer, between claims: the gates only
+// queue them (fleetOps).
+
+// fleetOps are the store calls the gates queued for the claimer.
+type fleetOps struct {
+	mu  sync.Mutex
+	ops []func(ctx context.Context, f store.Fleet) error
+}
+
+func (q *fleetOps) add(op func(ctx context.Context, f store.Fleet) error) {
+	q.mu.Lock()
+	q.ops = append(q.ops, op)
+	q.mu.Unlock()
+}
+
+func (q *fleetOps) take() []func(ctx context.Context, f store.Fleet) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ops := q.ops
+	q.ops = nil
+	return ops
+}
+
+// fleetOpened queues the opening of d's shared circuit.
+func (r *Relay) fleetOpened(d *destination) {
+	if r.fleet == nil {
+		return
+	}
+	r.fleetQ.add(func(ctx context.Context, f store.Fleet) error {
+		_, err := f.OpenCircuit(ctx, d.name, r.cfg.Instance.ID, d.firstProbe)
+		return err
+	})
+}
+
+// fleetClosed queues the closing of d's shared circuit.
+func (r *Relay) fleetClosed(d *destination) {
+	if r.fleet == nil {
+		return
+	}
+	r.fleetQ.add(func(ctx context.Context, f store.Fleet) error {
+		return f.CloseCircuit(ctx, d.name, r.cfg.Instance.ID)
+	})
+}
+
+// fleetPaused queues a pause of d for the fleet.
+func (r *Relay) fleetPaused(d *destination, after time.Duration) {
+	if r.fleet == nil {
+		return
+	}
+	r.fleetQ.add(func(ctx context.Context, f store.Fleet) error {
+		return f.PauseDestination(ctx, d.name, after)
+	})
+}
+
+// syncFleet makes the queued store calls and, at most once per
+// PollInterval (or when force is set), matches the gates to the shared
+// circuits.
+func (l *loop) syncFleet(ctx context.Context, now time.Time, force bool) {
+	r := l.r
+	if r.fleet == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+	defer cancel()
+	for _, op := range r.fleetQ.take() {
+		if err := op(ctx, r.fleet); err != nil {
+			r.log.LogAttrs(ctx, slog.LevelWarn, "shared circuit update failed", slog.String("error", err.Error()))
+		}
+	}
+	if !force && now.Sub(l.lastSync) < r.cfg.PollInterval {
+		return
+	}
+	cs, err := r.fleet.Circuits(ctx)
+	if err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "reading the shared circuits failed", slog.String("error", err.Error()))
+		return
+	}
+	l.lastSync = now
+	shared := make(map[string]store.Circuit, len(cs))
+	for _, c := range cs {
+		shared[c.Destination] = c
+	}
+	for _, d := range r.destList {
+		c := shared[d.name]
+		if c.Paused {
+			// Held until the next reading at least.
+			d.pause(now.Add(r.cfg.PollInterval))
+		}
+		switch open := d.isOpen(); {
+		case c.Open && !open:
+			if d.adopt(now) {
+				r.log.LogAttrs(ctx, slog.LevelWarn, "destination's circuit opened by another instance",
+					slog.String("destination", d.name), slog.String("opened_by", c.OpenedBy))
+			}
+		case !c.Open && open:
+			r.closeGate(d, "destination's circuit closed by another instance")
+		}
+		if c.Open && c.ProbeDue {
+			d.probeDueNow(now)
+		}
+	}
+}
+
+// takeProbe asks the store for d's probe token; without a shared store
+// the gate alone decides.
+func (l *loop) takeProbe(ctx context.Context, d *destination, now time.Time) bool {
+	r := l.r
+	if r.fleet == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+	defer cancel()
+	ok, err := r.fleet.TakeProbe(ctx, d.name, r.cfg.Instance.ID, d.maxProbe)
+	if err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "taking a probe token failed", slog.String("destination", d.name),
+			slog.String("error", err.Error()))
+	}
+	if !ok {
+		// Another instance probes, or none is due: look again later.
+		d.probeLater(now, min(d.firstProbe, r.cfg.PollInterval))
+	}
+	return ok
+}

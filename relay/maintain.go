@@ -1,0 +1,156 @@
+package relay
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// With a store.Fleet store, maintenance is off the claim path: each relay
+// heart-beats every HeartbeatInterval in a call of its own, and one relay
+// of the fleet, the leader (a lease row in the store, held for half the
+// InstanceTimeout and renewed at every heart-beat), declares silent
+// instances dead and releases their leases, and sweeps delivered messages
+// past the store's Retention in batches of sweepBatch (at most
+// sweepBatches a beat). When the leader dies another relay takes the
+// lease once it lapses. Every relay also counts the messages waiting for
+// destinations it does not know (unknown_destination_messages), with a
+// warning the first time it sees each such destination.
+const (
+	sweepBatch   = 1000
+	sweepBatches = 10
+)
+
+// maintenance is the maintainer's state, read by Stats and the metrics.
+type maintenance struct {
+	leader atomic.Bool
+
+	mu      sync.Mutex
+	unknown map[string]int  // pending messages per unknown destination
+	warned  map[string]bool // unknown destinations warned about
+}
+
+// heartbeatEvery is the maintainer's cadence.
+func (r *Relay) heartbeatEvery() time.Duration { return r.cfg.HeartbeatInterval }
+
+// maintain runs the maintainer until stop is closed, then resigns the
+// leadership it holds and closes done.
+func (r *Relay) maintain(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	if r.fleet == nil {
+		return
+	}
+	ctx := context.Background()
+	for {
+		r.beat(ctx)
+		t := r.clk.NewTimer(r.heartbeatEvery())
+		select {
+		case <-stop:
+			t.Stop()
+			if r.maint.leader.Load() {
+				rctx, cancel := context.WithTimeout(ctx, finalCallTimeout)
+				_ = r.fleet.ResignLeadership(rctx, r.cfg.Instance.ID)
+				cancel()
+				r.maint.leader.Store(false)
+			}
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// beat is one heart-beat with its maintenance.
+func (r *Relay) beat(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+	defer cancel()
+	f := r.fleet
+	id := r.cfg.Instance.ID
+	if err := f.Heartbeat(ctx, r.cfg.Instance); err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "heart-beat failed", slog.String("error", err.Error()))
+	}
+	lead, err := f.AcquireLeadership(ctx, id, r.cfg.Store.InstanceTimeout/2)
+	if err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "leader election failed", slog.String("error", err.Error()))
+	}
+	if was := r.maint.leader.Swap(lead); was != lead {
+		msg := "this instance no longer leads the fleet's maintenance"
+		if lead {
+			msg = "this instance leads the fleet's maintenance"
+		}
+		r.log.LogAttrs(ctx, slog.LevelInfo, msg, slog.String("instance", id))
+	}
+	if lead {
+		if n, err := f.ReapDeadInstances(ctx, id); err != nil {
+			r.log.LogAttrs(ctx, slog.LevelWarn, "reaping dead instances failed", slog.String("error", err.Error()))
+		} else if n > 0 {
+			r.log.LogAttrs(ctx, slog.LevelWarn, "silent relay instances declared dead; their leases were released",
+				slog.Int("dead_instances", n))
+		}
+		if r.cfg.Store.Retention > 0 && !r.cfg.NoSweep {
+			for range sweepBatches {
+				n, err := f.SweepBatch(ctx, sweepBatch)
+				if err != nil {
+					r.log.LogAttrs(ctx, slog.LevelWarn, "sweeping delivered messages failed", slog.String("error", err.Error()))
+					break
+				}
+				r.stats.swept.Add(int64(n))
+				if n < sweepBatch {
+					break
+				}
+			}
+		}
+	}
+	r.countUnknown(ctx)
+}
+
+// countUnknown counts the messages waiting for destinations this relay
+// does not know, and warns once per such destination.
+func (r *Relay) countUnknown(ctx context.Context) {
+	pending, err := r.fleet.PendingByDestination(ctx)
+	if err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "counting pending messages failed", slog.String("error", err.Error()))
+		return
+	}
+	unknown := map[string]int{}
+	for d, n := range pending {
+		if _, ok := r.dests[d]; !ok && n > 0 {
+			unknown[d] = n
+		}
+	}
+	var fresh []string
+	r.maint.mu.Lock()
+	r.maint.unknown = unknown
+	if r.maint.warned == nil {
+		r.maint.warned = map[string]bool{}
+	}
+	for d := range unknown {
+		if !r.maint.warned[d] {
+			r.maint.warned[d] = true
+			fresh = append(fresh, d)
+		}
+	}
+	r.maint.mu.Unlock()
+	sort.Strings(fresh)
+	for _, d := range fresh {
+		what := "messages for a destination this relay does not know wait for a relay that does"
+		if r.cfg.UnknownDestination == DeadLetterUnknown {
+			what = "messages for a destination this relay does not know are dead-lettered"
+		}
+		r.log.LogAttrs(ctx, slog.LevelWarn, what, slog.String("destination", d), slog.Int("pending", unknown[d]))
+	}
+}
+
+// unknownPending returns a copy of the last counts of messages for unknown
+// destinations.
+func (r *Relay) unknownPending() map[string]int {
+	r.maint.mu.Lock()
+	defer r.maint.mu.Unlock()
+	out := make(map[string]int, len(r.maint.unknown))
+	for d, n := range r.maint.unknown {
+		out[d] = n
+	}
+	return out
+}
