@@ -3,6 +3,8 @@ package store
 import (
 	"errors"
 	"fmt"
+
+	"github.com/backstophq/backstop/outbox"
 )
 
 // ErrInvalidBatch is matched (errors.Is) by every error Batch.Validate
@@ -17,6 +19,9 @@ func (b *Batch) Validate() error {
 		return fmt.Errorf("%w: nil batch", ErrInvalidBatch)
 	case b.Instance.ID == "":
 		return fmt.Errorf("%w: Instance.ID is required", ErrInvalidBatch)
+	case outbox.CleanText(b.Instance.ID, 200) != b.Instance.ID:
+		return fmt.Errorf("%w: Instance.ID %q must be valid UTF-8 without NUL, at most 200 characters", ErrInvalidBatch,
+			outbox.CleanText(b.Instance.ID, 50))
 	case b.Claim.Limit < 0:
 		return fmt.Errorf("%w: Claim.Limit must not be negative, got %d", ErrInvalidBatch, b.Claim.Limit)
 	case b.Claim.Lease < 0:

@@ -165,7 +165,7 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, fs *fail
 		lease = s.cfg.LeaseDuration
 	}
 	if !b.SkipMaintenance {
-		p.exec(s.sql.heartbeat, now, me, b.Instance.Host, int32(b.Instance.PID), nullTime(b.Instance.StartedAt))
+		p.exec(s.sql.heartbeat, now, me, outbox.CleanText(b.Instance.Host, 200), int32(b.Instance.PID), nullTime(b.Instance.StartedAt))
 		p.query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				if err := rows.Scan(&res.DeadInstances); err != nil {

@@ -138,7 +138,7 @@ func (s *Store) heartbeat(ctx context.Context, tx *sql.Tx, b *store.Batch, _ *st
 			pid = coalesce(nullif(excluded.pid, 0), pid),
 			started_at = coalesce(excluded.started_at, started_at),
 			last_heartbeat = excluded.last_heartbeat`),
-		in.ID, in.Host, in.PID, nullMillis(in.StartedAt), now.UnixMilli())
+		in.ID, outbox.CleanText(in.Host, 200), in.PID, nullMillis(in.StartedAt), now.UnixMilli())
 	return err
 }
 

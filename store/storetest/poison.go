@@ -55,6 +55,19 @@ var poisonCases = []testCase{
 	{"RefusedOutcomeDoesNotBlockTheOthers", testRejectedOutcome},
 	{"CompletionWithoutPublishedNeedsTheLease", testLeaseSafeCompletion},
 	{"DirtyTextsAreRecordedClean", testDirtyOutcomeTexts},
+	{"DirtyInstanceIsRefusedOrCleaned", testDirtyInstance},
+}
+
+func testDirtyInstance(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	m := e.enqueue(msg("d", ""))[0]
+	_, err := e.s.ProcessBatch(e.ctx, &store.Batch{Instance: store.Instance{ID: "relay\x00\xff"},
+		Claim: store.ClaimRequest{Limit: 1}})
+	isErr(t, "ProcessBatch with a NUL in Instance.ID", err, store.ErrInvalidBatch)
+	res, err := e.s.ProcessBatch(e.ctx, &store.Batch{Instance: store.Instance{ID: "relay", Host: "host\x00\xfe"},
+		Claim: store.ClaimRequest{Limit: 1}})
+	noErr(t, "ProcessBatch with a NUL in Instance.Host", err)
+	sameIDs(t, "claimed", res.Claimed, m)
 }
 
 func needPoison(t *testing.T, h Harness) *Poison {
