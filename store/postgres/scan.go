@@ -200,13 +200,6 @@ func encodeHeaders(h map[string]string) (string, error) {
 	return string(b), nil
 }
 
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
-}
-
 func derefTime(p *time.Time) time.Time {
 	if p == nil {
 		return time.Time{}
