@@ -115,7 +115,7 @@ next:
 func (tb *tab) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	tb.t.Helper()
 	defer tb.timed(what)()
-	ctx, cancel := context.WithTimeout(tb.ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(tb.ctx, 60*time.Second)
 	defer cancel()
 	if err := chromedp.Do(ctx, steps...); err != nil {
 		tb.t.Fatalf("%s: %v (console: %q)", what, err, tb.consoleErrors())
@@ -126,9 +126,9 @@ func (tb *tab) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 func (tb *tab) until(what, expr string) {
 	tb.t.Helper()
 	defer tb.timed(what)()
-	ctx, cancel := context.WithTimeout(tb.ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(tb.ctx, 60*time.Second)
 	defer cancel()
-	_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(15*time.Second), chromedp.WithPollingInterval(25*time.Millisecond)))
+	_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(50*time.Second), chromedp.WithPollingInterval(25*time.Millisecond)))
 	if err != nil {
 		text, _ := chromedp.Run(tb.ctx, chromedp.Evaluate[string](`location.hash + '\n' + document.body.innerText`))
 		tb.t.Fatalf("%s: %v\nconsole: %q\npage: %.3000s", what, err, tb.consoleErrors(), text)
@@ -143,7 +143,7 @@ func (tb *tab) timed(what string) func() {
 // eval returns the value of a JavaScript expression.
 func eval[T any](tb *tab, expr string) T {
 	tb.t.Helper()
-	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
 	defer cancel()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
 	if err != nil {
@@ -158,7 +158,7 @@ func (tb *tab) screenshot(name string) {
 	if !tb.shot {
 		return
 	}
-	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
 	defer cancel()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
