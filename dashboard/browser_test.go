@@ -313,6 +313,11 @@ func operate(t *testing.T, b context.Context, f *fixture, shots bool) {
 	tb.page("dead-letters")
 	tb.until("three groups", `document.querySelectorAll('article.group').length === 3`)
 	tb.screenshot("dead-letters")
+	if shots {
+		tb.do("phone width", chromedp.EmulateViewport(390, 844))
+		tb.screenshot("dead-letters-phone")
+		tb.do("desktop width", chromedp.EmulateViewport(1280, 860))
+	}
 	bin := f.binary
 	tb.do("open an entry",
 		chromedp.Click(chromedp.CSS(fmt.Sprintf(`article[data-fingerprint=%q] summary`, bin.Fingerprint))),

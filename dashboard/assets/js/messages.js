@@ -89,6 +89,15 @@ export async function message(main, id) {
     return;
   }
   const st = stateOf(m);
+  // A dead-lettered message links to its pending entry, found among its
+  // stream's (the API has no lookup by message id).
+  let entryLink = '';
+  if (st === 'dead_lettered') {
+    const page = await api('GET', '/dlq', { params: { destination: m.destination, stream: m.stream, status: 'pending', limit: 1000 } }).catch(() => ({ items: [] }));
+    const e = page.items.find((x) => x.message_id === m.id);
+    entryLink = h('p', { class: 'notice info' }, 'This message is in the dead-letter queue: ',
+      e ? h('a', { href: '#/dead-letters/' + seg(e.id), dataset: { entry: e.id } }, 'act on its entry') : h('a', { href: '#/dead-letters' }, 'see the dead letters'), '.');
+  }
   const fields = [
     ['Message', h('code', {}, m.id)], ['State', badge(st.replace('_', ' '), st)], ['Status flags', m.status],
     ['Destination', m.destination], ['Stream', streamLink(m.destination, m.stream)], ['Sequence', fmtNum(m.seq)],
@@ -102,8 +111,7 @@ export async function message(main, id) {
     h('p', {}, h('a', { href: '#/messages' }, '← Messages')),
     h('h1', {}, 'Message ', shortID(m.id)),
     messageActions(m, () => message(main, id)) || '',
-    st === 'dead_lettered' ? h('p', { class: 'notice info' }, 'This message is in the dead-letter queue: act on it from ',
-      h('a', { href: '#/dead-letters' }, 'Dead letters'), '.') : '',
+    entryLink,
     h('section', { class: 'panel', 'aria-label': 'Message' }, h('dl', { class: 'fields' }, fields.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]))),
     h('h2', {}, 'Payload'), payloadView(m.payload, m.payload_base64),
     h('h2', {}, 'Headers'), kvTable(m.headers, 'Headers'));
