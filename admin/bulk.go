@@ -142,8 +142,9 @@ func (s *Server) scan(ctx context.Context, f *dlq.Filters, action string, fn fun
 	}
 }
 
-// replayPages replays the pending matching entries a page per transaction;
-// replayed entries leave the filter, so each page is the first.
+// replayPages replays the pending matching entries a page per transaction.
+// Replayed entries leave the filter; the cursor (the last entry replayed,
+// which stays in the queue) spares each page a walk over them.
 func (s *Server) replayPages(ctx context.Context, f *dlq.Filters, a dlq.Action, fn func([]*dlq.Entry)) error {
 	page := eligible(f, "replay")
 	page.Limit = s.cfg.BulkPage
@@ -156,6 +157,7 @@ func (s *Server) replayPages(ctx context.Context, f *dlq.Filters, a dlq.Action, 
 		if len(es) < page.Limit {
 			return nil
 		}
+		page.Cursor = es[len(es)-1].ID
 	}
 }
 

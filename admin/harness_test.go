@@ -50,7 +50,13 @@ func openPostgres(t *testing.T) *postgres.Store {
 	t.Helper()
 	testenv.PostgresAdmin(t)
 	schema := testenv.NewSchema(t, "adm_")
-	st, err := postgres.Open(context.Background(), testenv.PostgresURL(), store.Config{}, postgres.WithSchema(schema))
+	// The schema first on the search_path, so that plain SQL finds the tables too.
+	u := testenv.PostgresURL()
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	st, err := postgres.Open(context.Background(), u+sep+"search_path="+schema, store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
