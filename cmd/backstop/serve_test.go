@@ -141,7 +141,7 @@ func testServe(t *testing.T, db string) {
 	rcv.fail["order.bad"] = http.StatusUnprocessableEntity
 	cl, base := startServe(t, serveConfig(db, rcv.srv.URL+"/hook"))
 	ctx := context.Background()
-	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+	for _, p := range []string{"/healthz", "/readyz", "/metrics", "/"} {
 		resp, err := http.Get(base + p)
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("GET %s: %v %v", p, resp, err)

@@ -26,7 +26,12 @@ import (
 // test's own. A line of another kind fails the test, so the page holds
 // only what is tested.
 func TestOperatingWalkthrough(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/operating.md")
+	t.Run("docs/operating.md", func(t *testing.T) { runWalkthrough(t, "../../docs/operating.md", "was dead-lettered") })
+	t.Run("README.md", func(t *testing.T) { runWalkthrough(t, "../../README.md") })
+}
+
+func runWalkthrough(t *testing.T, file string, wants ...string) {
+	doc, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +110,7 @@ func TestOperatingWalkthrough(t *testing.T) {
 		t.Errorf("the endpoint accepted %v", got)
 	}
 	text := logs.String()
-	for _, want := range []string{"ValidationFailure", "was dead-lettered", "would replay 1 entries", "replay 1 entries", "endpoint accepts refunds since v2.3"} {
+	for _, want := range append(wants, "ValidationFailure", "would replay 1 entries", "replay 1 entries", "endpoint accepts refunds since v2.3") {
 		if !strings.Contains(text, want) {
 			t.Errorf("the walkthrough's output lacks %q:\n%s", want, text)
 		}
@@ -115,11 +120,12 @@ func TestOperatingWalkthrough(t *testing.T) {
 // walkthroughLines returns the lines of the sh blocks of the walkthrough
 // section.
 func walkthroughLines(t *testing.T, doc string) []string {
-	_, rest, ok := strings.Cut(doc, "## The sidecar set-up, end to end")
+	_, rest, ok := strings.Cut(doc, "# The sidecar set-up, end to end\n")
 	if !ok {
-		t.Fatal("docs/operating.md has no walkthrough section")
+		t.Fatal("no walkthrough section")
 	}
 	section, _, _ := strings.Cut(rest, "\n## ")
+	section, _, _ = strings.Cut(section, "\n### ")
 	var out []string
 	in := false
 	for _, l := range strings.Split(section, "\n") {
