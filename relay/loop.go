@@ -152,6 +152,7 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 			rd.skipped = free > 0
 		}
 		b.Claim.ExcludeDestinations = exclude
+		b.Claim.PerDestination = l.perDestination()
 		if r.cfg.UnknownDestination != DeadLetterUnknown {
 			b.Claim.Destinations = l.closedDestinations(exclude)
 			if len(b.Claim.Destinations) == 0 {
@@ -343,4 +344,29 @@ func (l *loop) untilRenew() time.Duration {
 		return math.MaxInt64
 	}
 	return max(l.lastRenew.Add(l.renewEvery).Sub(l.r.clk.Now()), 0)
+}
+
+// perDestination caps each destination's share of a claim when there are
+// several, so that a slow destination never fills the buffer: at most
+// its room, the larger of an equal share of BatchSize and four times its
+// Concurrency, less what it holds.
+func (l *loop) perDestination() map[string]int {
+	r := l.r
+	if len(r.destList) < 2 {
+		return nil
+	}
+	held := make(map[*destination]int, len(r.destList))
+	r.fl.mu.Lock()
+	for _, f := range r.fl.m {
+		if f.dest != nil {
+			held[f.dest]++
+		}
+	}
+	r.fl.mu.Unlock()
+	out := make(map[string]int, len(r.destList))
+	for _, d := range r.destList {
+		room := max(r.cfg.BatchSize/len(r.destList), min(r.cfg.BatchSize, 4*d.concurrency))
+		out[d.name] = max(room-held[d], 0)
+	}
+	return out
 }

@@ -2,7 +2,10 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+
+	"github.com/google/uuid"
 
 	"github.com/backstophq/backstop/store"
 )
@@ -57,7 +60,24 @@ func (r *Relay) runRecorder(stop <-chan struct{}, done chan<- struct{}) {
 func (r *Relay) record(ctx context.Context, outs []outcome) []outcome {
 	res, err := r.recordCall(ctx, outs)
 	if err == nil {
-		r.settle(outs, res)
+		if len(res.Rejected) == 0 {
+			r.settle(outs, res)
+			return nil
+		}
+		// The store recorded the rest and refused these on their own.
+		refused := make(map[uuid.UUID]error, len(res.Rejected))
+		for _, rj := range res.Rejected {
+			refused[rj.ID] = rj.Err
+		}
+		kept := make([]outcome, 0, len(outs))
+		for _, o := range outs {
+			if rerr, ok := refused[o.m.ID]; ok {
+				r.unrecordable(o, rerr)
+				continue
+			}
+			kept = append(kept, o)
+		}
+		r.settle(kept, res)
 		return nil
 	}
 	if !r.storeReachable(ctx) {
@@ -101,6 +121,9 @@ func (r *Relay) storeReachable(ctx context.Context) bool {
 
 // unrecordable drops an outcome the store refuses while it takes others.
 func (r *Relay) unrecordable(o outcome, err error) {
+	if err == nil {
+		err = errors.New("refused")
+	}
 	r.stats.unrecorded.Add(1)
 	r.logAttempt(slog.LevelError, "the store refused to record an outcome; the message's lease will lapse and it will be tried again", &o,
 		slog.String("store_error", err.Error()))
