@@ -246,9 +246,19 @@ func readOnly(t *testing.T, b context.Context, f *fixture) {
 	tb.do("clear the filter", chromedp.Click(chromedp.CSS(`form[role=search] button[type=reset]`)))
 	tb.until("three groups again", `document.querySelectorAll('article.group').length === 3`)
 	tb.do("open an entry",
-		chromedp.Click(chromedp.CSS(fmt.Sprintf(`article[data-fingerprint=%q] summary`, f.invalid[0].Fingerprint))),
-		chromedp.Click(chromedp.CSS(fmt.Sprintf(`a[href="#/dead-letters/%s"]`, f.invalid[0].ID))))
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`article[data-fingerprint=%q] summary`, f.hostile.Fingerprint))),
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`a[href="#/dead-letters/%s"]`, f.hostile.ID))))
 	tb.until("the entry shows", `document.querySelector('pre.payload') !== null`)
+	shown := eval[string](tb, `document.querySelector('pre.payload').textContent`)
+	if !strings.Contains(shown, `"<img src=x onerror=alert(1)><script>alert(2)</script>\u0000\u202e"`) {
+		t.Errorf("the hostile payload is not shown as text: %q", shown)
+	}
+	if !eval[bool](tb, `[...document.querySelectorAll('main td code')].some(c => c.textContent === '<b>bold</b>')`) {
+		t.Error("the hostile header is not shown as text")
+	}
+	if n := eval[int](tb, `document.querySelectorAll('main img, main script, main b').length`); n != 0 {
+		t.Errorf("%d elements made of a payload or header", n)
+	}
 	if n := eval[int](tb, `document.querySelectorAll('main button').length`); n != 0 {
 		t.Errorf("a read token is offered %d buttons on an entry", n)
 	}
@@ -260,11 +270,11 @@ func readOnly(t *testing.T, b context.Context, f *fixture) {
 	tb.do("open a message", chromedp.Click(chromedp.CSS(`main tbody tr a`)))
 	tb.until("the message shows", `document.querySelector('main dl.fields') !== null`)
 	noActions("a message")
-	status := eval[int](tb, fmt.Sprintf(`fetch('/v1/dlq/%s/replay', {method: 'POST', headers: {Authorization: 'Bearer ' + sessionStorage.getItem('backstop.token')}}).then(r => r.status)`, f.invalid[0].ID))
+	status := eval[int](tb, fmt.Sprintf(`fetch('/v1/dlq/%s/replay', {method: 'POST', headers: {Authorization: 'Bearer ' + sessionStorage.getItem('backstop.token')}}).then(r => r.status)`, f.hostile.ID))
 	if status != 403 {
 		t.Errorf("a replay with the read token: status %d, want 403", status)
 	}
-	e, err := f.st.DLQ().Get(context.Background(), f.invalid[0].ID)
+	e, err := f.st.DLQ().Get(context.Background(), f.hostile.ID)
 	if err != nil || e.Status != "pending" {
 		t.Errorf("entry after a read token's replay: %v %v, want pending", e.Status, err)
 	}

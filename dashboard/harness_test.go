@@ -166,9 +166,9 @@ type fixture struct {
 	// deadLettered receives a value for each message the relay
 	// dead-letters.
 	deadLettered chan struct{}
-	// binary is the entry of the message with a binary payload (one of
-	// invalid).
-	binary *dlq.Entry
+	// binary is the entry of the message with a binary payload, hostile
+	// the one whose payload and headers hold markup (both of invalid).
+	binary, hostile *dlq.Entry
 }
 
 func newFixture(t *testing.T, st store.Store) *fixture {
@@ -253,7 +253,11 @@ func (f *fixture) write(t *testing.T) string {
 	for i := range 3 {
 		f.enqueue(t, msg("order.refused", fmt.Sprintf("order-%d", i+1), fmt.Sprintf(`{"order": %d, "step": "ship"}`, i+1)))
 	}
-	f.enqueue(t, msg("order.invalid", "order-10", `{"order": 10, "amount": -5}`))
+	// Markup, a NUL and a right-to-left override in the payload and a
+	// header: the pages must show them as text.
+	hostile := msg("order.invalid", "order-10", `{"order": 10, "amount": -5, "note": "<img src=x onerror=alert(1)><script>alert(2)</script>\u0000\u202e"}`)
+	hostile.Headers["X-Note"] = "<b>bold</b>"
+	f.enqueue(t, hostile)
 	bin := msg("order.invalid", "order-11", "")
 	bin.Payload = []byte{0, 1, 2, 0xff, 'b', 'i', 'n', '\n'}
 	f.enqueue(t, bin)
@@ -287,12 +291,14 @@ func (f *fixture) seed(t *testing.T, binID string) {
 			f.invalid = append(f.invalid, e)
 			if e.MessageID == binID {
 				f.binary = e
+			} else {
+				f.hostile = e
 			}
 		case "order.stuck":
 			f.stuck = e
 		}
 	}
-	if len(es) != 6 || len(f.refused) != 3 || len(f.invalid) != 2 || f.stuck == nil || f.binary == nil {
+	if len(es) != 6 || len(f.refused) != 3 || len(f.invalid) != 2 || f.stuck == nil || f.binary == nil || f.hostile == nil {
 		t.Fatalf("dead letters: %d refused, %d invalid, stuck %v", len(f.refused), len(f.invalid), f.stuck != nil)
 	}
 	if f.refused[0].Fingerprint != f.refused[2].Fingerprint || f.refused[0].Fingerprint == f.invalid[0].Fingerprint {

@@ -77,11 +77,18 @@ export function badge(text, cls) {
   return h('span', { class: 'badge ' + (cls || String(text).toLowerCase()) }, text);
 }
 
+// escapeInvisible writes zero-width and bidirectional control characters
+// as \uXXXX (valid inside a JSON string), so that a payload cannot hide or
+// reorder what the operator reads.
+export function escapeInvisible(text) {
+  return text.replace(/[\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g, (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'));
+}
+
 // payloadView shows a payload: JSON pretty-printed, anything else as a hex
 // dump of its bytes (offset, hex, printable ASCII).
 export function payloadView(json, base64) {
   if (json !== undefined && json !== null) {
-    return h('pre', { class: 'payload', 'aria-label': 'Payload (JSON)' }, JSON.stringify(json, null, 2));
+    return h('pre', { class: 'payload', 'aria-label': 'Payload (JSON)' }, escapeInvisible(JSON.stringify(json, null, 2)));
   }
   if (!base64) return h('p', { class: 'muted' }, 'No payload.');
   const bin = atob(base64);
@@ -111,7 +118,7 @@ export function kvTable(obj, caption) {
   return h('div', { class: 'table-wrap' }, h('table', {},
     h('caption', { class: 'skip' }, caption),
     h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Name'), h('th', { scope: 'col' }, 'Value'))),
-    h('tbody', {}, keys.map((k) => h('tr', {}, h('td', {}, h('code', {}, k)), h('td', {}, h('code', {}, String(obj[k]))))))));
+    h('tbody', {}, keys.map((k) => h('tr', {}, h('td', {}, h('code', {}, escapeInvisible(k))), h('td', {}, h('code', {}, escapeInvisible(String(obj[k])))))))));
 }
 
 // table renders rows under headers: cols are [header, cell(row), class].
