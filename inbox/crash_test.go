@@ -82,6 +82,10 @@ func killChildAfterCommit(t *testing.T, spec string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// A child that never gets there is killed after a minute, which
+	// ends its output and fails the test below.
+	stuck := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+	defer stuck.Stop()
 	lines := bufio.NewScanner(out)
 	var seen []string
 	for lines.Scan() && lines.Text() != childReady {

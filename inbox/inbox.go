@@ -19,6 +19,10 @@ import (
 // tx.Enqueue) is committed together with the message's completion, or not
 // at all: the handler must not commit or roll back tx itself. An error
 // rolls tx back and is classified as a failed attempt.
+//
+// On SQLite, tx holds the store's single writer connection while the
+// handler runs: the relay's own writes wait for it (at most the store's
+// lock wait), so keep such handlers short and do slow calls elsewhere.
 type Handler func(ctx context.Context, tx store.Tx, msg *Message) error
 
 // Func handles a message without a transaction, for effects outside the
