@@ -175,6 +175,9 @@ func (tb *tab) open() {
 		chromedp.Navigate(tb.url+"/?poll=250"),
 		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
 	)
+	if eval[bool](tb, `getComputedStyle(document.querySelector('header.top')).display !== 'none'`) {
+		tb.t.Error("the navigation shows before sign-in")
+	}
 }
 
 func (tb *tab) signIn(token, role string) {
