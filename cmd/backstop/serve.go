@@ -108,6 +108,9 @@ func serve(ctx context.Context, c *config.Config, logger *slog.Logger, ready fun
 			_ = t.Close()
 		}
 	}()
+	if err := addFanOut(&rc, c, st); err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	rc.Metrics, rc.Logger = reg, logger
@@ -116,8 +119,8 @@ func serve(ctx context.Context, c *config.Config, logger *slog.Logger, ready fun
 		return err
 	}
 	var names []string
-	for _, d := range c.Destinations {
-		names = append(names, d.Name)
+	for name := range rc.Destinations {
+		names = append(names, name)
 	}
 	api, err := admin.New(admin.Config{
 		Store: st, Tokens: tokens, Destinations: names, Route: c.RouteTopic,

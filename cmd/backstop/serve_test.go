@@ -2,16 +2,20 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/backstophq/backstop/admin"
 	"github.com/backstophq/backstop/internal/config"
@@ -155,6 +159,13 @@ func testServe(t *testing.T, db string) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the delivery", func() bool { return len(rcv.accepted()) == 1 })
+	// A row written with plain SQL to the topic destination fans out by the
+	// routes, and a topic no route matches is dead-lettered.
+	plainInsert(t, db, "topic", "order.shipped")
+	waitFor(t, "the fanned-out delivery", func() bool { return len(rcv.accepted()) == 2 })
+	if got := rcv.accepted()[1]; got != "order.shipped" {
+		t.Errorf("fanned out %q", got)
+	}
 	var entries admin.List[admin.Entry]
 	waitFor(t, "the dead letter", func() bool {
 		entries, _ = cl.DeadLetters(ctx, nil)
@@ -163,6 +174,11 @@ func testServe(t *testing.T, db string) {
 	if e := entries.Items[0]; e.Type != "order.bad" || e.Reason != "ValidationFailure" {
 		t.Errorf("dead letter %+v", e)
 	}
+	plainInsert(t, db, "topic", "invoice.paid")
+	waitFor(t, "the unrouted topic's dead letter", func() bool {
+		l, _ := cl.DeadLetters(ctx, url.Values{"destination": {"topic"}})
+		return len(l.Items) == 1 && strings.Contains(l.Items[0].Error, "no route matches")
+	})
 	// Fixed on the receiver's side: replay, and it arrives.
 	rcv.mu.Lock()
 	delete(rcv.fail, "order.bad")
@@ -170,7 +186,7 @@ func testServe(t *testing.T, db string) {
 	if _, err := cl.EntryAction(ctx, entries.Items[0].ID, "replay", "receiver fixed"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the replayed delivery", func() bool { return len(rcv.accepted()) == 2 })
+	waitFor(t, "the replayed delivery", func() bool { return len(rcv.accepted()) == 3 })
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -182,8 +198,33 @@ func testServe(t *testing.T, db string) {
 	}
 	waitFor(t, "the breakers to count both deliveries", func() bool {
 		b, err := cl.Breakers(ctx)
-		return err == nil && len(b.Items) == 1 && b.Items[0].Destination == "orders" && b.Items[0].Delivered == 2
+		return err == nil && len(b.Items) == 2 && b.Items[0].Destination == "orders" && b.Items[0].Delivered == 3
 	})
+}
+
+// plainInsert writes an outbox row with plain SQL, as another language would.
+func plainInsert(t *testing.T, db, destination, typ string) {
+	t.Helper()
+	ctx := context.Background()
+	if path, ok := strings.CutPrefix(db, "sqlite:"); ok {
+		conn, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, `INSERT INTO backstop_outbox (destination, type, payload) VALUES (?, ?, '{}')`, destination, typ); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `INSERT INTO backstop_outbox (destination, type, payload) VALUES ($1, $2, '{}')`, destination, typ); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestServeRefusesOpenListenWithoutToken(t *testing.T) {

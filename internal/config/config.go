@@ -146,6 +146,11 @@ type StatusOverride struct {
 	Blame  string `yaml:"blame"`  // destination (default) or message
 }
 
+// TopicDestination is the destination a message is written to, by the
+// library or with plain SQL, to be fanned out by the routes: its type is
+// the topic. It exists when the configuration has routes.
+const TopicDestination = "topic"
+
 // Route sends the messages whose topic matches Topic to every destination
 // of To. A pattern is a topic or ends in ".*" (any topic under it) or is
 // "*".

@@ -116,6 +116,7 @@ func TestParseRefuses(t *testing.T) {
 		{"jitter", base + "    retry: {jitter: 2}\n", []string{"destinations[0].retry.jitter"}},
 		{"not yaml", "destinations: [\n", []string{"line"}},
 		{"control chars", base + "    headers: {X-A: \"\\0\"}\n    bogus\x01: 1\n", []string{"control characters"}},
+		{"reserved topic name", "destinations:\n  - {name: topic, type: webhook, url: 'http://x/'}\nroutes:\n  - {topic: 'a.*', to: [topic]}\n", []string{"line 3", "routes", "reserved"}},
 		{"bad db", "db: mysql://x\n" + base, []string{"line 1", "db", "mysql"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -131,6 +131,9 @@ func (c *Config) validate() []*Error {
 		}
 		names[d.Name] = true
 	}
+	if len(c.Routes) > 0 && names[TopicDestination] {
+		bad("routes", "destination name %q is reserved for the routes' fan-out: rename the destination", TopicDestination)
+	}
 	for i, r := range c.Routes {
 		p := fmt.Sprintf("routes[%d]", i)
 		if err := checkPattern(r.Topic); err != "" {
