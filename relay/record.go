@@ -20,9 +20,20 @@ func (r *Relay) recorded(outs []outcome, res *store.Result) {
 	}
 	dead := idSet(res.DeadLettered)
 	stale := idSet(res.Stale)
+	rejected := make(map[uuid.UUID]error, len(res.Rejected))
+	for _, rj := range res.Rejected {
+		rejected[rj.ID] = rj.Err
+	}
 	now := r.clk.Now()
 	for i := range outs {
 		o := &outs[i]
+		if err, ok := rejected[o.m.ID]; ok {
+			// the database refused this outcome alone; the message keeps
+			// its lease until it lapses and is then claimed again
+			r.logAttempt(slog.LevelError, "outcome not recorded: the store refused it", o,
+				slog.String("store_error", err.Error()))
+			continue
+		}
 		switch o.kind {
 		case delivered:
 			r.stats.delivered.Add(1)
