@@ -50,6 +50,8 @@ func TestAuth(t *testing.T) {
 		}
 		_, err = a.rd.Do(a.ctx, http.MethodGet, "/v1/nothing", nil, nil, nil)
 		wantProblem(t, err, 404, "")
+		_, err = a.op.Do(a.ctx, http.MethodPut, "/v1/stats", nil, nil, nil)
+		wantProblem(t, err, 404, "")
 	})
 }
 
@@ -205,6 +207,9 @@ func TestMessagesAndStreams(t *testing.T) {
 		res, err := a.op.MessageAction(a.ctx, ids[0], "dead-letter", admin.ActionRequest{Reason: "bad address", Notes: "customer moved"})
 		if err != nil || res.AuditID == 0 {
 			t.Fatalf("dead-letter: %+v %v", res, err)
+		}
+		if m, _ := a.rd.Message(a.ctx, ids[0]); len(m.History) != 1 || m.History[0].Notes != "customer moved" {
+			t.Errorf("the message's history: %+v", m.History)
 		}
 		s, err := a.rd.Stream(a.ctx, "billing", "order-7")
 		if err != nil || !s.Blocked || !strings.Contains(s.Why, ids[0][:8]) {

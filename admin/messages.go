@@ -38,6 +38,9 @@ type Message struct {
 	LeaseExpiry    *time.Time        `json:"lease_expiry"`
 	CreatedAt      time.Time         `json:"created_at"`
 	DeadLetteredAt *time.Time        `json:"dead_lettered_at"`
+	// History is the operators' actions on the message, newest first
+	// (GET /v1/messages/{id}).
+	History []AuditRecord `json:"history,omitempty"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -325,7 +328,14 @@ func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toMessage(m))
+	out := toMessage(m)
+	recs, err := s.adm.AuditLog(r.Context(), store.AuditFilter{Target: id.String()})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out.History = toAudit(recs)
+	writeJSON(w, http.StatusOK, out)
 }
 
 // ActionRequest is the optional body of an action: the operator's notes,

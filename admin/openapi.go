@@ -73,7 +73,7 @@ func components() schema {
 		"payload": anyJSON(), "payload_base64": str(), "headers": strMap(), "ordering": str(), "status": str(),
 		"attempts": integer(), "failure_reason": str(), "error": str(), "fingerprint": str(),
 		"scheduled_for": timeN(), "instance_id": str(), "lease_expiry": timeN(), "created_at": timeT(),
-		"dead_lettered_at": timeN(),
+		"dead_lettered_at": timeN(), "history": arrayOf(ref("AuditRecord")),
 	}
 	audit := schema{"id": integer(), "at": timeT(), "actor": str(), "action": str(), "target": str(),
 		"filter": str(), "count": integer(), "notes": str()}
@@ -95,7 +95,7 @@ func components() schema {
 	return schema{
 		"Problem": object(schema{"type": str(), "title": str(), "status": integer(), "detail": str(), "field": str()},
 			"type", "title", "status"),
-		"Message":     closed(message, "payload", "payload_base64"),
+		"Message":     closed(message, "payload", "payload_base64", "history"),
 		"MessageList": listOf("Message"),
 		"EnqueueRequest": object(schema{
 			"destination": str(), "topic": str(), "type": str(), "payload": anyJSON(), "payload_base64": str(),

@@ -106,7 +106,8 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the API's handler: every /v1 route behind the tokens.
+// Handler returns the API's handler: every /v1 route behind the tokens. A
+// path or method the API does not have is a 404 problem.
 func (s *Server) Handler() http.Handler { return s.mux }
 
 type ctxKey struct{}

@@ -159,6 +159,9 @@ func newMessagesCmd(g *globals) *cobra.Command {
 					{"payload", short(string(m.Payload)+m.PayloadBase64, 200)}} {
 					row(tw, kv[0], kv[1])
 				}
+				for _, h := range m.History {
+					row(tw, "history", fmt.Sprintf("%s %s by %s: %s", ago(h.At), h.Action, h.Actor, h.Notes))
+				}
 			})
 		}),
 	}
