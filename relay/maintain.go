@@ -17,11 +17,16 @@ import (
 // past the store's Retention in batches of sweepBatch (at most
 // sweepBatches a beat). When the leader dies another relay takes the
 // lease once it lapses. Every relay also counts the messages waiting for
-// destinations it does not know (unknown_destination_messages), with a
-// warning the first time it sees each such destination.
+// destinations it does not know, every countEvery beats
+// (unknown_destination_messages), with a warning the first time it sees
+// each such destination.
 const (
 	sweepBatch   = 1000
 	sweepBatches = 10
+	// countEvery is how many beats apart the relay counts the messages
+	// waiting for unknown destinations: a count over the outbox, kept off
+	// the start and rare.
+	countEvery = 4
 )
 
 // maintenance is the maintainer's state, read by Stats and the metrics.
@@ -44,8 +49,13 @@ func (r *Relay) maintain(stop <-chan struct{}, done chan<- struct{}) {
 		return
 	}
 	ctx := context.Background()
-	for {
-		r.beat(ctx)
+	for n := 0; ; n++ {
+		if n > 0 { // Run made the first beat
+			r.beat(ctx)
+		}
+		if n%countEvery == 1 { // not at the start: the drain of a backlog comes first
+			r.countUnknown(ctx)
+		}
 		t := r.clk.NewTimer(r.heartbeatEvery())
 		select {
 		case <-stop:
@@ -103,7 +113,6 @@ func (r *Relay) beat(ctx context.Context) {
 			}
 		}
 	}
-	r.countUnknown(ctx)
 }
 
 // countUnknown counts the messages waiting for destinations this relay

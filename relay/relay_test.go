@@ -269,3 +269,24 @@ func TestUnknownDestinationIsLeftForAnotherRelay(t *testing.T) {
 		t.Fatal("wrong outcome for the configured destination")
 	}
 }
+
+func TestUnknownDestinationIsCountedAndWarnedOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.enqueue(msg("elsewhere", "s", 1), msg("elsewhere", "s", 2), msg("orders", "s", 1))
+	rn := e.start(e.config(map[string]Destination{"orders": {Transport: (&recorder{}).transport()}}))
+	rn.settle()
+	for range 2 {
+		rn.advance(rn.r.Config().HeartbeatInterval)
+	}
+	rn.waitFor("the count", func() bool { return rn.r.Stats().UnknownPending["elsewhere"] == 2 })
+	for range 4 {
+		rn.advance(rn.r.Config().HeartbeatInterval)
+	}
+	if got := e.logs.find("messages for a destination this relay does not know"); len(got) != 1 || got[0].attrs["destination"] != "elsewhere" {
+		t.Fatalf("warnings = %+v", got)
+	}
+	if s := rn.r.Stats().UnknownPending; len(s) != 1 {
+		t.Fatalf("UnknownPending = %v", s)
+	}
+}
