@@ -23,7 +23,12 @@ import (
 //	                                                  destination_fault, breaker_open, cascade or shutdown
 //	dead_lettered_total{destination,reason} counter   messages moved to the dead-letter queue
 //	in_flight                              gauge      messages claimed and not yet recorded
-//	breaker_state{destination}             gauge      0 closed, 1 half-open, 2 open
+//	breaker_state{destination}             gauge      0 closed, 1 half-open (a probe is due or in flight), 2 open
+//	destination_paused{destination}        gauge      1 while a Retry-After pause holds the destination
+//	unknown_destination_messages{destination}
+//	                                       gauge      messages waiting for a destination this relay does not
+//	                                                  know (store.Fleet stores; counted every 4th heart-beat)
+//	leader                                 gauge      1 while this instance leads the fleet's maintenance
 //	dlq_depth                              gauge      dead-letter entries (store.DLQ().Count)
 //	dlq_oldest_age_seconds                 gauge      age of the oldest pending dead letter
 //	scheduled_backlog                      gauge      messages waiting for a later try
@@ -116,6 +121,7 @@ func (m *metrics) register(reg prometheus.Registerer, r *Relay) error {
 type monitor struct {
 	r                                                       *Relay
 	inFlight, breaker, depth, oldest, backlog, poi, blocked *prometheus.Desc
+	paused, unknown, leader                                 *prometheus.Desc
 
 	mu   sync.Mutex
 	at   time.Time
@@ -141,12 +147,15 @@ func newMonitor(r *Relay) *monitor {
 		backlog:  desc("scheduled_backlog", "Messages waiting for a later try."),
 		poi:      desc("poison_candidates", "Failed messages still retrying with many attempts."),
 		blocked:  desc("blocked_streams", "Strict streams held back by a message waiting for its retry or dead-lettered."),
+		paused:   desc("destination_paused", "1 while a Retry-After pause holds the destination.", "destination"),
+		unknown:  desc("unknown_destination_messages", "Messages waiting for a destination this relay does not know.", "destination"),
+		leader:   desc("leader", "1 while this instance leads the fleet's maintenance."),
 	}
 }
 
 // Describe sends the gauges' descriptors.
 func (c *monitor) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.inFlight, c.breaker, c.depth, c.oldest, c.backlog, c.poi, c.blocked} {
+	for _, d := range []*prometheus.Desc{c.inFlight, c.breaker, c.depth, c.oldest, c.backlog, c.poi, c.blocked, c.paused, c.unknown, c.leader} {
 		ch <- d
 	}
 }
@@ -158,9 +167,23 @@ func (c *monitor) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	gauge(c.inFlight, float64(c.r.stats.inFlight.Load()))
+	now := c.r.clk.Now()
 	for _, d := range c.r.destList {
-		gauge(c.breaker, breakerValue(d.breaker.State()), d.name)
+		gauge(c.breaker, breakerValue(d.state(now)), d.name)
+		paused := 0.0
+		if now.Before(d.pausedUntil()) {
+			paused = 1
+		}
+		gauge(c.paused, paused, d.name)
 	}
+	for d, n := range c.r.unknownPending() {
+		gauge(c.unknown, float64(n), d)
+	}
+	leader := 0.0
+	if c.r.maint.leader.Load() {
+		leader = 1
+	}
+	gauge(c.leader, leader)
 	snap := c.snapshot()
 	for _, g := range []struct {
 		d *prometheus.Desc

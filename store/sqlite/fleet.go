@@ -47,7 +47,7 @@ func (s *Store) ReapDeadInstances(ctx context.Context, self string) (int, error)
 // ttl, or extends it, unless another instance holds it unexpired.
 func (s *Store) AcquireLeadership(ctx context.Context, instance string, ttl time.Duration) (bool, error) {
 	now := s.now()
-	n, err := s.exec(ctx, `INSERT INTO {{prefix}}leader (name, instance, expires_at) VALUES (?, ?, ?)
+	n, err := s.fleetExec(ctx, `INSERT INTO {{prefix}}leader (name, instance, expires_at) VALUES (?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET instance = excluded.instance, expires_at = excluded.expires_at
 		WHERE {{prefix}}leader.instance = excluded.instance OR {{prefix}}leader.expires_at <= ?`,
 		leaderName, instance, now.Add(ttl).UnixMilli(), now.UnixMilli())
@@ -59,7 +59,7 @@ func (s *Store) AcquireLeadership(ctx context.Context, instance string, ttl time
 
 // ResignLeadership ends instance's leadership, if it holds it.
 func (s *Store) ResignLeadership(ctx context.Context, instance string) error {
-	if _, err := s.exec(ctx, `DELETE FROM {{prefix}}leader WHERE name = ? AND instance = ?`, leaderName, instance); err != nil {
+	if _, err := s.fleetExec(ctx, `DELETE FROM {{prefix}}leader WHERE name = ? AND instance = ?`, leaderName, instance); err != nil {
 		return fmt.Errorf("sqlite: resign leadership: %w", err)
 	}
 	return nil
@@ -71,7 +71,7 @@ func (s *Store) SweepBatch(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, nil
 	}
-	n, err := s.exec(ctx, `DELETE FROM {{prefix}}outbox WHERE seq IN (
+	n, err := s.fleetExec(ctx, `DELETE FROM {{prefix}}outbox WHERE seq IN (
 		SELECT seq FROM {{prefix}}outbox WHERE published_at IS NOT NULL AND published_at <= ? ORDER BY seq LIMIT ?)`,
 		s.now().Add(-s.cfg.Retention).UnixMilli(), limit)
 	if err != nil {
@@ -132,7 +132,7 @@ func (s *Store) Circuits(ctx context.Context) ([]store.Circuit, error) {
 // OpenCircuit opens destination's circuit unless it is open.
 func (s *Store) OpenCircuit(ctx context.Context, destination, instance string, firstProbe time.Duration) (bool, error) {
 	now := s.now()
-	n, err := s.exec(ctx, `INSERT INTO {{prefix}}circuits (destination, open, opened_by, opened_at, next_probe, probe_interval_ms)
+	n, err := s.fleetExec(ctx, `INSERT INTO {{prefix}}circuits (destination, open, opened_by, opened_at, next_probe, probe_interval_ms)
 		VALUES (?, 1, ?, ?, ?, ?)
 		ON CONFLICT (destination) DO UPDATE SET open = 1, opened_by = excluded.opened_by, opened_at = excluded.opened_at,
 			next_probe = excluded.next_probe, probe_interval_ms = excluded.probe_interval_ms, probe_by = ''
@@ -147,7 +147,7 @@ func (s *Store) OpenCircuit(ctx context.Context, destination, instance string, f
 // TakeProbe takes destination's probe token when a probe is due.
 func (s *Store) TakeProbe(ctx context.Context, destination, instance string, maxInterval time.Duration) (bool, error) {
 	now := s.now().UnixMilli()
-	n, err := s.exec(ctx, `UPDATE {{prefix}}circuits SET probe_by = ?,
+	n, err := s.fleetExec(ctx, `UPDATE {{prefix}}circuits SET probe_by = ?,
 			next_probe = ? + min(max(probe_interval_ms * 2, 1), ?),
 			probe_interval_ms = min(max(probe_interval_ms * 2, 1), ?)
 		WHERE destination = ? AND open = 1 AND next_probe <= ? AND coalesce(paused_until, 0) <= ?`,
@@ -160,7 +160,7 @@ func (s *Store) TakeProbe(ctx context.Context, destination, instance string, max
 
 // CloseCircuit closes destination's circuit.
 func (s *Store) CloseCircuit(ctx context.Context, destination, instance string) error {
-	if _, err := s.exec(ctx, `UPDATE {{prefix}}circuits SET open = 0, probe_by = ? WHERE destination = ?`,
+	if _, err := s.fleetExec(ctx, `UPDATE {{prefix}}circuits SET open = 0, probe_by = ? WHERE destination = ?`,
 		instance, destination); err != nil {
 		return fmt.Errorf("sqlite: close circuit %q: %w", destination, err)
 	}
@@ -170,7 +170,7 @@ func (s *Store) CloseCircuit(ctx context.Context, destination, instance string) 
 // PauseDestination holds destination for the fleet for d from now.
 func (s *Store) PauseDestination(ctx context.Context, destination string, d time.Duration) error {
 	until := s.now().Add(d).UnixMilli()
-	if _, err := s.exec(ctx, `INSERT INTO {{prefix}}circuits (destination, paused_until) VALUES (?, ?)
+	if _, err := s.fleetExec(ctx, `INSERT INTO {{prefix}}circuits (destination, paused_until) VALUES (?, ?)
 		ON CONFLICT (destination) DO UPDATE SET paused_until = max(coalesce({{prefix}}circuits.paused_until, 0), excluded.paused_until)`,
 		destination, until); err != nil {
 		return fmt.Errorf("sqlite: pause %q: %w", destination, err)
@@ -185,4 +185,19 @@ func millisTime(v sql.NullInt64) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(v.Int64).UTC()
+}
+
+// fleetExec runs one statement in a write transaction and returns the
+// rows it changed.
+func (s *Store) fleetExec(ctx context.Context, query string, args ...any) (int64, error) {
+	var n int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.sql(query), args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
 }
