@@ -34,6 +34,7 @@ type demoOptions struct {
 	outage  time.Duration // how long billing answers 503 to everything
 	live    bool          // redraw one progress line (a terminal)
 	logs    io.Writer     // the relay's operations log; nil discards it
+	timeout time.Duration // gives up delivering after this; 0 means demoTimeout
 	// ready, when set, receives the admin URL and token once serving.
 	ready func(url, token string)
 }

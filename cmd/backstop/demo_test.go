@@ -16,7 +16,7 @@ import (
 // dead-lettered.
 func TestDemo(t *testing.T) {
 	var out bytes.Buffer
-	o := demoOptions{exit: true, listen: "127.0.0.1:0", streams: 6, steps: 20, outage: 2 * time.Second}
+	o := demoOptions{exit: true, listen: "127.0.0.1:0", streams: 6, steps: 20, outage: 2 * time.Second, timeout: time.Minute}
 	if err := runDemo(context.Background(), &out, o); err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
@@ -54,7 +54,7 @@ func TestDemoServes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ready := make(chan [2]string, 1)
-	o := demoOptions{listen: "127.0.0.1:0", streams: 2, steps: 10, outage: 300 * time.Millisecond,
+	o := demoOptions{listen: "127.0.0.1:0", streams: 2, steps: 10, outage: 300 * time.Millisecond, timeout: time.Minute,
 		ready: func(url, token string) { ready <- [2]string{url, token} }}
 	var out bytes.Buffer
 	done := make(chan error, 1)

@@ -24,7 +24,11 @@ func (d *demoRun) follow(ctx context.Context, out io.Writer, produced <-chan err
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	deadline := time.NewTimer(demoTimeout)
+	limit := d.o.timeout
+	if limit == 0 {
+		limit = demoTimeout
+	}
+	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	writing := true
 	for {
@@ -34,7 +38,7 @@ func (d *demoRun) follow(ctx context.Context, out io.Writer, produced <-chan err
 			return false, nil
 		case <-deadline.C:
 			d.progress(out, true)
-			return false, fmt.Errorf("gave up after %s: %+v", demoTimeout, d.relay.Stats())
+			return false, fmt.Errorf("gave up after %s: %+v", limit, d.relay.Stats())
 		case err := <-produced:
 			if err != nil {
 				return false, err
