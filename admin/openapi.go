@@ -14,7 +14,6 @@ import (
 type schema = map[string]any
 
 func str() schema                { return schema{"type": "string"} }
-func strN() schema               { return schema{"type": []string{"string", "null"}} }
 func integer() schema            { return schema{"type": "integer"} }
 func number() schema             { return schema{"type": "number"} }
 func boolean() schema            { return schema{"type": "boolean"} }

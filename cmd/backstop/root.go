@@ -9,7 +9,6 @@ type globals struct {
 	server string // admin API base URL
 	db     string // a store instead of a server
 	output string // table or json
-	config string // for --db: the config file naming the destinations' policies
 }
 
 func newRoot() *cobra.Command {
