@@ -110,11 +110,13 @@ func (r *Receiver) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("rabbitinbox: open channel: %w", err)
 	}
-	defer ch.Close()
+	defer closeChannel(ch)
 	if err := ch.Qos(r.cfg.Prefetch, 0, false); err != nil {
 		return fmt.Errorf("rabbitinbox: qos: %w", err)
 	}
-	deliveries, err := ch.ConsumeWithContext(ctx, r.cfg.Queue, "", false, false, false, false, nil)
+	// Closing the channel when Run ends cancels the consumer and gives
+	// the unacknowledged deliveries back to the queue.
+	deliveries, err := ch.Consume(r.cfg.Queue, "", false, false, false, false, nil)
 	if err != nil {
 		return fmt.Errorf("rabbitinbox: consume %q: %w", r.cfg.Queue, err)
 	}
@@ -135,6 +137,25 @@ func (r *Receiver) Run(ctx context.Context) error {
 			}
 			r.receive(ctx, &d)
 		}
+	}
+}
+
+// closeTimeout bounds the wait for the broker's answer to a channel close.
+const closeTimeout = 5 * time.Second
+
+// closeChannel closes ch, waiting at most closeTimeout for the broker
+// (a broker that does not answer must not hold Run).
+func closeChannel(ch *amqp.Channel) {
+	done := make(chan struct{})
+	go func() {
+		_ = ch.Close()
+		close(done)
+	}()
+	t := time.NewTimer(closeTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
 	}
 }
 

@@ -155,3 +155,51 @@ func TestReceiveOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestConnectionLostBeforeAck closes the receiver's connection after it
+// stored a message and before it acknowledged it: Run returns an error,
+// the broker requeues the delivery, and the next receiver drops it as a
+// duplicate, so the message is handled once.
+func TestConnectionLostBeforeAck(t *testing.T) {
+	t.Parallel()
+	admin := connect(t)
+	inboxtest.ForEachStore(t, func(t *testing.T, k inboxtest.Kind) {
+		e := inboxtest.NewEnv(t, k)
+		queue, ch := newQueue(t, admin)
+		in := e.NewInbox(e.Config())
+		in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
+			return e.Record(ctx, tx, msg)
+		})
+		for _, id := range []string{"a", "b"} {
+			if err := ch.PublishWithContext(e.Ctx, "", queue, false, false, amqp.Publishing{MessageId: id, Type: "order.created",
+				Headers: amqp.Table{HeaderStream: "order-1"}, Body: []byte("{}")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		first := connect(t)
+		r, err := New(Config{Inbox: in, Conn: first, Queue: queue, Logger: inboxtest.Quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.afterStore = func(*amqp.Delivery) { first.Close() } // dies before its ack
+		if err := r.Run(e.Ctx); err == nil {
+			t.Fatal("Run on a closed connection returned nil, want an error")
+		}
+		if n := e.OutboxRows("inbox:orders"); n != 1 {
+			t.Fatalf("%d rows stored before the connection was lost, want 1", n)
+		}
+
+		again, err := New(Config{Inbox: in, Conn: connect(t), Queue: queue, Logger: inboxtest.Quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Go("receiver", again.Run)
+		e.Go("inbox", in.Run)
+		e.WaitFor("a redelivered and b received", func() bool {
+			return e.Counter("backstop_inbox_duplicates_total", "source", "amqp") == 1 && in.Relay().Stats().Delivered == 2
+		})
+		if got := e.Handled()["order-1"]; !slices.Equal(got, []string{"a@1", "b@1"}) {
+			t.Errorf("handled %v, want [a@1 b@1]", got)
+		}
+	})
+}
