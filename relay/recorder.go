@@ -157,7 +157,13 @@ func (r *Relay) endFlights(outs []outcome) {
 			f.dest.probeDone()
 		}
 		delete(r.fl.m, id)
-		if r.fl.recent != nil {
+		// A release leaves the message claimable at once, so a claim
+		// under way may take it again legitimately: only outcomes that
+		// settle the message (delivered, or charged and rescheduled) are
+		// watched. Watching releases too made a stream whose messages
+		// were given back during a claim be given back again by every
+		// later claim, for as long as claims and records kept overlapping.
+		if r.fl.recent != nil && outs[i].kind != released {
 			r.fl.recent[id] = struct{}{}
 		}
 	}
