@@ -204,6 +204,10 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		}
 		msgs = append(msgs, m)
 	}
+	// A W3C traceparent on the request joins the delivery to the
+	// caller's trace; an invalid one is ignored.
+	ctx := outbox.ContextWithTraceParent(r.Context(), r.Header.Get("Traceparent"))
+	outbox.AttachTraceParent(ctx, msgs...)
 	var ids []uuid.UUID
 	created := true
 	var err error

@@ -35,6 +35,7 @@ func (s *Store) Enqueue(ctx context.Context, msgs ...*outbox.Message) error {
 // Messages are inserted in argument order by one statement (insertSQL)
 // whatever their number, so its prepared form is reused.
 func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, msgs ...*outbox.Message) error {
+	outbox.AttachTraceParent(ctx, msgs...)
 	if err := prepareAll(msgs); err != nil || len(msgs) == 0 {
 		return err
 	}
