@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/backstophq/backstop/store"
 )
@@ -22,12 +23,9 @@ import (
 
 const (
 	// promoteStreams makes ready the streams whose wait time came.
-	promoteStreams = `UPDATE {{prefix}}streams SET ready = 1, wait_until = NULL, turn = :turn
+	promoteStreams = `UPDATE {{prefix}}streams SET ready = 1, wait_until = NULL, turn = (SELECT n FROM {{prefix}}stream_turn)
 WHERE (destination, stream) IN (SELECT destination, stream FROM {{prefix}}streams
   WHERE ready = 0 AND wait_until <= :now ORDER BY wait_until LIMIT 1000)`
-
-	// nextTurn takes a turn number.
-	nextTurn = `UPDATE {{prefix}}stream_turn SET n = n + 1 RETURNING n`
 
 	// readyDestination is the first destination after :after with a ready
 	// stream (a skip scan of streams_ready).
@@ -45,13 +43,20 @@ ORDER BY destination LIMIT 1`
 	// and of unordered leases that lapsed.
 	dueDestinations = `SELECT DISTINCT destination FROM (
   SELECT destination FROM (SELECT destination, stream, ordering, status, dead_lettered_at, instance_id
-    FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_scheduled WHERE scheduled_for IS NOT NULL AND scheduled_for <= :now ORDER BY scheduled_for LIMIT 1000)
-  WHERE dead_lettered_at IS NULL AND (status & 4) = 0 AND instance_id IS NULL AND (stream = '' OR ordering = 'none')
+    FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_scheduled WHERE scheduled_for IS NOT NULL AND scheduled_for <= :now
+    ORDER BY scheduled_for LIMIT 1000)
+  WHERE dead_lettered_at IS NULL AND (status & 4) = 0 AND instance_id IS NULL AND ` + unorderedRow + `
   UNION ALL
   SELECT destination FROM (SELECT destination, stream, ordering, status, dead_lettered_at, scheduled_for
-    FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lease WHERE instance_id IS NOT NULL AND lease_expiry <= :now ORDER BY lease_expiry LIMIT 1000)
-  WHERE dead_lettered_at IS NULL AND (status & 4) = 0 AND (stream = '' OR ordering = 'none')
-    AND (scheduled_for IS NULL OR scheduled_for <= :now))`
+    FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lease WHERE instance_id IS NOT NULL AND lease_expiry <= :now
+    ORDER BY lease_expiry LIMIT 1000)
+  WHERE dead_lettered_at IS NULL AND (status & 4) = 0 AND ` + unorderedRow + `
+    AND coalesce(scheduled_for, 0) <= :now)`
+
+	// unorderedRow says a row is unordered without an OR term: SQLite's
+	// planner, given INDEXED BY, can spend minutes on OR terms it tries
+	// to serve from the forced index.
+	unorderedRow = `(CASE WHEN stream = '' THEN 1 WHEN ordering = 'none' THEN 1 ELSE 0 END) = 1`
 
 	// unorderedCandidates are a destination's claimable unordered
 	// messages: fresh by outbox_unordered, due retries by
@@ -65,13 +70,13 @@ ORDER BY destination LIMIT 1`
   SELECT seq FROM (SELECT seq FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_scheduled
     WHERE scheduled_for IS NOT NULL AND scheduled_for <= :now AND destination = :dest
       AND dead_lettered_at IS NULL AND (status & 4) = 0 AND instance_id IS NULL
-      AND (stream = '' OR ordering = 'none')
+      AND ` + unorderedRow + `
     ORDER BY scheduled_for LIMIT :limit)
   UNION ALL
   SELECT seq FROM (SELECT seq FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lease
     WHERE instance_id IS NOT NULL AND lease_expiry <= :now AND destination = :dest
       AND dead_lettered_at IS NULL AND (status & 4) = 0
-      AND (scheduled_for IS NULL OR scheduled_for <= :now) AND (stream = '' OR ordering = 'none')
+      AND coalesce(scheduled_for, 0) <= :now AND ` + unorderedRow + `
     ORDER BY lease_expiry LIMIT :limit))
 ORDER BY seq LIMIT :limit`
 
@@ -92,6 +97,67 @@ WHERE seq IN (SELECT value FROM json_each(:seqs))
 RETURNING ` + messageColumns
 )
 
+// claimStmts caches the claim's statements prepared on each store's
+// writer connection: a claim runs a dozen small statements, and preparing
+// them on every call would cost more than running them.
+var claimStmts sync.Map // stmtKey -> *sql.Stmt
+
+type stmtKey struct {
+	s *Store
+	q string
+}
+
+// queryClaim runs q (a claim statement) in tx, through the store's cached
+// prepared statement once there is one.
+func (s *Store) queryClaim(ctx context.Context, tx *sql.Tx, q string, args ...any) (*sql.Rows, error) {
+	if st := s.claimStmt(q); st != nil {
+		return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
+	return tx.QueryContext(ctx, s.sql(q), args...)
+}
+
+func (s *Store) execClaim(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
+	var err error
+	if st := s.claimStmt(q); st != nil {
+		_, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	} else {
+		_, err = tx.ExecContext(ctx, s.sql(q), args...)
+	}
+	return err
+}
+
+// claimStmt returns q's cached statement, or nil after starting to prepare
+// it: the writer's one connection is busy with the claim's transaction, so
+// the statement is prepared once that ends.
+func (s *Store) claimStmt(q string) *sql.Stmt {
+	k := stmtKey{s, q}
+	if st, ok := claimStmts.LoadOrStore(k, (*sql.Stmt)(nil)); ok {
+		return st.(*sql.Stmt)
+	}
+	go func() {
+		st, err := s.w.PrepareContext(context.Background(), s.sql(q))
+		if err != nil {
+			claimStmts.Delete(k)
+			return
+		}
+		claimStmts.Store(k, st)
+	}()
+	return nil
+}
+
+// forgetClaimStmts closes and drops s's cached statements.
+func (s *Store) forgetClaimStmts() {
+	claimStmts.Range(func(k, v any) bool {
+		if k.(stmtKey).s == s {
+			if st := v.(*sql.Stmt); st != nil {
+				st.Close()
+			}
+			claimStmts.Delete(k)
+		}
+		return true
+	})
+}
+
 // headStream is a stream read by a claim.
 type headStream struct {
 	dest, key string
@@ -111,11 +177,7 @@ type candidate struct {
 // pickHeads chooses the messages to lease under req's rules and limits and
 // updates the streams it read; it returns the chosen seqs in order.
 func (s *Store) pickHeads(ctx context.Context, tx *sql.Tx, req store.ClaimRequest, now, expiry int64) ([]int64, error) {
-	turn, err := s.takeTurn(ctx, tx)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := tx.ExecContext(ctx, s.sql(promoteStreams), sql.Named("turn", turn), sql.Named("now", now)); err != nil {
+	if err := s.execClaim(ctx, tx, promoteStreams, sql.Named("now", now)); err != nil {
 		return nil, fmt.Errorf("promote streams: %w", err)
 	}
 	dests, err := s.claimDestinations(ctx, tx, req, now)
@@ -172,7 +234,7 @@ func (s *Store) pickHeads(ctx context.Context, tx *sql.Tx, req store.ClaimReques
 		chosen = append(chosen, c.seq)
 	}
 	for i, h := range streams {
-		if err := s.settleStream(ctx, tx, h, got[i+1], turn, expiry); err != nil {
+		if err := s.settleStream(ctx, tx, h, got[i+1], expiry); err != nil {
 			return nil, err
 		}
 	}
@@ -181,18 +243,19 @@ func (s *Store) pickHeads(ctx context.Context, tx *sql.Tx, req store.ClaimReques
 
 // settleStream records what a claim saw of h: gone when empty; ready for
 // its next turn when it had more to give; waiting otherwise.
-func (s *Store) settleStream(ctx context.Context, tx *sql.Tx, h *headStream, got int, turn, expiry int64) error {
+func (s *Store) settleStream(ctx context.Context, tx *sql.Tx, h *headStream, got int, expiry int64) error {
 	var err error
 	switch {
 	case h.first == 0:
-		_, err = tx.ExecContext(ctx, s.sql(`DELETE FROM {{prefix}}streams WHERE destination = ? AND stream = ?`), h.dest, h.key)
+		err = s.execClaim(ctx, tx, `DELETE FROM {{prefix}}streams WHERE destination = ? AND stream = ?`, h.dest, h.key)
 	case got < len(h.cands):
 		// Cut by the limit: it keeps its turn.
-		_, err = tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}streams SET head_seq = ? WHERE destination = ? AND stream = ?`),
+		err = s.execClaim(ctx, tx, `UPDATE {{prefix}}streams SET head_seq = ? WHERE destination = ? AND stream = ?`,
 			h.first, h.dest, h.key)
 	case h.more:
-		_, err = tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}streams SET head_seq = ?, turn = ? WHERE destination = ? AND stream = ?`),
-			h.first, turn, h.dest, h.key)
+		// Behind every ready stream (ties with the newest turn are fine).
+		err = s.execClaim(ctx, tx, `UPDATE {{prefix}}streams SET head_seq = ?, turn = (SELECT n FROM {{prefix}}stream_turn)
+			WHERE destination = ? AND stream = ?`, h.first, h.dest, h.key)
 	default:
 		wait := h.wait
 		if got > 0 && (wait == 0 || expiry < wait) {
@@ -202,8 +265,8 @@ func (s *Store) settleStream(ctx context.Context, tx *sql.Tx, h *headStream, got
 		if wait != 0 {
 			w = wait
 		}
-		_, err = tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}streams SET head_seq = ?, ready = 0, wait_until = ?
-			WHERE destination = ? AND stream = ?`), h.first, w, h.dest, h.key)
+		err = s.execClaim(ctx, tx, `UPDATE {{prefix}}streams SET head_seq = ?, ready = 0, wait_until = ?
+			WHERE destination = ? AND stream = ?`, h.first, w, h.dest, h.key)
 	}
 	if err != nil {
 		return fmt.Errorf("settle stream %s/%s: %w", h.dest, h.key, err)
@@ -214,7 +277,7 @@ func (s *Store) settleStream(ctx context.Context, tx *sql.Tx, h *headStream, got
 // readStreams reads dest's ready streams, oldest turn first, each from its
 // head, collecting claimable messages up to limit in all.
 func (s *Store) readStreams(ctx context.Context, tx *sql.Tx, dest, mode string, limit int, now int64) ([]*headStream, error) {
-	rows, err := tx.QueryContext(ctx, s.sql(readyStreams), sql.Named("dest", dest), sql.Named("limit", limit))
+	rows, err := s.queryClaim(ctx, tx, readyStreams, sql.Named("dest", dest), sql.Named("limit", limit))
 	if err != nil {
 		return nil, fmt.Errorf("ready streams: %w", err)
 	}
@@ -250,7 +313,7 @@ func (s *Store) readStreams(ctx context.Context, tx *sql.Tx, dest, mode string, 
 // waiting for its retry or dead-lettered, unless the stream was released
 // past it).
 func (s *Store) readStream(ctx context.Context, tx *sql.Tx, h *headStream, head int64, mode string, limit int, now int64) error {
-	rows, err := tx.QueryContext(ctx, s.sql(streamRows), sql.Named("dest", h.dest), sql.Named("stream", h.key),
+	rows, err := s.queryClaim(ctx, tx, streamRows, sql.Named("dest", h.dest), sql.Named("stream", h.key),
 		sql.Named("now", now), sql.Named("head", head))
 	if err != nil {
 		return fmt.Errorf("read stream %s/%s: %w", h.dest, h.key, err)
@@ -323,31 +386,22 @@ func (s *Store) claimDestinations(ctx context.Context, tx *sql.Tx, req store.Cla
 		for _, q := range []string{readyDestination, unorderedDestination} {
 			after := ""
 			for {
-				var d string
-				err := tx.QueryRowContext(ctx, s.sql(q), sql.Named("after", after)).Scan(&d)
-				if err == sql.ErrNoRows {
-					break
-				}
+				ds, err := s.strings(ctx, tx, q, sql.Named("after", after))
 				if err != nil {
 					return nil, fmt.Errorf("claim destinations: %w", err)
 				}
-				set[d], after = true, d
+				if len(ds) == 0 {
+					break
+				}
+				set[ds[0]], after = true, ds[0]
 			}
 		}
-		rows, err := tx.QueryContext(ctx, s.sql(dueDestinations), sql.Named("now", now))
+		ds, err := s.strings(ctx, tx, dueDestinations, sql.Named("now", now))
 		if err != nil {
 			return nil, fmt.Errorf("claim destinations: %w", err)
 		}
-		for rows.Next() {
-			var d string
-			if err := rows.Scan(&d); err != nil {
-				rows.Close()
-				return nil, err
-			}
+		for _, d := range ds {
 			set[d] = true
-		}
-		if err := errors2(rows); err != nil {
-			return nil, fmt.Errorf("claim destinations: %w", err)
 		}
 	}
 	for _, d := range req.ExcludeDestinations {
@@ -361,15 +415,6 @@ func (s *Store) claimDestinations(ctx context.Context, tx *sql.Tx, req store.Cla
 	return out, nil
 }
 
-// takeTurn takes the next turn number.
-func (s *Store) takeTurn(ctx context.Context, tx *sql.Tx) (int64, error) {
-	var n int64
-	if err := tx.QueryRowContext(ctx, s.sql(nextTurn)).Scan(&n); err != nil {
-		return 0, fmt.Errorf("stream turn: %w", err)
-	}
-	return n, nil
-}
-
 // modeOf is the ordering mode of dest's policy.
 func (s *Store) modeOf(dest string) string {
 	if p, ok := s.cfg.Policies[dest]; ok && p.Ordering != "" {
@@ -379,13 +424,21 @@ func (s *Store) modeOf(dest string) string {
 }
 
 func (s *Store) int64s(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]int64, error) {
-	rows, err := tx.QueryContext(ctx, s.sql(q), args...)
+	return column[int64](s.queryClaim(ctx, tx, q, args...))
+}
+
+func (s *Store) strings(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]string, error) {
+	return column[string](s.queryClaim(ctx, tx, q, args...))
+}
+
+// column reads a one-column result.
+func column[T any](rows *sql.Rows, err error) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []int64
+	var out []T
 	for rows.Next() {
-		var v int64
+		var v T
 		if err := rows.Scan(&v); err != nil {
 			rows.Close()
 			return nil, err

@@ -140,6 +140,7 @@ func (s *Store) Config() store.Config { return s.cfg }
 // Close closes both connection pools.
 func (s *Store) Close() error {
 	var errs []error
+	s.forgetClaimStmts()
 	errs = append(errs, s.sweepStmt.Close())
 	if s.r != s.w {
 		errs = append(errs, s.r.Close())
