@@ -22,15 +22,15 @@ import (
 // and their ratio (deep/shallow; the target is at least 0.8). For
 // example:
 //
-//	go test -run '^$' -bench 'RelayBacklog' -benchtime 2x ./relay/
-//	BACKSTOP_BENCH_POSTGRES=1 go test -run '^$' -bench 'RelayBacklogPostgres' -benchtime 1x ./relay/
+//	go test -run '^$' -bench RelayThroughputBacklog -benchtime 1x ./relay/
+//	BACKSTOP_BENCH_POSTGRES=1 go test -run '^$' -bench RelayThroughputBacklogPostgres -benchtime 1x ./relay/
 const (
 	backlogDrain = 2000
 	backlogDeep  = 200000
 )
 
-// BenchmarkRelayBacklogSQLite is the backlog comparison on a SQLite file.
-func BenchmarkRelayBacklogSQLite(b *testing.B) {
+// BenchmarkRelayThroughputBacklogSQLite is the backlog comparison on a SQLite file.
+func BenchmarkRelayThroughputBacklogSQLite(b *testing.B) {
 	benchBacklog(b, func(b *testing.B) (store.Store, func()) {
 		s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "backlog.db"), store.Config{})
 		if err != nil {
@@ -40,9 +40,9 @@ func BenchmarkRelayBacklogSQLite(b *testing.B) {
 	})
 }
 
-// BenchmarkRelayBacklogPostgres is the backlog comparison on PostgreSQL
+// BenchmarkRelayThroughputBacklogPostgres is the backlog comparison on PostgreSQL
 // (BACKSTOP_BENCH_POSTGRES=1; see bench_postgres_test.go).
-func BenchmarkRelayBacklogPostgres(b *testing.B) {
+func BenchmarkRelayThroughputBacklogPostgres(b *testing.B) {
 	url := benchPostgresURL(b)
 	benchBacklog(b, func(b *testing.B) (store.Store, func()) { return benchPostgresStore(b, url) })
 }
