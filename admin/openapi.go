@@ -173,12 +173,19 @@ func Document() map[string]any {
 	bulk := func(id, summary string) schema {
 		return schema{"post": op(id, summary, nil, "BulkRequest", one("200", "BulkResult"), "400", "403", "413")}
 	}
-	return map[string]any{
+	schemas, paths := components(), schema{}
+	for k, v := range workflowSchemas() {
+		schemas[k] = v
+	}
+	for k, v := range workflowPaths() {
+		paths[k] = v
+	}
+	doc := map[string]any{
 		"openapi": "3.1.0",
 		"info": schema{"title": "Backstop admin API", "version": "1",
 			"description": "Operate Backstop: messages, streams, dead letters, stats, breakers, audit. Errors are RFC 9457 problem details."},
 		"components": schema{
-			"schemas":         components(),
+			"schemas":         schemas,
 			"securitySchemes": schema{"bearer": schema{"type": "http", "scheme": "bearer"}},
 		},
 		"paths": schema{
@@ -219,6 +226,11 @@ func Document() map[string]any {
 			"/v1/audit":        schema{"get": op("audit", "Operators' actions, newest first", query("target", "action", "cursor", "limit"), "", one("200", "AuditList"), "400")},
 		},
 	}
+	for k, v := range doc["paths"].(schema) {
+		paths[k] = v
+	}
+	doc["paths"] = paths
+	return doc
 }
 
 var (

@@ -61,6 +61,9 @@ type Config struct {
 	// Logger receives errors the API hides from clients. Nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// Workflows, when set, serves the workflow runs (GET
+	// /v1/workflows/runs); nil answers those routes with 404.
+	Workflows *Workflows
 }
 
 // Server serves the admin API.
@@ -70,6 +73,7 @@ type Server struct {
 	adm   store.Admin
 	known map[string]bool
 	mux   *http.ServeMux
+	wf    *workflows
 }
 
 // New returns a Server, or an error naming the bad field.
@@ -96,6 +100,13 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Server{cfg: cfg, st: cfg.Store, adm: adm, mux: http.NewServeMux()}
+	if cfg.Workflows != nil {
+		wf, err := newWorkflows(cfg.Workflows)
+		if err != nil {
+			return nil, err
+		}
+		s.wf = wf
+	}
 	if cfg.Destinations != nil {
 		s.known = map[string]bool{}
 		for _, d := range cfg.Destinations {
@@ -181,6 +192,8 @@ func (s *Server) routes() {
 	read("GET /v1/stats", s.stats)
 	read("GET /v1/breakers", s.breakers)
 	read("GET /v1/audit", s.audit)
+	read("GET /v1/workflows/runs", s.listRuns)
+	read("GET /v1/workflows/runs/{id}", s.getRun)
 	s.mux.HandleFunc("/v1/", s.auth(RoleRead, func(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusNotFound, "no such route", r.Method+" "+r.URL.Path+" is not part of the API (see /v1/openapi.json)", "")
 	}))

@@ -1,0 +1,179 @@
+package admin_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/backstophq/backstop/admin"
+	eh "github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/store"
+	"github.com/backstophq/backstop/store/postgres"
+	"github.com/backstophq/backstop/store/sqlite"
+	"github.com/backstophq/backstop/workflow"
+	"github.com/backstophq/backstop/workflow/wfpostgres"
+	"github.com/backstophq/backstop/workflow/wfsqlite"
+	"github.com/backstophq/backstop/workflow/wfstore"
+)
+
+// etlDAG is extract -> validate -> load, and extract -> audit, under
+// skip_downstream; validate always fails.
+func etlDAG(t *testing.T) *workflow.DAG {
+	t.Helper()
+	ok := func(context.Context, *workflow.TaskContext) error { return nil }
+	d, err := workflow.NewDAG("etl", &eh.PropagationConfig{Policy: eh.PropagationPolicySkipDownstream},
+		workflow.Task{ID: "extract", Run: ok},
+		workflow.Task{ID: "validate", Upstream: []string{"extract"}, Run: func(context.Context, *workflow.TaskContext) error {
+			return errors.New("row 7: amount is negative")
+		}},
+		workflow.Task{ID: "load", Upstream: []string{"validate"}, Run: ok},
+		workflow.Task{ID: "audit", Upstream: []string{"extract"}, Run: ok},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// workflowsOn opens the workflow store on st and runs the etl DAG twice
+// (run IDs run-1, run-2), returning what the API reads runs from.
+func workflowsOn(t *testing.T, st store.Store) *admin.Workflows {
+	t.Helper()
+	ctx := context.Background()
+	var ws wfstore.Store
+	var list admin.RunLister
+	switch s := st.(type) {
+	case *sqlite.Store:
+		w, err := wfsqlite.New(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws, list = w, admin.SQLiteRuns(s)
+	case *postgres.Store:
+		w, err := wfpostgres.New(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws, list = w, admin.PostgresRuns(s, "")
+	}
+	d := etlDAG(t)
+	eng, err := workflow.NewEngine(ws, workflow.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Register(d); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"run-1", "run-2"} {
+		if _, err := eng.Run(ctx, "etl", workflow.RunOptions{ID: id}); !errors.Is(err, workflow.ErrRunFailed) {
+			t.Fatalf("run %s: want a failed run, got %v", id, err)
+		}
+	}
+	return &admin.Workflows{Store: ws, List: list, DAGs: []*workflow.DAG{d}}
+}
+
+func TestWorkflowRuns(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		wf := workflowsOn(t, st)
+		a := newAPI(t, st, func(c *admin.Config) { c.Workflows = wf })
+
+		runs, err := a.rd.WorkflowRuns(a.ctx, url.Values{"dag_id": {"etl"}, "state": {"failed"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(runs.Items) != 2 || runs.Items[0].State != "failed" || runs.Items[0].DAGID != "etl" || runs.Items[0].Tasks != nil {
+			t.Fatalf("list: %+v", runs)
+		}
+		if runs.Items[0].Reason == "" || runs.Items[0].EndedAt == nil {
+			t.Errorf("a failed run says why and when it ended: %+v", runs.Items[0])
+		}
+		// Pages of one, newest first, then a cursor past the end.
+		page, err := a.rd.WorkflowRuns(a.ctx, url.Values{"limit": {"1"}})
+		if err != nil || len(page.Items) != 1 || page.NextCursor == "" {
+			t.Fatalf("page 1: %+v %v", page, err)
+		}
+		page2, err := a.rd.WorkflowRuns(a.ctx, url.Values{"limit": {"1"}, "cursor": {page.NextCursor}})
+		if err != nil || len(page2.Items) != 1 || page2.Items[0].ID == page.Items[0].ID {
+			t.Fatalf("page 2: %+v %v", page2, err)
+		}
+		got := []string{page.Items[0].ID, page2.Items[0].ID}
+		slices.Sort(got)
+		if !slices.Equal(got, []string{"run-1", "run-2"}) {
+			t.Errorf("pages hold %v", got)
+		}
+		for _, q := range []url.Values{{"state": {"sleeping"}}, {"cursor": {"no-such-run"}}, {"limit": {"-1"}}} {
+			if _, err := a.rd.WorkflowRuns(a.ctx, q); !isStatus(err, http.StatusBadRequest) {
+				t.Errorf("list %v: want 400, got %v", q, err)
+			}
+		}
+		if none, err := a.rd.WorkflowRuns(a.ctx, url.Values{"dag_id": {"other"}}); err != nil || len(none.Items) != 0 {
+			t.Errorf("another DAG's runs: %+v %v", none, err)
+		}
+
+		run, err := a.rd.WorkflowRun(a.ctx, "run-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.State != "failed" || len(run.Tasks) != 4 {
+			t.Fatalf("run: %+v", run)
+		}
+		byID := map[string]admin.WorkflowTask{}
+		for _, tk := range run.Tasks {
+			byID[tk.ID] = tk
+		}
+		if tk := byID["extract"]; tk.State != "success" || tk.Attempts != 1 || tk.Reason != "" || tk.EndedAt == nil || len(tk.Upstream) != 0 {
+			t.Errorf("extract: %+v", tk)
+		}
+		if tk := byID["validate"]; tk.State != "failed" || tk.Attempts != 1 || !strings.Contains(tk.Error, "amount is negative") ||
+			tk.Reason == "" || tk.DeadLetterID == "" || !slices.Equal(tk.Upstream, []string{"extract"}) ||
+			len(tk.History) != 1 || tk.History[0].Outcome != "failed" {
+			t.Errorf("validate: %+v", tk)
+		}
+		if tk := byID["load"]; tk.State != "upstream_failed" || tk.Attempts != 0 || !strings.Contains(tk.Reason, "validate") ||
+			!slices.Equal(tk.Upstream, []string{"validate"}) || tk.StartedAt != nil {
+			t.Errorf("load: %+v", tk)
+		}
+		if tk := byID["audit"]; tk.State != "success" {
+			t.Errorf("audit (an independent branch) goes on: %+v", tk)
+		}
+		if run.Tasks[0].ID != "extract" {
+			t.Errorf("tasks in dependency order: %v", run.Tasks)
+		}
+
+		if _, err := a.rd.WorkflowRun(a.ctx, "no-such-run"); !isStatus(err, http.StatusNotFound) {
+			t.Errorf("unknown run: want 404, got %v", err)
+		}
+		for _, id := range []string{"bad\x01id", strings.Repeat("x", 201), "\xff\xfe"} {
+			if _, err := a.rd.WorkflowRun(a.ctx, id); !isStatus(err, http.StatusBadRequest) {
+				t.Errorf("id %q: want 400, got %v", id, err)
+			}
+		}
+		if _, err := a.anon.WorkflowRuns(a.ctx, nil); !isStatus(err, http.StatusUnauthorized) {
+			t.Errorf("no token: want 401, got %v", err)
+		}
+	})
+}
+
+func TestWorkflowRunsNotEnabled(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), t.TempDir()+"/b.db", store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	a := newAPI(t, st)
+	if _, err := a.rd.WorkflowRuns(a.ctx, nil); !isStatus(err, http.StatusNotFound) {
+		t.Errorf("want 404 without a workflow store, got %v", err)
+	}
+	if _, err := a.rd.WorkflowRun(a.ctx, "run-1"); !isStatus(err, http.StatusNotFound) {
+		t.Errorf("want 404 without a workflow store, got %v", err)
+	}
+}
+
+func isStatus(err error, status int) bool {
+	var p *admin.Problem
+	return errors.As(err, &p) && p.Status == status
+}
