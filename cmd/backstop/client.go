@@ -46,10 +46,16 @@ func (g *globals) connect(ctx context.Context) (*admin.Client, func(), error) {
 	if user == "" {
 		user = "unknown"
 	}
+	wf, err := workflowsOf(ctx, st)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
 	srv, err := admin.New(admin.Config{
-		Store:  st,
-		Tokens: []admin.Token{{Name: "cli:" + user, Secret: cliToken, Role: admin.RoleOperate}},
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+		Store:     st,
+		Tokens:    []admin.Token{{Name: "cli:" + user, Secret: cliToken, Role: admin.RoleOperate}},
+		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+		Workflows: wf,
 	})
 	if err != nil {
 		st.Close()

@@ -6,5 +6,5 @@ import "github.com/spf13/cobra"
 func addCommands(root *cobra.Command, g *globals) {
 	root.AddCommand(newConfigCmd(), newServeCmd(g), newMigrateCmd(g))
 	root.AddCommand(newEnqueueCmd(g), newMessagesCmd(g), newStreamsCmd(g), newDLQCmd(g),
-		newStatsCmd(g), newBreakersCmd(g), newAuditCmd(g))
+		newStatsCmd(g), newBreakersCmd(g), newAuditCmd(g), newWorkflowsCmd(g))
 }

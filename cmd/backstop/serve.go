@@ -122,9 +122,13 @@ func serve(ctx context.Context, c *config.Config, logger *slog.Logger, ready fun
 	for name := range rc.Destinations {
 		names = append(names, name)
 	}
+	wf, err := workflowsOf(ctx, st)
+	if err != nil {
+		return err
+	}
 	api, err := admin.New(admin.Config{
 		Store: st, Tokens: tokens, Destinations: names, Route: c.RouteTopic,
-		Breakers: breakersOf(r), MaxBodyBytes: c.MaxBodyBytes, Logger: logger,
+		Breakers: breakersOf(r), MaxBodyBytes: c.MaxBodyBytes, Logger: logger, Workflows: wf,
 	})
 	if err != nil {
 		return err
