@@ -84,9 +84,12 @@ func newWorkflowsCmd(g *globals) *cobra.Command {
 				}
 				row(tw)
 				row(tw, "TASK", "STATE", "ATTEMPTS", "UPSTREAM", "STARTED", "ENDED", "REASON")
+				unknown := false
 				for _, t := range r.Tasks {
 					up := "?"
-					if t.Upstream != nil {
+					if t.Upstream == nil {
+						unknown = true
+					} else {
 						up = dash(strings.Join(t.Upstream, ","))
 					}
 					why := t.Reason
@@ -97,6 +100,10 @@ func newWorkflowsCmd(g *globals) *cobra.Command {
 						why += " [dead letter " + t.DeadLetterID + "]"
 					}
 					row(tw, t.ID, t.State, t.Attempts, up, agoPtr(t.StartedAt), agoPtr(t.EndedAt), dash(why))
+				}
+				if unknown {
+					row(tw)
+					row(tw, "(upstream ?: the DAG is not registered with this server; a run's tasks are stored without their dependencies)")
 				}
 			})
 		}),

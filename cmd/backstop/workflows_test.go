@@ -118,8 +118,8 @@ func testWorkflowsCLI(t *testing.T, dbURL string) {
 	if f := taskLine(t, out, "load"); f[1] != "upstream_failed" || f[2] != "0" || !strings.Contains(strings.Join(f, " "), "validate") {
 		t.Errorf("load says why it did not run: %v", f)
 	}
-	if f := taskLine(t, out, "audit"); f[1] != "success" {
-		t.Errorf("audit: %v", f)
+	if f := taskLine(t, out, "audit"); f[1] != "success" || f[3] != "?" || !strings.Contains(out, "(upstream ?: the DAG is not registered") {
+		t.Errorf("audit: %v\n%s", f, out)
 	}
 
 	var run admin.WorkflowRun
@@ -170,6 +170,9 @@ func testWorkflowsCLI(t *testing.T, dbURL string) {
 		if f := taskLine(t, out, task); f[3] != up {
 			t.Errorf("%s: upstream %q, want %q\n%s", task, f[3], up, out)
 		}
+	}
+	if strings.Contains(out, "upstream ?") {
+		t.Errorf("every dependency is known here:\n%s", out)
 	}
 	if i, j := strings.Index(out, "\nextract"), strings.Index(out, "\nload"); i < 0 || j < i {
 		t.Errorf("tasks in dependency order:\n%s", out)
