@@ -120,18 +120,23 @@ func newWorkflows(w *Workflows) (*workflows, error) {
 	return out, nil
 }
 
-// runID reads the path's run ID, or answers 400: IDs are printable
-// UTF-8 of at most 200 bytes.
+// runID reads the path's run ID, or answers 400.
 func runID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
-	bad := id == "" || len(id) > 200 || !utf8.ValidString(id) || strings.ContainsFunc(id, func(c rune) bool {
-		return !unicode.IsPrint(c)
-	})
-	if bad {
+	if !printableID(id) {
 		badField(w, "id", "a run id is printable UTF-8 of 1 to 200 bytes")
 		return "", false
 	}
 	return id, true
+}
+
+// printableID reports whether s can be a run or DAG ID: printable UTF-8
+// of 1 to 200 bytes (so that NUL or invalid UTF-8 never reach the
+// database, which would refuse them).
+func printableID(s string) bool {
+	return s != "" && len(s) <= 200 && utf8.ValidString(s) && !strings.ContainsFunc(s, func(c rune) bool {
+		return !unicode.IsPrint(c)
+	})
 }
 
 var runStates = []string{string(models.RunStateRunning), string(models.RunStateSuccess),
@@ -144,6 +149,12 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	f := RunFilter{DAGID: q.Get("dag_id"), State: q.Get("state"), Cursor: q.Get("cursor")}
+	for _, p := range [][2]string{{"dag_id", f.DAGID}, {"cursor", f.Cursor}} {
+		if p[1] != "" && !printableID(p[1]) {
+			badField(w, p[0], p[0]+" must be printable UTF-8 of at most 200 bytes")
+			return
+		}
+	}
 	if f.State != "" && !contains(runStates, f.State) {
 		badField(w, "state", "state must be one of "+strings.Join(runStates, ", "))
 		return

@@ -105,7 +105,8 @@ func TestWorkflowRuns(t *testing.T) {
 		if !slices.Equal(got, []string{"run-1", "run-2"}) {
 			t.Errorf("pages hold %v", got)
 		}
-		for _, q := range []url.Values{{"state": {"sleeping"}}, {"cursor": {"no-such-run"}}, {"limit": {"-1"}}} {
+		for _, q := range []url.Values{{"state": {"sleeping"}}, {"cursor": {"no-such-run"}}, {"limit": {"-1"}},
+			{"dag_id": {"etl\x00"}}, {"dag_id": {"\xff"}}, {"cursor": {"a\x00b"}}, {"dag_id": {strings.Repeat("d", 201)}}} {
 			if _, err := a.rd.WorkflowRuns(a.ctx, q); !isStatus(err, http.StatusBadRequest) {
 				t.Errorf("list %v: want 400, got %v", q, err)
 			}
