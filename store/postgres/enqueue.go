@@ -68,6 +68,7 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, msgs ...*outbox.Messag
 // pgx stdlib driver (github.com/jackc/pgx/v5/stdlib) and with other
 // PostgreSQL drivers.
 func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, msgs ...*outbox.Message) error {
+	outbox.AttachTraceParent(ctx, msgs...)
 	if err := prepareAll(msgs); err != nil {
 		return err
 	}

@@ -185,6 +185,7 @@ const insertMessage = `INSERT INTO {{prefix}}outbox
 // follows it. On success each message has its Seq, CreatedAt and Status
 // (Stored) set. The messages exist if and only if tx commits.
 func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, msgs ...*outbox.Message) error {
+	outbox.AttachTraceParent(ctx, msgs...)
 	for _, m := range msgs {
 		if err := m.Prepare(); err != nil {
 			return err

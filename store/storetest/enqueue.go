@@ -19,6 +19,7 @@ var enqueueCases = []testCase{
 	{"PlainSQLInsertIsDeliveredLikeOthers", testPlainSQLInsert},
 	{"ScheduledForDelaysFirstDelivery", testEnqueueScheduled},
 	{"GetUnknownIsNotFound", testGetUnknown},
+	{"TraceParentFromContextIsStored", testTraceParentFromContext},
 }
 
 func testEnqueueRoundTrip(t *testing.T, h Harness) {
