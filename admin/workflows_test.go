@@ -3,6 +3,8 @@ package admin_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -22,7 +24,7 @@ import (
 
 // etlDAG is extract -> validate -> load, and extract -> audit, under
 // skip_downstream; validate always fails.
-func etlDAG(t *testing.T) *workflow.DAG {
+func etlDAG(t testing.TB) *workflow.DAG {
 	t.Helper()
 	ok := func(context.Context, *workflow.TaskContext) error { return nil }
 	d, err := workflow.NewDAG("etl", &eh.PropagationConfig{Policy: eh.PropagationPolicySkipDownstream},
@@ -41,7 +43,7 @@ func etlDAG(t *testing.T) *workflow.DAG {
 
 // workflowsOn opens the workflow store on st and runs the etl DAG twice
 // (run IDs run-1, run-2), returning what the API reads runs from.
-func workflowsOn(t *testing.T, st store.Store) *admin.Workflows {
+func workflowsOn(t testing.TB, st store.Store) *admin.Workflows {
 	t.Helper()
 	ctx := context.Background()
 	var ws wfstore.Store
@@ -61,7 +63,7 @@ func workflowsOn(t *testing.T, st store.Store) *admin.Workflows {
 		ws, list = w, admin.PostgresRuns(s, "")
 	}
 	d := etlDAG(t)
-	eng, err := workflow.NewEngine(ws, workflow.Config{})
+	eng, err := workflow.NewEngine(ws, workflow.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
