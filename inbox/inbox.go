@@ -88,6 +88,8 @@ func New(s store.Store, cfg Config) (*Inbox, error) {
 	}
 	rc := cfg.Relay
 	rc.Destinations = map[string]relay.Destination{in.dest: in.Destination()}
+	// The store's policies may be for the outbox relay sharing it.
+	rc.AllowForeignPolicies = true
 	rc.UnknownDestination = relay.IgnoreUnknown
 	r, err := relay.New(s, rc)
 	if err != nil {

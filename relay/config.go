@@ -131,6 +131,15 @@ type Config struct {
 	// set it only to make the relay see a different view on purpose.
 	Store *store.Config
 
+	// AllowForeignPolicies lets the store's Policies name destinations
+	// this relay does not deliver, for a store shared with other relays
+	// (an inbox beside an outbox relay, a destination served by another
+	// deployment). Without it such a policy is an error from New: a
+	// destination's settings belong in one place, and a policy under a
+	// misspelt name would otherwise leave the real destination on the
+	// default policy without a word.
+	AllowForeignPolicies bool
+
 	// Logger receives the relay's records: operational events (permanent
 	// failures, dead letters, breaker trips, lost leases) at WARN and
 	// ERROR, routine retries and releases at DEBUG and INFO. Payloads and

@@ -38,6 +38,7 @@ func TestNewRejectsBadConfigNamingTheField(t *testing.T) {
 		{"bad breaker", Config{Destinations: map[string]Destination{"a": {Transport: ok, Breaker: &circuitbreaker.Config{MaxFailures: -1}}}}, `relay: Destinations["a"].Breaker: circuitbreaker: Config.MaxFailures`},
 		{"bad policy", Config{Destinations: map[string]Destination{"a": {Transport: ok}}, UnknownDestination: 7}, "relay: UnknownDestination is not a known policy"},
 		{"bad store config", Config{Destinations: map[string]Destination{"a": {Transport: ok}}, Store: &store.Config{DefaultPolicy: store.Policy{Ordering: "sideways"}}}, "relay: Store: store: DefaultPolicy.Ordering"},
+		{"policy for a destination not delivered", Config{Destinations: map[string]Destination{"billing": {Transport: ok}}, Store: &store.Config{Policies: map[string]store.Policy{"biling": {MaxAttempts: 3}}}}, `relay: Store.Policies["biling"] is a policy for a destination this relay does not deliver`},
 	} {
 		_, err := New(e.s, tc.cfg)
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
@@ -46,6 +47,21 @@ func TestNewRejectsBadConfigNamingTheField(t *testing.T) {
 	}
 	if _, err := New(nil, Config{}); err == nil {
 		t.Error("New(nil store) succeeded")
+	}
+}
+
+// A store shared with other relays may carry their policies when the
+// relay is told so.
+func TestForeignPoliciesAllowedWhenSaid(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cfg := Config{
+		Destinations:         map[string]Destination{"billing": {Transport: transport.Func(nil)}},
+		Store:                &store.Config{Policies: map[string]store.Policy{"inbox:orders": {MaxAttempts: 3}, "billing": {MaxAttempts: 2}}},
+		AllowForeignPolicies: true,
+	}
+	if _, err := New(e.s, cfg); err != nil {
+		t.Fatalf("New with AllowForeignPolicies: %v", err)
 	}
 }
 

@@ -37,6 +37,18 @@ func (c Config) validate() error {
 	if err := c.Store.Validate(); err != nil {
 		return fmt.Errorf("relay: Store: %w", err)
 	}
+	if !c.AllowForeignPolicies {
+		foreign := make([]string, 0)
+		for name := range c.Store.Policies {
+			if _, ok := c.Destinations[name]; !ok {
+				foreign = append(foreign, name)
+			}
+		}
+		if len(foreign) > 0 {
+			sort.Strings(foreign)
+			return fmt.Errorf("relay: Store.Policies[%q] is a policy for a destination this relay does not deliver (not in Destinations; a misspelt name would silently get the default policy); deliver it, remove the policy, or set AllowForeignPolicies when other relays deliver it", foreign[0])
+		}
+	}
 	names := make([]string, 0, len(c.Destinations))
 	for name := range c.Destinations {
 		names = append(names, name)

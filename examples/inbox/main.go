@@ -327,7 +327,9 @@ func startServiceB(ctx context.Context, path string, consumer jetstream.Consumer
 		Destinations: map[string]relay.Destination{"warehouse": {Transport: transport.Func(
 			func(context.Context, *outbox.Message) error { b.warehouse.Add(1); return nil })}},
 		UnknownDestination: relay.IgnoreUnknown,
-		PollInterval:       20 * time.Millisecond, MaxPollInterval: 100 * time.Millisecond, Logger: logger,
+		// The store's policy for the inbox is the inbox's business.
+		AllowForeignPolicies: true,
+		PollInterval:         20 * time.Millisecond, MaxPollInterval: 100 * time.Millisecond, Logger: logger,
 	})
 	if err != nil {
 		return nil, err
