@@ -187,6 +187,8 @@ DECLARE
 	v_wait   timestamptz;
 	v_state  int;
 	v_m      text;
+	v_seen   int;
+	v_stop   boolean;
 	r        record;
 BEGIN
 	IF p_limit <= 0 THEN
@@ -277,6 +279,12 @@ BEGIN
 			v_first := NULL;
 			v_wait := NULL;
 			v_state := 0;
+			v_seen := 0;
+			v_stop := false;
+			-- The LIMIT bounds a read and makes the planner walk
+			-- outbox_stream_idx in order even for a very deep stream (without
+			-- it, a custom plan for a stream holding half the table sorts the
+			-- whole stream); a read that ends on it leaves the stream ready.
 			FOR r IN
 				SELECT o.seq, o.ordering, o.instance_id, o.lease_expiry, o.scheduled_for,
 					o.dead_lettered_at, o.stream_released_at
@@ -284,30 +292,39 @@ BEGIN
 				WHERE o.destination = v_dest AND o.stream = v_keys[v_i] AND o.stream <> ''
 					AND o.published_at IS NULL AND o.seq >= v_heads[v_i]
 				ORDER BY o.destination, o.stream, o.seq -- outbox_stream_idx's order
+				LIMIT v_left + 32
 			LOOP
+				v_seen := v_seen + 1;
 				CONTINUE WHEN r.ordering = 'none'; -- unordered: claimed above
 				v_first := coalesce(v_first, r.seq);
 				v_m := coalesce(r.ordering, v_mode);
 				IF r.instance_id IS NOT NULL AND r.lease_expiry > v_now THEN
 					v_wait := least(v_wait, r.lease_expiry);
 					CONTINUE WHEN v_m = 'none';
+					v_stop := true;
 					EXIT;
 				END IF;
 				IF r.dead_lettered_at IS NOT NULL THEN
-					EXIT WHEN v_m = 'strict' AND r.stream_released_at IS NULL;
+					v_stop := v_m = 'strict' AND r.stream_released_at IS NULL;
+					EXIT WHEN v_stop;
 					CONTINUE;
 				END IF;
 				IF r.scheduled_for > v_now THEN
 					v_wait := least(v_wait, r.scheduled_for);
-					EXIT WHEN v_m = 'strict' AND r.stream_released_at IS NULL;
+					v_stop := v_m = 'strict' AND r.stream_released_at IS NULL;
+					EXIT WHEN v_stop;
 					CONTINUE;
 				END IF;
 				IF cardinality(v_take) >= v_left THEN
 					v_state := 1;
+					v_stop := true;
 					EXIT;
 				END IF;
 				v_take := v_take || r.seq;
 			END LOOP;
+			IF NOT v_stop AND v_seen >= v_left + 32 THEN
+				v_state := 1; -- the read ended on its LIMIT: more may follow
+			END IF;
 			IF cardinality(v_take) > 0 THEN
 				-- Lock what was read; keep the part before any row another
 				-- transaction holds, so no message overtakes an earlier one.
