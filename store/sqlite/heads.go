@@ -277,7 +277,10 @@ func (s *Store) settleStream(ctx context.Context, tx *sql.Tx, h *headStream, got
 // readStreams reads dest's ready streams, oldest turn first, each from its
 // head, collecting claimable messages up to limit in all.
 func (s *Store) readStreams(ctx context.Context, tx *sql.Tx, dest, mode string, limit int, now int64) ([]*headStream, error) {
-	rows, err := s.queryClaim(ctx, tx, readyStreams, sql.Named("dest", dest), sql.Named("limit", limit))
+	// More streams than the limit: a ready stream may give nothing (its
+	// head came due later than it woke), and a small claim, such as a
+	// breaker's probe of one, must not stop there.
+	rows, err := s.queryClaim(ctx, tx, readyStreams, sql.Named("dest", dest), sql.Named("limit", limit+32))
 	if err != nil {
 		return nil, fmt.Errorf("ready streams: %w", err)
 	}

@@ -26,6 +26,7 @@ var claimCases = []testCase{
 	{"StreamsServedRoundRobin", testClaimRoundRobin},
 	{"HeldHeadsHideNothingElse", testClaimHeldHeads},
 	{"HeldStreamsWakeOnTimeAndChanges", testClaimWakesOnTimeAndWrites},
+	{"SmallClaimLooksPastIdleStreams", testSmallClaimLooksPastIdleStreams},
 	{"RenewalsReportTheStoresExpiry", testRenewReportsExpiry},
 }
 

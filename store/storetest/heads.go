@@ -104,3 +104,18 @@ func testRenewReportsExpiry(t *testing.T, h Harness) {
 	r = e.batch("b", store.Batch{RenewLeases: []uuid.UUID{m[0].ID}})
 	eq(t, "Renewed by a non-holder", len(r.Renewed), 0)
 }
+
+// testSmallClaimLooksPastIdleStreams: a claim of one (a breaker's probe)
+// finds a claimable head even when the stream whose turn comes first
+// gives nothing, its head woken by a change but due only later.
+func testSmallClaimLooksPastIdleStreams(t *testing.T, h Harness) {
+	e := newEnv(t, h) // strict
+	a := e.enqueue(msg("d", "a"))
+	b := e.enqueue(msg("d", "b"))
+	e.claimExactly("x", 10, a[0], b[0])
+	// Both are given back, a first and until later: both streams wake,
+	// a's turn first.
+	e.batch("x", store.Batch{Releases: []store.Release{{ID: a[0].ID, After: time.Hour}}})
+	e.batch("x", store.Batch{Releases: []store.Release{{ID: b[0].ID}}})
+	e.claimExactly("y", 1, b[0])
+}

@@ -269,7 +269,10 @@ BEGIN
 		INTO v_keys, v_heads FROM (
 			SELECT s.stream, s.head_seq, s.turn FROM {{T}}streams s
 			WHERE s.destination = v_dest AND s.ready
-			ORDER BY s.turn LIMIT v_cap
+			-- More streams than the cap: a ready stream may give nothing
+			-- (its head came due later than it woke), and a small claim,
+			-- such as a breaker's probe of one, must not stop there.
+			ORDER BY s.turn LIMIT v_cap + 32
 			FOR UPDATE OF s SKIP LOCKED) x;
 		v_n := cardinality(v_keys);
 		v_left := v_cap;
