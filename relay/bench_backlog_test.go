@@ -2,16 +2,12 @@ package relay
 
 import (
 	"context"
-	"log/slog"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/store/sqlite"
-	"github.com/backstophq/backstop/transport"
 )
 
 // The backlog benchmarks answer one question: does the default relay
@@ -84,33 +80,6 @@ func benchBacklog(b *testing.B, open func(*testing.B) (store.Store, func())) {
 // have reached the transport, and returns how long that took from the
 // start of Run.
 func benchDrain(b *testing.B, s store.Store, n int) time.Duration {
-	var delivered atomic.Int64
-	all := make(chan struct{})
-	r, err := New(s, Config{
-		Destinations: map[string]Destination{"noop": {Transport: transport.Func(func(context.Context, *outbox.Message) error {
-			if delivered.Add(1) == int64(n) {
-				close(all)
-			}
-			return nil
-		})}},
-		Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	start := time.Now()
-	go func() { done <- r.Run(ctx) }()
-	select {
-	case <-all:
-	case <-time.After(5 * time.Minute):
-		b.Fatalf("delivered %d of %d", delivered.Load(), n)
-	}
-	elapsed := time.Since(start)
-	cancel()
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
-	return elapsed
+	delivered, _, _ := drainRelay(b, s, n, 5*time.Minute)
+	return delivered
 }

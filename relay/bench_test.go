@@ -65,11 +65,23 @@ func benchStore(b *testing.B, n, streams int) (*sqlite.Store, []*outbox.Message)
 // benchRun runs a relay with the default Config on s until n messages
 // are delivered and recorded, and returns how long that took.
 func benchRun(b *testing.B, s store.Store, n int) time.Duration {
-	var delivered atomic.Int64
+	_, stopped, r := drainRelay(b, s, n, time.Minute)
+	if got := r.Stats().Delivered; got != int64(n) {
+		b.Fatalf("recorded %d deliveries, want %d", got, n)
+	}
+	return stopped
+}
+
+// drainRelay runs a relay with the default Config on s until n messages
+// have reached the transport, then stops it. It returns how long after
+// the start of Run the last delivery came and the relay had stopped
+// (everything recorded).
+func drainRelay(b *testing.B, s store.Store, n int, timeout time.Duration) (delivered, stopped time.Duration, r *Relay) {
+	var count atomic.Int64
 	all := make(chan struct{})
 	r, err := New(s, Config{
 		Destinations: map[string]Destination{"noop": {Transport: transport.Func(func(context.Context, *outbox.Message) error {
-			if delivered.Add(1) == int64(n) {
+			if count.Add(1) == int64(n) {
 				close(all)
 			}
 			return nil
@@ -85,16 +97,13 @@ func benchRun(b *testing.B, s store.Store, n int) time.Duration {
 	go func() { done <- r.Run(ctx) }()
 	select {
 	case <-all:
-	case <-time.After(time.Minute):
-		b.Fatalf("delivered %d of %d", delivered.Load(), n)
+	case <-time.After(timeout):
+		b.Fatalf("delivered %d of %d", count.Load(), n)
 	}
+	delivered = time.Since(start)
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
-	elapsed := time.Since(start)
-	if got := r.Stats().Delivered; got != int64(n) {
-		b.Fatalf("recorded %d deliveries, want %d", got, n)
-	}
-	return elapsed
+	return delivered, time.Since(start), r
 }
