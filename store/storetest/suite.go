@@ -131,6 +131,7 @@ func Run(t *testing.T, h Harness) {
 		{"DLQLifecycle", dlqLifeCases},
 		{"Poison", poisonCases},
 		{"Monitoring", monitoringCases},
+		{"Gauges", gaugesCases},
 		{"Operations", operationsCases},
 		{"Validate", validateCases},
 	}

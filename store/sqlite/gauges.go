@@ -1,0 +1,55 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/backstophq/backstop/store"
+)
+
+// gaugesSQL reads every store-wide gauge in one statement, so one
+// snapshot, with count queries only: no payload or headers is read.
+// Parameters: ?1 the store's now in milliseconds, ?2 the least attempts of
+// a poison candidate. The index that serves each count is named beside it.
+// The blocked-streams count is BlockedStreams's query (monitor.go); the
+// conformance suite checks they agree.
+const gaugesSQL = `SELECT
+	-- dead_letters_pending
+	(SELECT count(*) FROM {{prefix}}dead_letters WHERE status = 'pending'),
+	(SELECT min(failure_time) FROM {{prefix}}dead_letters WHERE status = 'pending'),
+	-- outbox_scheduled
+	(SELECT count(*) FROM {{prefix}}outbox
+		WHERE scheduled_for IS NOT NULL AND scheduled_for > ?1 AND dead_lettered_at IS NULL AND (status & 4) = 0),
+	-- outbox_failed
+	(SELECT count(*) FROM {{prefix}}outbox
+		WHERE attempts >= ?2 AND (status & 32768) <> 0 AND (status & 4) = 0 AND dead_lettered_at IS NULL),
+	-- outbox_stream for the probe
+	(SELECT count(*) FROM (
+		SELECT DISTINCT m.destination, m.stream FROM {{prefix}}outbox AS m
+		WHERE (m.status & 4) = 0 AND m.stream <> '' AND m.stream_released_at IS NULL
+		  AND (m.dead_lettered_at IS NOT NULL OR m.scheduled_for > ?1)
+		  AND coalesce(nullif(m.ordering, ''), {{mode}}) = 'strict'
+		  AND EXISTS (SELECT 1 FROM {{prefix}}outbox AS l
+			WHERE l.destination = m.destination AND l.stream = m.stream AND l.seq > m.seq
+			  AND (l.status & 4) = 0 AND l.dead_lettered_at IS NULL))),
+	-- outbox_lease
+	(SELECT count(*) FROM {{prefix}}outbox
+		WHERE instance_id IS NOT NULL AND lease_expiry > ?1 AND (status & 4) = 0)`
+
+// Gauges reads the store-wide gauges in one statement (store.Gauger):
+// counts over the partial indexes, never a payload.
+func (s *Store) Gauges(ctx context.Context, poisonMinAttempts int) (store.Gauges, error) {
+	var (
+		g      store.Gauges
+		oldest sql.NullInt64
+	)
+	err := retryBusy(ctx, func() error {
+		return s.r.QueryRowContext(ctx, s.sql(gaugesSQL), s.now().UnixMilli(), poisonMinAttempts).
+			Scan(&g.DLQPending, &oldest, &g.Scheduled, &g.PoisonCandidates, &g.BlockedStreams, &g.Leased)
+	})
+	if err != nil {
+		return store.Gauges{}, wrap("gauges", err)
+	}
+	g.OldestDLQ = fromMillis(oldest)
+	return g, nil
+}
