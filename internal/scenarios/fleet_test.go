@@ -84,12 +84,6 @@ func (e *env) startFleet(id string, cfg relay.Config) *runner {
 	return rn
 }
 
-// onePostgres runs fn on PostgreSQL, the fleet's shared database (the
-// store.Fleet conformance cases cover SQLite's side).
-func onePostgres(t *testing.T, fn func(t *testing.T, b backend)) {
-	t.Run(string(onPostgres), func(t *testing.T) { fn(t, onPostgres) })
-}
-
 // TestFleetProbesOnceAndResumesTogether: three relays share one store and
 // a webhook that answers 503. Once one relay's breaker opens the
 // destination's circuit, all three stop claiming for it, and the fleet
@@ -99,7 +93,7 @@ func onePostgres(t *testing.T, fn func(t *testing.T, b backend)) {
 // 5 s and every relay's circuit is closed.
 func TestFleetProbesOnceAndResumesTogether(t *testing.T) {
 	t.Parallel()
-	onePostgres(t, func(t *testing.T, b backend) {
+	forEachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
 		h := e.newHook()
 		h.setPhase(always(reply{status: http.StatusServiceUnavailable, body: "down"}))
@@ -197,7 +191,7 @@ func TestFleetProbesOnceAndResumesTogether(t *testing.T) {
 // another takes over once its leadership lapses.
 func TestLeaderFailover(t *testing.T) {
 	t.Parallel()
-	onePostgres(t, func(t *testing.T, b backend) {
+	forEachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
 		h := e.newHook()
 		var rns []*runner
