@@ -249,6 +249,13 @@ func (l *loop) renewed(renewed, stale []uuid.UUID, now time.Time) {
 			continue
 		}
 		if _, no := refused[id]; no {
+			if f.reported {
+				// Its outcome went to the recorder, which may have
+				// recorded it while this renewal ran: the refusal is
+				// that record, not a lost lease. A lease truly lost
+				// shows when the outcome is recorded (Result.Stale).
+				continue
+			}
 			f.lost = true
 			lost = append(lost, &flight{m: f.m, started: f.started})
 			continue
