@@ -12,6 +12,12 @@
 //
 // Each delivery is stored, then acknowledged: a redelivery after a lost
 // acknowledgement, a closed channel or a crash is recognised and dropped.
+// A Receiver given a URL (Config.URL) dials the broker itself and, when
+// the connection or the channel closes under it (a broker restart,
+// rabbitmqctl close_connection, the network), dials again with a capped
+// backoff and consumes again: the deliveries left unacknowledged on the
+// old channel come back from the broker and are dropped as duplicates
+// when they were stored.
 // A delivery the inbox cannot store at the moment is given back
 // (nack, requeue) after Config.RetryDelay; one it can never store
 // (ErrInvalid) is rejected without requeue. With Config.Prefetch 1 (the
@@ -39,16 +45,32 @@ const (
 	HeaderStream = rabbitmq.HeaderStream
 )
 
-// DefaultRetryDelay is how long a delivery the inbox could not store is
-// held before it is given back, when Config.RetryDelay is zero.
-const DefaultRetryDelay = time.Second
+// Defaults applied by New to zero Config fields.
+const (
+	// DefaultRetryDelay is how long a delivery the inbox could not store
+	// is held before it is given back.
+	DefaultRetryDelay = time.Second
+	// DefaultReconnectDelay is the first wait before dialing again after
+	// the connection was lost; it doubles up to DefaultMaxReconnectDelay.
+	DefaultReconnectDelay    = 100 * time.Millisecond
+	DefaultMaxReconnectDelay = 30 * time.Second
+)
 
 // Config configures a Receiver.
 type Config struct {
 	// Inbox is where messages go. Required.
 	Inbox *inbox.Inbox
-	// Conn is the broker connection to consume on; the caller owns it.
-	// Required.
+	// URL is the broker's address (amqp:// or amqps://): Run dials it,
+	// and dials it again whenever the connection or the channel closes
+	// under it. One of URL and Conn is required.
+	URL string
+	// AMQP configures the connections dialed to URL (TLS, heartbeat,
+	// properties). The zero value is amqp091's defaults.
+	AMQP amqp.Config
+	// Conn is a broker connection the caller owns, to consume on instead
+	// of dialing URL. Run opens a new channel on it when the channel
+	// closes, but returns an error once Conn itself is closed: reconnecting
+	// is the caller's then. One of URL and Conn is required.
 	Conn *amqp.Connection
 	// Queue is the queue to consume, which must exist. Required.
 	Queue string
@@ -59,6 +81,18 @@ type Config struct {
 	// before it is given back to the queue. Zero means
 	// DefaultRetryDelay.
 	RetryDelay time.Duration
+	// ReconnectDelay is the first wait before consuming again after the
+	// connection or the channel was lost; each failed try doubles it, up
+	// to MaxReconnectDelay, and a session whose consumer started resets
+	// it. Zero means DefaultReconnectDelay (100 ms).
+	ReconnectDelay time.Duration
+	// MaxReconnectDelay caps the wait between tries. Zero means
+	// DefaultMaxReconnectDelay (30 s).
+	MaxReconnectDelay time.Duration
+	// StreamKey, when set, returns a delivery's ordering key instead of
+	// its Backstop-Stream header (such as another header, or the routing
+	// key); "" means no ordering.
+	StreamKey func(d *amqp.Delivery) string
 	// Logger receives the receiver's records. Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -70,9 +104,13 @@ type Receiver struct {
 
 	// Test hooks: afterStore runs once a delivery is stored (or found a
 	// duplicate), before it is acknowledged; ack, when set, decides
-	// whether to acknowledge it (false: nack with requeue).
-	afterStore func(d *amqp.Delivery)
-	ack        func(d *amqp.Delivery) bool
+	// whether to acknowledge it (false: nack with requeue); consuming
+	// runs when a session's consumer has started, reconnecting after the
+	// wait before the next session.
+	afterStore   func(d *amqp.Delivery)
+	ack          func(d *amqp.Delivery) bool
+	consuming    func()
+	reconnecting func()
 }
 
 // New returns a Receiver; the error names a missing or bad field.
@@ -80,14 +118,29 @@ func New(cfg Config) (*Receiver, error) {
 	switch {
 	case cfg.Inbox == nil:
 		return nil, errors.New("rabbitinbox: Config.Inbox is required")
-	case cfg.Conn == nil:
-		return nil, errors.New("rabbitinbox: Config.Conn is required")
+	case cfg.Conn == nil && cfg.URL == "":
+		return nil, errors.New("rabbitinbox: Config.URL or Config.Conn is required")
+	case cfg.Conn != nil && cfg.URL != "":
+		return nil, errors.New("rabbitinbox: Config.URL and Config.Conn are exclusive: give one")
 	case cfg.Queue == "":
 		return nil, errors.New("rabbitinbox: Config.Queue is required")
 	case cfg.Prefetch < 0:
 		return nil, fmt.Errorf("rabbitinbox: Config.Prefetch must not be negative, got %d", cfg.Prefetch)
 	case cfg.RetryDelay < 0:
 		return nil, fmt.Errorf("rabbitinbox: Config.RetryDelay must not be negative, got %s", cfg.RetryDelay)
+	case cfg.ReconnectDelay < 0:
+		return nil, fmt.Errorf("rabbitinbox: Config.ReconnectDelay must not be negative, got %s", cfg.ReconnectDelay)
+	case cfg.MaxReconnectDelay < 0:
+		return nil, fmt.Errorf("rabbitinbox: Config.MaxReconnectDelay must not be negative, got %s", cfg.MaxReconnectDelay)
+	}
+	if cfg.ReconnectDelay == 0 {
+		cfg.ReconnectDelay = DefaultReconnectDelay
+	}
+	if cfg.MaxReconnectDelay == 0 {
+		cfg.MaxReconnectDelay = DefaultMaxReconnectDelay
+	}
+	if cfg.MaxReconnectDelay < cfg.ReconnectDelay {
+		return nil, fmt.Errorf("rabbitinbox: Config.MaxReconnectDelay %s is less than ReconnectDelay %s", cfg.MaxReconnectDelay, cfg.ReconnectDelay)
 	}
 	if cfg.Prefetch == 0 {
 		cfg.Prefetch = 1
@@ -101,39 +154,96 @@ func New(cfg Config) (*Receiver, error) {
 	return &Receiver{cfg: cfg, log: cfg.Logger.With(slog.String("inbox", cfg.Inbox.Name()), slog.String("source", "amqp"))}, nil
 }
 
-// Run consumes the queue until ctx is done, then returns nil. It returns
-// an error when the channel or the connection closes under it; the
-// unacknowledged deliveries go back to the queue, and a new Run (on a new
-// connection if need be) takes them again.
+// ErrConnClosed is matched by Run's error when the caller's Config.Conn
+// closed: a Receiver given a URL dials again instead.
+var ErrConnClosed = errors.New("rabbitinbox: connection closed")
+
+// Run consumes the queue until ctx is done, then returns nil. A first
+// session that cannot start (the broker unreachable, the queue missing)
+// is an error, so that a mistake in the configuration shows at once.
+// After that, when the channel or the connection closes under it, Run
+// consumes again after ReconnectDelay, doubling up to MaxReconnectDelay
+// while the tries fail: the unacknowledged deliveries go back to the
+// queue and come again. With Config.Conn, Run returns an error matching
+// ErrConnClosed once that connection is closed.
 func (r *Receiver) Run(ctx context.Context) error {
-	ch, err := r.cfg.Conn.Channel()
+	delay := r.cfg.ReconnectDelay
+	for first := true; ; first = false {
+		started, err := r.session(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, ErrConnClosed), first && !started:
+			return err
+		}
+		if started {
+			delay = r.cfg.ReconnectDelay
+		}
+		r.log.LogAttrs(ctx, slog.LevelWarn, "consumer lost; consuming again",
+			slog.String("queue", r.cfg.Queue), slog.Duration("after", delay), slog.String("error", err.Error()))
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		delay = min(2*delay, r.cfg.MaxReconnectDelay)
+		if r.reconnecting != nil {
+			r.reconnecting()
+		}
+	}
+}
+
+// session consumes on one connection (dialed for it unless the caller
+// owns one) and one channel until either closes or ctx is done. It
+// reports whether its consumer started, and why it ended.
+func (r *Receiver) session(ctx context.Context) (started bool, err error) {
+	conn := r.cfg.Conn
+	if conn == nil {
+		if conn, err = amqp.DialConfig(r.cfg.URL, r.cfg.AMQP); err != nil {
+			return false, fmt.Errorf("rabbitinbox: dial: %w", err)
+		}
+		defer conn.Close()
+	} else if conn.IsClosed() {
+		return false, ErrConnClosed
+	}
+	ch, err := conn.Channel()
 	if err != nil {
-		return fmt.Errorf("rabbitinbox: open channel: %w", err)
+		if conn.IsClosed() && r.cfg.Conn != nil {
+			return false, fmt.Errorf("%w: open channel: %w", ErrConnClosed, err)
+		}
+		return false, fmt.Errorf("rabbitinbox: open channel: %w", err)
 	}
 	defer closeChannel(ch)
 	if err := ch.Qos(r.cfg.Prefetch, 0, false); err != nil {
-		return fmt.Errorf("rabbitinbox: qos: %w", err)
+		return false, fmt.Errorf("rabbitinbox: qos: %w", err)
 	}
-	// Closing the channel when Run ends cancels the consumer and gives
-	// the unacknowledged deliveries back to the queue.
+	// Closing the channel when the session ends cancels the consumer and
+	// gives the unacknowledged deliveries back to the queue.
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
 	deliveries, err := ch.Consume(r.cfg.Queue, "", false, false, false, false, nil)
 	if err != nil {
-		return fmt.Errorf("rabbitinbox: consume %q: %w", r.cfg.Queue, err)
+		return false, fmt.Errorf("rabbitinbox: consume %q: %w", r.cfg.Queue, err)
 	}
-	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	if r.consuming != nil {
+		r.consuming()
+	}
+	started = true
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return true, nil
 		case d, ok := <-deliveries:
 			if !ok {
-				if ctx.Err() != nil {
-					return nil
-				}
+				err := errors.New("rabbitinbox: the broker cancelled the consumer")
 				if e := <-closed; e != nil {
-					return fmt.Errorf("rabbitinbox: channel closed: %w", e)
+					err = fmt.Errorf("rabbitinbox: channel closed: %w", e)
 				}
-				return errors.New("rabbitinbox: the broker cancelled the consumer")
+				if r.cfg.Conn != nil && conn.IsClosed() {
+					err = fmt.Errorf("%w: %w", ErrConnClosed, err)
+				}
+				return true, err
 			}
 			r.receive(ctx, &d)
 		}
@@ -162,7 +272,11 @@ func closeChannel(ch *amqp.Channel) {
 // receive stores d and acknowledges it, or gives it back.
 func (r *Receiver) receive(ctx context.Context, d *amqp.Delivery) {
 	// A delivery without a message-id is refused by Receive, and counted.
-	_, err := r.cfg.Inbox.Receive(ctx, received(d))
+	msg := received(d)
+	if r.cfg.StreamKey != nil {
+		msg.Stream = r.cfg.StreamKey(d)
+	}
+	_, err := r.cfg.Inbox.Receive(ctx, msg)
 	switch {
 	case errors.Is(err, inbox.ErrInvalid):
 		r.log.LogAttrs(ctx, slog.LevelWarn, "message rejected: it cannot be stored",

@@ -1,0 +1,184 @@
+package rabbitinbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/backstophq/backstop/inbox"
+	"github.com/backstophq/backstop/inbox/internal/inboxtest"
+	"github.com/backstophq/backstop/internal/testenv"
+	"github.com/backstophq/backstop/store"
+)
+
+// proxy is a TCP proxy to the test broker whose connections the test can
+// cut, as a broker restart or a network failure would.
+type proxy struct {
+	ln       net.Listener
+	upstream string
+	mu       sync.Mutex
+	conns    []net.Conn
+}
+
+func newProxy(t *testing.T, upstream string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, upstream: upstream}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.pipe(c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		p.cut()
+	})
+	return p
+}
+
+func (p *proxy) pipe(c net.Conn) {
+	u, err := net.Dial("tcp", p.upstream)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns = append(p.conns, c, u)
+	p.mu.Unlock()
+	go func() { _, _ = io.Copy(u, c); u.Close() }()
+	go func() { _, _ = io.Copy(c, u); c.Close() }()
+}
+
+// cut closes every connection through the proxy, both ends.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// TestReconnect cuts the receiver's connection twice after it stored a
+// message and before it acknowledged it, and once while it waited for
+// messages: each time it dials again and consumes again, the broker
+// delivers the unacknowledged message again and the inbox drops it, and
+// every message is handled once, in the queue's order.
+func TestReconnect(t *testing.T) {
+	t.Parallel()
+	admin := connect(t)
+	u, err := url.Parse(testenv.AMQPURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inboxtest.ForEachStore(t, func(t *testing.T, k inboxtest.Kind) {
+		e := inboxtest.NewEnv(t, k)
+		queue, ch := newQueue(t, admin)
+		in := e.NewInbox(e.Config())
+		in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
+			return e.Record(ctx, tx, msg)
+		})
+		publish := func(id string) {
+			t.Helper()
+			if err := ch.PublishWithContext(e.Ctx, "", queue, false, false, amqp.Publishing{MessageId: id, Type: "order.created",
+				Headers: amqp.Table{HeaderStream: "order-1"}, Body: []byte("{}")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var want []string
+		for i := range 6 {
+			id := fmt.Sprintf("m%d", i)
+			publish(id)
+			want = append(want, id+"@1")
+		}
+
+		p := newProxy(t, u.Host)
+		via := *u
+		via.Host = p.ln.Addr().String()
+		r, err := New(Config{Inbox: in, URL: via.String(), Queue: queue, Logger: inboxtest.Quiet,
+			ReconnectDelay: 5 * time.Millisecond, MaxReconnectDelay: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions := make(chan struct{}, 10)
+		r.consuming = func() { sessions <- struct{}{} }
+		r.afterStore = func(d *amqp.Delivery) {
+			// m2 and m4 are stored, then the connection dies before
+			// their ack.
+			if (d.MessageId == "m2" || d.MessageId == "m4") && !d.Redelivered {
+				p.cut()
+			}
+		}
+		e.Go("receiver", r.Run)
+		e.Go("inbox", in.Run)
+		e.WaitFor("six handled", func() bool { return in.Relay().Stats().Delivered == 6 })
+
+		// Cut while idle: the receiver consumes again and takes m6.
+		waitSessions(t, e.Ctx, sessions, 3)
+		p.cut()
+		waitSessions(t, e.Ctx, sessions, 1)
+		publish("m6")
+		want = append(want, "m6@1")
+		e.WaitFor("m6 handled", func() bool { return in.Relay().Stats().Delivered == 7 })
+
+		if got := e.Handled()["order-1"]; !slices.Equal(got, want) {
+			t.Errorf("handled %v, want %v", got, want)
+		}
+		if n := e.Counter("backstop_inbox_duplicates_total", "source", "amqp"); n != 2 {
+			t.Errorf("duplicates_total = %d, want 2 (m2 and m4 delivered again)", n)
+		}
+		if n := e.OutboxRows("inbox:orders"); n != 0 {
+			t.Errorf("%d inbox rows left, want 0", n)
+		}
+		q, err := ch.QueueDeclarePassive(queue, false, false, false, false, nil)
+		if err != nil || q.Messages != 0 {
+			t.Errorf("queue holds %d ready messages (%v), want 0", q.Messages, err)
+		}
+	})
+}
+
+// waitSessions waits until n more sessions have started consuming.
+func waitSessions(t *testing.T, ctx context.Context, sessions <-chan struct{}, n int) {
+	t.Helper()
+	for i := range n {
+		select {
+		case <-sessions:
+		case <-ctx.Done():
+			t.Fatalf("waited for session %d of %d: %v", i+1, n, ctx.Err())
+		}
+	}
+}
+
+// TestFirstSessionFails: a receiver whose queue does not exist fails at
+// once instead of trying again forever.
+func TestFirstSessionFails(t *testing.T) {
+	t.Parallel()
+	connect(t)
+	e := inboxtest.NewEnv(t, inboxtest.Kinds[0])
+	in := e.NewInbox(e.Config())
+	r, err := New(Config{Inbox: in, URL: testenv.AMQPURL(), Queue: "inboxtest_no_such_queue", Logger: inboxtest.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Run(e.Ctx); err == nil {
+		t.Fatal("Run on a missing queue returned nil, want an error")
+	}
+}
