@@ -56,6 +56,10 @@ type Config struct {
 	// NakDelay is how long a message the inbox could not store waits
 	// before JetStream delivers it again. Zero means DefaultNakDelay.
 	NakDelay time.Duration
+	// StreamKey, when set, returns a message's ordering key instead of
+	// its Backstop-Stream header (such as another header, or the
+	// subject); "" means no ordering.
+	StreamKey func(m jetstream.Msg) string
 	// Logger receives the receiver's records. Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -118,6 +122,9 @@ func (r *Receiver) Run(ctx context.Context) error {
 // receive stores m and acknowledges it, or asks for it again.
 func (r *Receiver) receive(ctx context.Context, m jetstream.Msg) {
 	msg, err := received(m)
+	if err == nil && r.cfg.StreamKey != nil {
+		msg.Stream = r.cfg.StreamKey(m)
+	}
 	if err == nil {
 		_, err = r.cfg.Inbox.Receive(ctx, msg)
 	}
