@@ -9,6 +9,7 @@ import (
 
 	"github.com/backstophq/backstop/circuitbreaker"
 	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/inbox"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/relay"
 	"github.com/backstophq/backstop/retry"
@@ -35,6 +36,9 @@ func (c *Config) StoreConfig() store.Config {
 			MaxAttempts: d.Retry.MaxAttempts,
 			Ordering:    outbox.Ordering(d.Ordering),
 		}
+	}
+	for i := range c.Sources {
+		sc.Policies[inbox.Destination(c.Sources[i].Inbox)] = c.Sources[i].policy()
 	}
 	return sc
 }
@@ -199,6 +203,9 @@ func (c *Config) Summary() string {
 	}
 	for _, r := range c.Routes {
 		fmt.Fprintf(&b, "route %s -> %s\n", r.Topic, strings.Join(r.To, ", "))
+	}
+	for i := range c.Sources {
+		b.WriteString(c.Sources[i].summary())
 	}
 	return b.String()
 }

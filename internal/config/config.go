@@ -51,6 +51,8 @@ type Config struct {
 	Routes []Route `yaml:"routes"`
 	// Tokens are the admin API's bearer tokens.
 	Tokens []Token `yaml:"tokens"`
+	// Sources are receivers that write into inboxes (see sources.go).
+	Sources []Source `yaml:"sources"`
 }
 
 // Relay tunes the relay loop.

@@ -56,6 +56,7 @@ func FuzzParse(f *testing.F) {
 		"",
 		"destinations: []",
 		"destinations:\n  - {name: a, type: webhook, url: 'http://x/'}\n",
+		"destinations:\n  - {name: a, type: webhook, url: 'http://x/'}\nsources:\n  - {inbox: in, type: nats, url: 'nats://x:4222', stream: S, consumer: c, stream_key: subject, forward: {to: [a]}}\n  - {inbox: h, type: http, path: /in, secret: '${SECRET}', forward: {to: [a]}}\n",
 		"destinations:\n  - {name: a, type: webhook, url: 'http://x/', timeout: -5s}\n",
 		"destinations:\n  - {name: a, type: webhook, url: 'http://x/', retry: {base: 1e400h}}\n",
 		"destinations:\n  - {name: a, type: webhook, url: '${UNSET}'}\n",

@@ -72,7 +72,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	c.applyDefaults()
 	if errs := c.validate(); len(errs) > 0 {
 		for _, e := range errs {
-			e.Line = lines[e.Key]
+			e.Line = lineOf(lines, e.Key)
 		}
 		out := make([]error, len(errs))
 		for i, e := range errs {
@@ -129,6 +129,23 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int, 
 			lines[join(path, n.Content[i].Value)] = n.Content[i].Line
 		}
 	}
+}
+
+// lineOf returns the line of key, or of the nearest enclosing key that
+// is in the file (a required key that is missing is reported on the line
+// of its list item or mapping).
+func lineOf(lines map[string]int, key string) int {
+	for key != "" {
+		if l, ok := lines[key]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(key, ".[")
+		if i < 0 {
+			return 0
+		}
+		key = key[:i]
+	}
+	return 0
 }
 
 func join(path, key string) string {

@@ -45,24 +45,7 @@ func (c *Config) applyDefaults() {
 		}
 		def(&d.Ordering, "strict")
 		def(&d.UnknownErrors, "permanent")
-		r := &d.Retry
-		def(&r.Strategy, "exponential")
-		if r.Base == 0 {
-			r.Base = Duration(DefaultRetryBase)
-		}
-		if r.Multiplier == 0 {
-			r.Multiplier = DefaultRetryMult
-		}
-		if r.Max == 0 {
-			r.Max = Duration(DefaultRetryMax)
-		}
-		if r.Jitter == nil {
-			j := DefaultRetryJitter
-			r.Jitter = &j
-		}
-		if r.MaxAttempts == 0 {
-			r.MaxAttempts = DefaultMaxAttempts
-		}
+		d.Retry.applyDefaults()
 		if d.InnerRetry.Attempts == 0 {
 			d.InnerRetry.Attempts = DefaultInnerAttempts
 		}
@@ -87,6 +70,31 @@ func (c *Config) applyDefaults() {
 	}
 	for i := range c.Tokens {
 		def(&c.Tokens[i].Role, "operate")
+	}
+	for i := range c.Sources {
+		c.Sources[i].applyDefaults()
+	}
+}
+
+func (r *Retry) applyDefaults() {
+	if r.Strategy == "" {
+		r.Strategy = "exponential"
+	}
+	if r.Base == 0 {
+		r.Base = Duration(DefaultRetryBase)
+	}
+	if r.Multiplier == 0 {
+		r.Multiplier = DefaultRetryMult
+	}
+	if r.Max == 0 {
+		r.Max = Duration(DefaultRetryMax)
+	}
+	if r.Jitter == nil {
+		j := DefaultRetryJitter
+		r.Jitter = &j
+	}
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = DefaultMaxAttempts
 	}
 }
 
@@ -148,6 +156,7 @@ func (c *Config) validate() []*Error {
 			}
 		}
 	}
+	errs = append(errs, c.validateSources(names)...)
 	tokens := map[string]bool{}
 	for i, t := range c.Tokens {
 		p := fmt.Sprintf("tokens[%d]", i)
