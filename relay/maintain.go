@@ -19,7 +19,10 @@ import (
 // lease once it lapses. Every relay also counts the messages waiting for
 // destinations it does not know, every countEvery beats
 // (unknown_destination_messages), with a warning the first time it sees
-// each such destination.
+// each such destination. The leader also reads the store-wide gauges for
+// the metrics (storeGauges in metrics.go), at most once per monitorEvery,
+// after its beat; a relay without a fleet reads them every monitorEvery on
+// the maintainer's goroutine. Either way a scrape never queries the store.
 const (
 	sweepBatch   = 1000
 	sweepBatches = 10
@@ -36,6 +39,9 @@ type maintenance struct {
 	mu      sync.Mutex
 	unknown map[string]int  // pending messages per unknown destination
 	warned  map[string]bool // unknown destinations warned about
+
+	gauges storeGauges
+	parked signal // the maintainer's turns after which it waits for its timer
 }
 
 // heartbeatEvery is the maintainer's cadence.
@@ -45,7 +51,9 @@ func (r *Relay) heartbeatEvery() time.Duration { return r.cfg.HeartbeatInterval 
 // leadership it holds and closes done.
 func (r *Relay) maintain(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
+	defer r.forgetGauges()
 	if r.fleet == nil {
+		r.monitorAlone(stop)
 		return
 	}
 	ctx := context.Background()
@@ -56,7 +64,9 @@ func (r *Relay) maintain(stop <-chan struct{}, done chan<- struct{}) {
 		if n%countEvery == 1 { // not at the start: the drain of a backlog comes first
 			r.countUnknown(ctx)
 		}
+		r.leaderGauges(ctx)
 		t := r.clk.NewTimer(r.heartbeatEvery())
+		r.maint.parked.set(uint64(n + 1))
 		select {
 		case <-stop:
 			t.Stop()
@@ -66,6 +76,41 @@ func (r *Relay) maintain(stop <-chan struct{}, done chan<- struct{}) {
 				cancel()
 				r.maint.leader.Store(false)
 			}
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// leaderGauges reads the store gauges when metrics are registered, this
+// relay leads its fleet and its last reading is monitorEvery old; it
+// forgets them when it does not lead.
+func (r *Relay) leaderGauges(ctx context.Context) {
+	if r.cfg.Metrics == nil {
+		return
+	}
+	if !r.maint.leader.Load() {
+		r.forgetGauges()
+		return
+	}
+	if !r.gaugesFresh(r.clk.Now()) {
+		r.readGauges(ctx)
+	}
+}
+
+// monitorAlone reads the store gauges every monitorEvery until stop is
+// closed, for a relay without a fleet whose metrics are registered.
+func (r *Relay) monitorAlone(stop <-chan struct{}) {
+	if r.cfg.Metrics == nil {
+		return
+	}
+	for n := 0; ; n++ {
+		r.readGauges(context.Background())
+		t := r.clk.NewTimer(monitorEvery)
+		r.maint.parked.set(uint64(n + 1))
+		select {
+		case <-stop:
+			t.Stop()
 			return
 		case <-t.C():
 		}

@@ -2,6 +2,8 @@ package relay
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 
 	"github.com/backstophq/backstop/circuitbreaker"
 	"github.com/backstophq/backstop/dlq"
+	"github.com/backstophq/backstop/store"
 )
 
 // The relay's Prometheus metrics, registered on Config.Metrics, all in
@@ -29,20 +32,39 @@ import (
 //	                                       gauge      messages waiting for a destination this relay does not
 //	                                                  know (store.Fleet stores; counted every 4th heart-beat)
 //	leader                                 gauge      1 while this instance leads the fleet's maintenance
-//	dlq_depth                              gauge      dead-letter entries (store.DLQ().Count)
-//	dlq_oldest_age_seconds                 gauge      age of the oldest pending dead letter
+//
+// The store-wide gauges, exported by one instance of a fleet (see below):
+//
+//	dlq_depth                              gauge      pending dead-letter entries (store.DLQ().Count)
+//	dlq_oldest_age_seconds                 gauge      age of the oldest pending dead letter (0 when none)
 //	scheduled_backlog                      gauge      messages waiting for a later try
 //	poison_candidates                      gauge      failed messages still retrying with at least
 //	                                                  half the default policy's MaxAttempts
 //	blocked_streams                        gauge      strict streams held back by a message waiting for
 //	                                                  its retry or dead-lettered (store.BlockedStreams)
+//	leased_messages                        gauge      messages under an unexpired lease, whichever
+//	                                                  instance holds them (store.Gauger stores only)
+//
+// and the histograms:
+//
 //	claim_duration_seconds                 histogram  one store round trip (ProcessBatch)
 //	delivery_duration_seconds{destination} histogram  one delivery attempt, in-process retries included
 //	end_to_end_seconds{destination}        histogram  from a message's CreatedAt to its delivery
 //
-// The store gauges are read on scrape, at most once per monitorEvery and
-// each query bounded by monitorTimeout, so that frequent scrapes cost the
-// database nothing more.
+// The store-wide gauges describe the whole store, not one instance, and a
+// scrape never queries the store for them: it reads the last reading,
+// under a mutex only, so a slow database never holds a scrape up. With a
+// store.Fleet store only the leader reads them, on its maintenance beat
+// and at most once per monitorEvery, each reading bounded by
+// monitorTimeout, and only the leader exports them: the other instances
+// leave them out, so that a sum over the fleet counts the store once (a
+// max gives the same). For a moment after a failover
+// no instance exports them, until the new leader's first reading. Without
+// a fleet (a store that is not a store.Fleet, or NoFleet) each relay
+// reads them every monitorEvery while it runs. A store that implements
+// store.Gauger answers them in one count query; another is asked through
+// its Monitoring queries and DLQ().Count (leased_messages is then left
+// out). A gauge whose reading failed is left out until the next reading.
 const namespace = "backstop"
 
 const (
@@ -117,21 +139,11 @@ func (m *metrics) register(reg prometheus.Registerer, r *Relay) error {
 }
 
 // monitor is the collector of the gauges read from the relay's state and
-// the store's monitoring queries.
+// from the last reading of the store gauges (storeGauges).
 type monitor struct {
 	r                                                       *Relay
 	inFlight, breaker, depth, oldest, backlog, poi, blocked *prometheus.Desc
-	paused, unknown, leader                                 *prometheus.Desc
-
-	mu   sync.Mutex
-	at   time.Time
-	snap monitorSnapshot
-}
-
-// monitorSnapshot holds the store gauges; a field is nil when its query
-// failed.
-type monitorSnapshot struct {
-	depth, oldest, backlog, poison, blocked *float64
+	paused, unknown, leader, leased                         *prometheus.Desc
 }
 
 func newMonitor(r *Relay) *monitor {
@@ -142,26 +154,29 @@ func newMonitor(r *Relay) *monitor {
 		r:        r,
 		inFlight: desc("in_flight", "Messages claimed and not yet recorded."),
 		breaker:  desc("breaker_state", "Circuit breaker state: 0 closed, 1 half-open, 2 open.", "destination"),
-		depth:    desc("dlq_depth", "Entries in the dead-letter queue."),
-		oldest:   desc("dlq_oldest_age_seconds", "Age of the oldest pending dead letter."),
-		backlog:  desc("scheduled_backlog", "Messages waiting for a later try."),
-		poi:      desc("poison_candidates", "Failed messages still retrying with many attempts."),
-		blocked:  desc("blocked_streams", "Strict streams held back by a message waiting for its retry or dead-lettered."),
-		paused:   desc("destination_paused", "1 while a Retry-After pause holds the destination.", "destination"),
-		unknown:  desc("unknown_destination_messages", "Messages waiting for a destination this relay does not know.", "destination"),
-		leader:   desc("leader", "1 while this instance leads the fleet's maintenance."),
+		depth:    desc("dlq_depth", "Pending entries in the dead-letter queue (store-wide; exported by the fleet's leader)."),
+		oldest:   desc("dlq_oldest_age_seconds", "Age of the oldest pending dead letter (store-wide; exported by the fleet's leader)."),
+		backlog:  desc("scheduled_backlog", "Messages waiting for a later try (store-wide; exported by the fleet's leader)."),
+		poi:      desc("poison_candidates", "Failed messages still retrying with many attempts (store-wide; exported by the fleet's leader)."),
+		blocked: desc("blocked_streams",
+			"Strict streams held back by a message waiting for its retry or dead-lettered (store-wide; exported by the fleet's leader)."),
+		leased:  desc("leased_messages", "Messages under an unexpired lease (store-wide; exported by the fleet's leader)."),
+		paused:  desc("destination_paused", "1 while a Retry-After pause holds the destination.", "destination"),
+		unknown: desc("unknown_destination_messages", "Messages waiting for a destination this relay does not know.", "destination"),
+		leader:  desc("leader", "1 while this instance leads the fleet's maintenance."),
 	}
 }
 
 // Describe sends the gauges' descriptors.
 func (c *monitor) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.inFlight, c.breaker, c.depth, c.oldest, c.backlog, c.poi, c.blocked, c.paused, c.unknown, c.leader} {
+	for _, d := range []*prometheus.Desc{c.inFlight, c.breaker, c.depth, c.oldest, c.backlog, c.poi, c.blocked, c.leased,
+		c.paused, c.unknown, c.leader} {
 		ch <- d
 	}
 }
 
-// Collect sends the gauges' values, querying the store when the last
-// reading is older than monitorEvery.
+// Collect sends the gauges' values. It never calls the store: the store
+// gauges come from the last reading, when this relay exports them.
 func (c *monitor) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
@@ -184,13 +199,23 @@ func (c *monitor) Collect(ch chan<- prometheus.Metric) {
 		leader = 1
 	}
 	gauge(c.leader, leader)
-	snap := c.snapshot()
+	snap, ok := c.r.storeGauges()
+	if !ok {
+		return
+	}
+	if snap.oldest != nil {
+		age := 0.0
+		if !snap.oldest.IsZero() {
+			age = max(now.Sub(*snap.oldest).Seconds(), 0)
+		}
+		gauge(c.oldest, age)
+	}
 	for _, g := range []struct {
 		d *prometheus.Desc
-		v *float64
-	}{{c.depth, snap.depth}, {c.oldest, snap.oldest}, {c.backlog, snap.backlog}, {c.poi, snap.poison}, {c.blocked, snap.blocked}} {
+		v *int
+	}{{c.depth, snap.depth}, {c.backlog, snap.backlog}, {c.poi, snap.poison}, {c.blocked, snap.blocked}, {c.leased, snap.leased}} {
 		if g.v != nil {
-			gauge(g.d, *g.v)
+			gauge(g.d, float64(*g.v))
 		}
 	}
 }
@@ -205,40 +230,112 @@ func breakerValue(s circuitbreaker.State) float64 {
 	return 0
 }
 
-// snapshot returns the store gauges, refreshed when stale.
-func (c *monitor) snapshot() monitorSnapshot {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.r.clk.Now()
-	if !c.at.IsZero() && now.Sub(c.at) < monitorEvery {
-		return c.snap
-	}
-	c.at = now
-	ctx, cancel := context.WithTimeout(context.Background(), monitorTimeout)
-	defer cancel()
-	s := c.r.store
-	var snap monitorSnapshot
-	if n, err := s.DLQ().Count(ctx); err == nil {
-		snap.depth = ptr(float64(n))
-	}
-	if es, err := s.DLQ().List(ctx, &dlq.Filters{Status: dlq.StatusPending, Limit: 1}); err == nil {
-		age := 0.0
-		if len(es) > 0 {
-			age = max(now.Sub(es[0].FailureTime).Seconds(), 0)
-		}
-		snap.oldest = ptr(age)
-	}
-	if b, err := s.ScheduledBacklog(ctx); err == nil {
-		snap.backlog = ptr(float64(b.Count))
-	}
-	if ms, err := s.PoisonCandidates(ctx, max(c.r.cfg.Store.DefaultPolicy.MaxAttempts/2, 1)); err == nil {
-		snap.poison = ptr(float64(len(ms)))
-	}
-	if n, err := s.BlockedStreams(ctx); err == nil {
-		snap.blocked = ptr(float64(n))
-	}
-	c.snap = snap
-	return snap
+// gaugeReading is a reading of the store gauges; a field is nil when its
+// query failed (or, for leased, when the store is not a store.Gauger).
+type gaugeReading struct {
+	depth, backlog, poison, blocked, leased *int
+	// oldest is the failure time of the oldest pending dead letter, zero
+	// when none is pending.
+	oldest *time.Time
 }
 
-func ptr(v float64) *float64 { return &v }
+// storeGauges is the last reading of the store gauges: written by the
+// maintainer, read by scrapes, under mu only.
+type storeGauges struct {
+	mu   sync.Mutex
+	held bool      // a reading is held
+	at   time.Time // when it was taken, by the relay's clock
+	snap gaugeReading
+}
+
+// storeGauges returns the last reading of the store gauges, and false
+// when this relay does not export them: it holds no reading, or it is an
+// instance of a fleet that does not lead it.
+func (r *Relay) storeGauges() (gaugeReading, bool) {
+	if r.fleet != nil && !r.maint.leader.Load() {
+		return gaugeReading{}, false
+	}
+	g := &r.maint.gauges
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.snap, g.held
+}
+
+// gaugesFresh reports whether the last reading is less than monitorEvery
+// old at now.
+func (r *Relay) gaugesFresh(now time.Time) bool {
+	g := &r.maint.gauges
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.held && now.Sub(g.at) < monitorEvery
+}
+
+// forgetGauges drops the last reading: the relay stopped, or no longer
+// leads its fleet.
+func (r *Relay) forgetGauges() {
+	g := &r.maint.gauges
+	g.mu.Lock()
+	g.held, g.snap = false, gaugeReading{}
+	g.mu.Unlock()
+}
+
+// readGauges reads the store gauges, within monitorTimeout, and keeps the
+// reading for the scrapes. The store is queried without holding the
+// reading's mutex.
+func (r *Relay) readGauges(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, monitorTimeout)
+	defer cancel()
+	at := r.clk.Now()
+	snap, err := r.queryGauges(ctx)
+	if err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "reading the store gauges failed; the failed ones are not exported until the next reading",
+			slog.String("error", err.Error()))
+	}
+	g := &r.maint.gauges
+	g.mu.Lock()
+	g.held, g.at, g.snap = true, at, snap
+	g.mu.Unlock()
+}
+
+// queryGauges queries the store gauges: in one call when the store is a
+// store.Gauger, else through its Monitoring queries and DLQ, each gauge on
+// its own (one failing leaves the others).
+func (r *Relay) queryGauges(ctx context.Context) (gaugeReading, error) {
+	minAttempts := max(r.cfg.Store.DefaultPolicy.MaxAttempts/2, 1)
+	if gr, ok := r.store.(store.Gauger); ok {
+		g, err := gr.Gauges(ctx, minAttempts)
+		if err != nil {
+			return gaugeReading{}, err
+		}
+		return gaugeReading{depth: &g.DLQPending, backlog: &g.Scheduled, poison: &g.PoisonCandidates,
+			blocked: &g.BlockedStreams, leased: &g.Leased, oldest: &g.OldestDLQ}, nil
+	}
+	s := r.store
+	var (
+		snap gaugeReading
+		errs []error
+	)
+	keep := func(v int, err error) *int {
+		if err != nil {
+			errs = append(errs, err)
+			return nil
+		}
+		return &v
+	}
+	snap.depth = keep(s.DLQ().Count(ctx))
+	if es, err := s.DLQ().List(ctx, &dlq.Filters{Status: dlq.StatusPending, Limit: 1}); err != nil {
+		errs = append(errs, err)
+	} else {
+		var oldest time.Time
+		if len(es) > 0 {
+			oldest = es[0].FailureTime
+		}
+		snap.oldest = &oldest
+	}
+	b, err := s.ScheduledBacklog(ctx)
+	snap.backlog = keep(b.Count, err)
+	ms, err := s.PoisonCandidates(ctx, minAttempts)
+	snap.poison = keep(len(ms), err)
+	snap.blocked = keep(s.BlockedStreams(ctx))
+	return snap, errors.Join(errs...)
+}
