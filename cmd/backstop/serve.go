@@ -113,6 +113,12 @@ func serve(ctx context.Context, c *config.Config, logger *slog.Logger, ready fun
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srcs, err := newSources(ctx, c, st, reg, logger)
+	if err != nil {
+		return err
+	}
+	defer srcs.close()
+	srcs.addDestinations(rc.Destinations)
 	rc.Metrics, rc.Logger = reg, logger
 	r, err := relay.New(st, rc)
 	if err != nil {
@@ -139,20 +145,27 @@ func serve(ctx context.Context, c *config.Config, logger *slog.Logger, ready fun
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", readyz(st))
+	srcs.handle(mux)
 
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
-	logger.Info("backstop serving", "listen", ln.Addr().String(), "db", redactDB(c.DB), "destinations", len(names))
+	logger.Info("backstop serving", "listen", ln.Addr().String(), "db", redactDB(c.DB), "destinations", len(names), "sources", len(srcs.srcs))
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
+	// runCtx stops the relay and the sources when serve ends for any
+	// reason.
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- srv.Serve(ln) }()
 	relayErr := make(chan error, 1)
-	go func() { relayErr <- r.Run(ctx) }()
+	go func() { relayErr <- r.Run(runCtx) }()
+	srcErr := make(chan error, 1)
+	go func() { srcErr <- srcs.run(runCtx) }()
 
 	var runErr error
 	select {
@@ -162,15 +175,21 @@ func serve(ctx context.Context, c *config.Config, logger *slog.Logger, ready fun
 	case err := <-relayErr:
 		runErr = fmt.Errorf("relay: %w", err)
 		relayErr <- nil
+	case err := <-srcErr:
+		if err != nil {
+			runErr = fmt.Errorf("sources: %w", err)
+		}
+		srcErr <- nil
 	}
 	logger.Info("backstop shutting down")
+	stopRun()
 	sctx, cancel := context.WithTimeout(context.Background(), c.Relay.ShutdownTimeout.D()+5*time.Second)
 	defer cancel()
 	shutdownErr := srv.Shutdown(sctx)
 	if errors.Is(shutdownErr, http.ErrServerClosed) {
 		shutdownErr = nil
 	}
-	return errors.Join(runErr, shutdownErr, <-relayErr)
+	return errors.Join(runErr, shutdownErr, <-relayErr, <-srcErr)
 }
 
 // readyz answers 200 when the store answers a cheap query within 2 s.

@@ -1,0 +1,333 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/backstophq/backstop/inbox"
+	"github.com/backstophq/backstop/inbox/natsinbox"
+	"github.com/backstophq/backstop/inbox/rabbitinbox"
+	"github.com/backstophq/backstop/internal/config"
+	"github.com/backstophq/backstop/relay"
+	"github.com/backstophq/backstop/store"
+	"github.com/backstophq/backstop/transport/webhook"
+)
+
+// sourceSet is what serve runs for the config's sources: one inbox per
+// source, its receiver, and the forwarding of what it received.
+//
+// A source's inbox is served by serve's own relay (its destination
+// inbox:<name> is one more destination there), so the admin API, the
+// dashboard, the breakers and /metrics cover its rows as they cover the
+// outbox's; the receivers' counters (backstop_inbox_*) are on /metrics
+// too.
+type sourceSet struct {
+	srcs []*source
+	log  *slog.Logger
+}
+
+// source is one configured source, ready to run.
+type source struct {
+	cfg *config.Source
+	in  *inbox.Inbox
+	fwd *forwarder
+	// run receives (nats, rabbitmq); nil for http.
+	run func(ctx context.Context) error
+	// handler receives (http).
+	handler http.Handler
+	close   func()
+}
+
+// sweepInterval is how often serve deletes a source's expired
+// de-duplication records.
+const sweepInterval = inbox.DefaultSweepInterval
+
+// newSources makes the inbox and the receiver of every source of c. A
+// NATS source connects and creates (or updates) its durable consumer
+// here, so that a mistake shows before serve starts; a RabbitMQ source
+// connects when it runs.
+func newSources(ctx context.Context, c *config.Config, st store.Store, reg prometheus.Registerer, logger *slog.Logger) (*sourceSet, error) {
+	set := &sourceSet{log: logger}
+	if len(c.Sources) == 0 {
+		return set, nil
+	}
+	si, ok := st.(store.Inbox)
+	if !ok {
+		return nil, fmt.Errorf("sources need a store that implements store.Inbox, not %T", st)
+	}
+	for i := range c.Sources {
+		s, err := newSource(ctx, &c.Sources[i], st, si, reg, logger)
+		if err != nil {
+			set.close()
+			return nil, fmt.Errorf("sources[%d] (inbox %s): %w", i, c.Sources[i].Inbox, err)
+		}
+		set.srcs = append(set.srcs, s)
+	}
+	return set, nil
+}
+
+func newSource(ctx context.Context, sc *config.Source, st store.Store, si store.Inbox, reg prometheus.Registerer, logger *slog.Logger) (*source, error) {
+	in, err := inbox.New(st, inbox.Config{
+		Name:        sc.Inbox,
+		Relay:       relay.Config{Logger: logger},
+		DedupWindow: sc.DedupWindow.D(),
+		// serve's relay runs the forwarding and sweeps (sourceSet.run).
+		SweepInterval: -1,
+		Metrics:       reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &source{cfg: sc, in: in, fwd: &forwarder{st: si, to: sc.Forward.To}, close: func() {}}
+	kind, header := sc.StreamKeyOf()
+	log := logger.With(slog.String("inbox", sc.Inbox))
+	switch sc.Type {
+	case "nats":
+		return s, s.openNATS(ctx, kind, header, log)
+	case "rabbitmq":
+		r, err := rabbitinbox.New(rabbitinbox.Config{
+			Inbox: in, URL: sc.URL, Queue: sc.Queue, Prefetch: sc.Prefetch, Logger: log,
+			StreamKey: func(d *amqp.Delivery) string {
+				switch kind {
+				case "header":
+					return tableHeader(d.Headers, header)
+				case "routing_key":
+					return d.RoutingKey
+				}
+				return ""
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.run = r.Run
+	case "http":
+		h, err := in.HTTPHandler(inbox.HTTPConfig{Secrets: sc.Secrets(), Tolerance: sc.Tolerance.D(), Headers: sc.Headers})
+		if err != nil {
+			return nil, err
+		}
+		s.handler = streamKeyHeader(kind, header, h)
+	}
+	return s, nil
+}
+
+// openNATS connects to the source's server and creates or updates its
+// durable consumer: explicit acks, one message in flight (so that a
+// redelivery cannot overtake a later message of its stream).
+func (s *source) openNATS(ctx context.Context, kind, header string, log *slog.Logger) error {
+	sc := s.cfg
+	nc, err := nats.Connect(sc.URL, nats.Name("backstop serve: inbox "+sc.Inbox), nats.MaxReconnects(-1),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("NATS connection lost; reconnecting", "error", err.Error())
+			}
+		}),
+		nats.ReconnectHandler(func(*nats.Conn) { log.Info("NATS connection restored") }))
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", sc.URL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err == nil {
+		var cons jetstream.Consumer
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cons, err = js.CreateOrUpdateConsumer(cctx, sc.Stream, jetstream.ConsumerConfig{
+			Durable: sc.Consumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: sc.AckWait.D(),
+			MaxAckPending: 1, FilterSubject: sc.Subject,
+		})
+		cancel()
+		if err != nil {
+			err = fmt.Errorf("consumer %s on stream %s: %w", sc.Consumer, sc.Stream, err)
+		} else {
+			var r *natsinbox.Receiver
+			r, err = natsinbox.New(natsinbox.Config{Inbox: s.in, Consumer: cons, Logger: log,
+				StreamKey: func(m jetstream.Msg) string {
+					switch kind {
+					case "header":
+						return natsHeader(m.Headers(), header)
+					case "subject":
+						return m.Subject()
+					}
+					return ""
+				}})
+			s.run = r.Run
+		}
+	}
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	s.close = nc.Close
+	return nil
+}
+
+// natsHeader returns the first value of header name, in any case.
+func natsHeader(h nats.Header, name string) string {
+	if v := h.Get(name); v != "" {
+		return v
+	}
+	for k, vs := range h {
+		if len(vs) > 0 && strings.EqualFold(k, name) {
+			return vs[0]
+		}
+	}
+	return ""
+}
+
+// tableHeader returns the string header name of an AMQP table, in any
+// case.
+func tableHeader(t amqp.Table, name string) string {
+	for k, v := range t {
+		if s, ok := v.(string); ok && strings.EqualFold(k, name) {
+			return s
+		}
+	}
+	return ""
+}
+
+// streamKeyHeader makes the HTTP receiver read the ordering key from the
+// configured header: it sets the request's Backstop-Stream from it (the
+// signature covers the id, the timestamp and the body, not the headers).
+func streamKeyHeader(kind, header string, h http.Handler) http.Handler {
+	if kind == "header" && http.CanonicalHeaderKey(header) == webhook.HeaderStream {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v := ""
+		if kind == "header" {
+			v = r.Header.Get(header)
+		}
+		r.Header.Del(webhook.HeaderStream)
+		if v != "" {
+			r.Header.Set(webhook.HeaderStream, v)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// addDestinations adds each source's inbox destination to the relay's.
+func (set *sourceSet) addDestinations(dests map[string]relay.Destination) {
+	for _, s := range set.srcs {
+		dests[s.in.DestinationName()] = relay.Destination{Transport: s.fwd}
+	}
+}
+
+// handle registers the HTTP sources on the server's listener on mux.
+func (set *sourceSet) handle(mux *http.ServeMux) {
+	for _, s := range set.srcs {
+		if s.handler != nil && s.cfg.Listen == "" {
+			mux.Handle(s.cfg.Path, s.handler)
+		}
+	}
+}
+
+// run runs the receivers, the HTTP sources' own servers and the sweeps
+// until ctx is done, then returns nil; or until one of them fails, then
+// stops the others and returns its error.
+func (set *sourceSet) run(ctx context.Context) error {
+	if len(set.srcs) == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	start := func(what string, fn func(ctx context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(ctx); err != nil && ctx.Err() == nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = fmt.Errorf("%s: %w", what, err)
+				}
+				mu.Unlock()
+				cancel()
+			}
+		}()
+	}
+	listeners := map[string]*http.ServeMux{}
+	for _, s := range set.srcs {
+		what := fmt.Sprintf("source %s (%s)", s.cfg.Inbox, s.cfg.Type)
+		if s.run != nil {
+			start(what, s.run)
+		}
+		if s.handler != nil && s.cfg.Listen != "" {
+			mux := listeners[s.cfg.Listen]
+			if mux == nil {
+				mux = http.NewServeMux()
+				listeners[s.cfg.Listen] = mux
+			}
+			mux.Handle(s.cfg.Path, s.handler)
+		}
+		start(what+" sweep", s.sweepLoop(set.log))
+	}
+	for addr, mux := range listeners {
+		start("http source on "+addr, func(ctx context.Context) error { return serveHTTPSource(ctx, addr, mux, set.log) })
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// serveHTTPSource serves HTTP sources on an address of their own until
+// ctx is done.
+func serveHTTPSource(ctx context.Context, addr string, h http.Handler, logger *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	logger.Info("receiving webhooks", "listen", ln.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	<-errc
+	return err
+}
+
+// sweepLoop deletes the source's expired de-duplication records every
+// sweepInterval.
+func (s *source) sweepLoop(logger *slog.Logger) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		t := time.NewTicker(sweepInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+			if _, err := s.in.Sweep(ctx); err != nil && ctx.Err() == nil {
+				logger.Warn("sweep of de-duplication records failed", "inbox", s.cfg.Inbox, "error", err.Error())
+			}
+		}
+	}
+}
+
+// close releases the sources' connections.
+func (set *sourceSet) close() {
+	for _, s := range set.srcs {
+		s.close()
+	}
+}
