@@ -11,8 +11,14 @@ import (
 // snapshot, with count queries only: no payload or headers is read.
 // Parameters: ?1 the store's now in milliseconds, ?2 the least attempts of
 // a poison candidate. The index that serves each count is named beside it.
-// The blocked-streams count is BlockedStreams's query (monitor.go); the
-// conformance suite checks they agree.
+// The blocked-streams count is BlockedStreams's (monitor.go) with the
+// blocking messages found through indexes: those waiting for a later try
+// by outbox_scheduled, the dead-lettered ones through their dead-letter
+// entries, since every dead-lettered row has an entry that is not replayed
+// (a failure, DeadLetter and the quarantine each add one; a replay resets
+// the row; deleting the last entry deletes the row). BlockedStreams's own
+// query reads the whole stream index. The conformance suite checks that
+// both agree.
 const gaugesSQL = `SELECT
 	-- dead_letters_pending
 	(SELECT count(*) FROM {{prefix}}dead_letters WHERE status = 'pending'),
@@ -23,11 +29,18 @@ const gaugesSQL = `SELECT
 	-- outbox_failed
 	(SELECT count(*) FROM {{prefix}}outbox
 		WHERE attempts >= ?2 AND (status & 32768) <> 0 AND (status & 4) = 0 AND dead_lettered_at IS NULL),
-	-- outbox_stream for the probe
+	-- the streams' blocking messages: waiting ones by outbox_scheduled,
+	-- dead-lettered ones through their entries (dead_letters_message, the
+	-- outbox's id index); the later message by outbox_stream
 	(SELECT count(*) FROM (
-		SELECT DISTINCT m.destination, m.stream FROM {{prefix}}outbox AS m
+		SELECT DISTINCT m.destination, m.stream FROM (
+			SELECT destination, stream, seq, ordering, stream_released_at, status FROM {{prefix}}outbox
+			WHERE scheduled_for IS NOT NULL AND scheduled_for > ?1 AND dead_lettered_at IS NULL
+			UNION ALL
+			SELECT destination, stream, seq, ordering, stream_released_at, status FROM {{prefix}}outbox
+			WHERE dead_lettered_at IS NOT NULL AND id IN (
+				SELECT message_id FROM {{prefix}}dead_letters WHERE message_id <> '' AND replayed = 0)) AS m
 		WHERE (m.status & 4) = 0 AND m.stream <> '' AND m.stream_released_at IS NULL
-		  AND (m.dead_lettered_at IS NOT NULL OR m.scheduled_for > ?1)
 		  AND coalesce(nullif(m.ordering, ''), {{mode}}) = 'strict'
 		  AND EXISTS (SELECT 1 FROM {{prefix}}outbox AS l
 			WHERE l.destination = m.destination AND l.stream = m.stream AND l.seq > m.seq

@@ -71,6 +71,19 @@ func testGaugesAgree(t *testing.T, h Harness) {
 	sameIDs(t, "claimed", e.claimFrom("dead", 1), dead[0])
 	e.fail("g", store.Failure{ID: dead[0].ID, Permanent: true, Error: "bad"})
 
+	// A message dead-lettered by hand holding a strict stream: pending,
+	// blocked.
+	hand := e.enqueue(msgs(2, "hand", "s")...)
+	noErr(t, "DeadLetter", e.s.DeadLetter(e.ctx, hand[0].ID, "by hand"))
+	// A message dead-lettered and replayed: back in its stream, which it
+	// no longer blocks (its entry is replayed, not pending).
+	replayed := e.enqueue(msgs(2, "replayed", "s")...)
+	noErr(t, "DeadLetter", e.s.DeadLetter(e.ctx, replayed[0].ID, "by hand"))
+	es, err = e.s.DLQ().List(e.ctx, &dlq.Filters{Destination: "replayed"})
+	noErr(t, "List", err)
+	eq(t, "entries of replayed", len(es), 1)
+	noErr(t, "Replay", e.s.DLQ().Replay(e.ctx, es[0].ID))
+
 	// A strict stream whose head failed three times and waits: scheduled,
 	// a poison candidate from 3 attempts, blocked.
 	poison := e.enqueue(msgs(2, "poison", "s")...)
@@ -103,32 +116,37 @@ func testGaugesAgree(t *testing.T, h Harness) {
 	e.complete("g", outbox.StatusPublished, done.ID)
 
 	g := e.gauges(3)
-	eq(t, "DLQPending", g.DLQPending, 1)
+	eq(t, "DLQPending", g.DLQPending, 2)
 	eq(t, "Scheduled", g.Scheduled, 3)
 	eq(t, "PoisonCandidates(3)", g.PoisonCandidates, 1)
-	eq(t, "BlockedStreams", g.BlockedStreams, 2)
+	eq(t, "BlockedStreams", g.BlockedStreams, 3)
 	eq(t, "Leased", g.Leased, 2)
 	e.gaugesAgree(3)
 	e.gaugesAgree(1)
 
-	// Once every wait is over and the leases lapsed, only the dead letter
-	// still holds its stream.
+	// Once every wait is over and the leases lapsed, only the dead letters
+	// still hold their streams.
 	e.clk.Advance(200 * time.Hour)
 	g = e.gauges(1)
 	eq(t, "Scheduled once all is due", g.Scheduled, 0)
-	eq(t, "BlockedStreams once all is due", g.BlockedStreams, 1)
+	eq(t, "BlockedStreams once all is due", g.BlockedStreams, 2)
 	eq(t, "Leased once the leases lapsed", g.Leased, 0)
 	eq(t, "PoisonCandidates(1) once all is due", g.PoisonCandidates, 2)
 	e.gaugesAgree(1)
 
-	// Resolving the last pending entry empties the queue's gauges.
+	// Resolving the pending entries empties the queue's gauges; the
+	// resolved messages still hold their streams.
 	es, err = e.s.DLQ().List(e.ctx, &dlq.Filters{Status: dlq.StatusPending})
 	noErr(t, "List", err)
-	eq(t, "pending entries", len(es), 1)
-	noErr(t, "Resolve", e.s.DLQ().Resolve(e.ctx, es[0].ID, "dealt with"))
+	eq(t, "pending entries", len(es), 2)
+	for _, en := range es {
+		noErr(t, "Resolve", e.s.DLQ().Resolve(e.ctx, en.ID, "dealt with"))
+	}
 	g = e.gauges(1)
 	eq(t, "DLQPending once resolved", g.DLQPending, 0)
 	timeEq(t, "OldestDLQ once resolved", g.OldestDLQ, time.Time{})
+	eq(t, "BlockedStreams once resolved", g.BlockedStreams, 2)
+	e.gaugesAgree(1)
 }
 
 // gaugesAgree checks Gauges(minAttempts) against the queries that define
