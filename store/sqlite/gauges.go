@@ -35,10 +35,10 @@ const gaugesSQL = `SELECT
 	(SELECT count(*) FROM (
 		SELECT DISTINCT m.destination, m.stream FROM (
 			SELECT destination, stream, seq, ordering, stream_released_at, status FROM {{prefix}}outbox
-			WHERE scheduled_for IS NOT NULL AND scheduled_for > ?1 AND dead_lettered_at IS NULL
+			WHERE scheduled_for IS NOT NULL AND scheduled_for > ?1 AND dead_lettered_at IS NULL AND stream <> ''
 			UNION ALL
 			SELECT destination, stream, seq, ordering, stream_released_at, status FROM {{prefix}}outbox
-			WHERE dead_lettered_at IS NOT NULL AND id IN (
+			WHERE dead_lettered_at IS NOT NULL AND stream <> '' AND id IN (
 				SELECT message_id FROM {{prefix}}dead_letters WHERE message_id <> '' AND replayed = 0)) AS m
 		WHERE (m.status & 4) = 0 AND m.stream <> '' AND m.stream_released_at IS NULL
 		  AND coalesce(nullif(m.ordering, ''), {{mode}}) = 'strict'
