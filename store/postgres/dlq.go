@@ -165,7 +165,7 @@ func (q *deadLetters) List(ctx context.Context, f *dlq.Filters) ([]*dlq.Entry, e
 	return q.list(ctx, q.s.pool, f, false, false)
 }
 
-// querier is what list needs of a pool or a transaction.
+// querier is what list and enqueue need of a pool or a transaction.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }

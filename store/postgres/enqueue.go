@@ -22,11 +22,12 @@ const enqueueChunk = 1000
 // UUIDv7 when its ID is zero (outbox.Message.Prepare); if one is invalid
 // nothing is written. On success every message has its Seq, Status and
 // CreatedAt set.
+//
+// It is one INSERT statement whatever the number of messages, run on its
+// own (autocommit): atomic like a transaction, one round trip instead of
+// three.
 func (s *Store) Enqueue(ctx context.Context, msgs ...*outbox.Message) error {
-	if err := prepareAll(msgs); err != nil || len(msgs) == 0 {
-		return err
-	}
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.EnqueueTx(ctx, tx, msgs...) })
+	return s.enqueue(ctx, s.pool, msgs)
 }
 
 // EnqueueTx writes msgs inside the caller's pgx transaction, so that they
@@ -35,6 +36,12 @@ func (s *Store) Enqueue(ctx context.Context, msgs ...*outbox.Message) error {
 // Messages are inserted in argument order by one statement (insertSQL)
 // whatever their number, so its prepared form is reused.
 func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, msgs ...*outbox.Message) error {
+	return s.enqueue(ctx, tx, msgs)
+}
+
+// enqueue validates and prepares msgs, then writes them with insertSQL
+// through q.
+func (s *Store) enqueue(ctx context.Context, q querier, msgs []*outbox.Message) error {
 	outbox.AttachTraceParent(ctx, msgs...)
 	if err := prepareAll(msgs); err != nil || len(msgs) == 0 {
 		return err
@@ -52,7 +59,7 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, msgs ...*outbox.Messag
 		payloads[i], headers[i] = nonNilBytes(m.Payload), h
 		orderings[i], scheduled[i] = nullString(string(m.Ordering)), nullTime(m.ScheduledFor)
 	}
-	rows, err := tx.Query(ctx, s.sql.insert, s.now(), ids, dests, streams, types, payloads, headers, orderings, scheduled)
+	rows, err := q.Query(ctx, s.sql.insert, s.now(), ids, dests, streams, types, payloads, headers, orderings, scheduled)
 	if err != nil {
 		return fmt.Errorf("postgres: enqueue: %w", err)
 	}
