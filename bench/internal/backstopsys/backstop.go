@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"path/filepath"
 
-
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/relay"
