@@ -46,12 +46,11 @@ type outcome struct {
 	err       error         // the delivery error; nil when delivered
 	v         errorhandling.Classification
 	permanent bool
-}
-
-// holdsStream reports whether the outcome holds back the later messages of
-// a strictly ordered stream: a failure, or a release with a delay.
-func (o *outcome) holdsStream() bool {
-	return o.kind == failed || (o.kind == released && o.after > 0)
+	// recorded, when set, is told once whether the store recorded the
+	// outcome (true) or not (false: the call failed, the store refused
+	// it, or the lease it ends was lost). A worker waits on it before it
+	// sends the next message of a strictly ordered stream.
+	recorded chan<- bool
 }
 
 // errorText is the text recorded with the message.
@@ -161,7 +160,8 @@ func (r *Relay) unknownDestination(m *outbox.Message) outcome {
 }
 
 // cascade gives back, undelivered, the messages behind a failure in a
-// strictly ordered stream (seed 000's Status=0 release).
+// strictly ordered stream, or behind a delivery whose recording failed
+// (seed 000's Status=0 release).
 func cascade(d *destination, later []*outbox.Message) []outcome {
 	outs := make([]outcome, len(later))
 	for i, m := range later {

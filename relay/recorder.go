@@ -44,6 +44,9 @@ func (r *Relay) runRecorder(stop <-chan struct{}, done chan<- struct{}) {
 			wait = r.cfg.PollInterval
 			continue
 		}
+		// A worker waiting on one of these learns at once that it was
+		// not recorded, rather than after the back-off.
+		notRecorded(left)
 		r.putBack(left)
 		t := r.clk.NewTimer(wait)
 		select {
@@ -128,14 +131,37 @@ func (r *Relay) unrecordable(o outcome, err error) {
 	r.logAttempt(slog.LevelError, "the store refused to record an outcome; the message's lease will lapse and it will be tried again", &o,
 		slog.String("store_error", err.Error()))
 	r.endFlights([]outcome{o})
+	notRecorded([]outcome{o})
 }
 
 // settle accounts for outcomes the store has recorded and ends their
-// flights. A flight claimed again meanwhile gives back the lease that
-// claim took.
+// flights, then tells the workers waiting on them. A flight claimed again
+// meanwhile gives back the lease that claim took.
 func (r *Relay) settle(outs []outcome, res *store.Result) {
 	r.recorded(outs, res)
 	r.endFlights(outs)
+	// Rejected outcomes do not come here (record drops them on their
+	// own); a stale one ended a lease that was lost.
+	stale := idSet(res.Stale)
+	for i := range outs {
+		if outs[i].recorded == nil {
+			continue
+		}
+		_, lost := stale[outs[i].m.ID]
+		outs[i].recorded <- !lost
+		outs[i].recorded = nil
+	}
+}
+
+// notRecorded tells the workers waiting on outs that they were not
+// recorded (for now), and forgets them: a worker is told once.
+func notRecorded(outs []outcome) {
+	for i := range outs {
+		if outs[i].recorded != nil {
+			outs[i].recorded <- false
+			outs[i].recorded = nil
+		}
+	}
 }
 
 // endFlights ends the flights of outs, whose outcomes are settled.

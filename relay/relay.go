@@ -46,6 +46,7 @@ import (
 	"github.com/backstophq/backstop/circuitbreaker"
 	"github.com/backstophq/backstop/clock"
 	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/retry"
 	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/tracker"
@@ -119,6 +120,10 @@ type destination struct {
 type hooks struct {
 	onShutdown func() // after unstarted messages were given back
 	onCancel   func() // after deliveries were cancelled at the deadline
+	// onWait runs when a worker has handed the delivery of m to the
+	// recorder and waits for it to be recorded before the next message
+	// of m's strict stream.
+	onWait func(m *outbox.Message)
 }
 
 // markerClassifier is the in-process executor's classifier. The relay

@@ -110,6 +110,7 @@ func (l *loop) finish(abandoned bool, stopRecorder chan struct{}, recorderDone <
 		for i := 0; i < len(outs); i += maxRecord {
 			left = append(left, r.record(ctx, outs[i:min(i+maxRecord, len(outs))])...)
 		}
+		notRecorded(left)
 		if len(left) > 0 {
 			r.log.LogAttrs(ctx, slog.LevelError, "relay could not record its last outcomes; their leases will lapse",
 				slog.Int("outcomes", len(left)))

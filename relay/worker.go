@@ -109,6 +109,15 @@ func (r *Relay) work() {
 // runTask delivers a task's messages in order. When one fails under strict
 // ordering, the rest are given back undelivered; under release ordering
 // they go on.
+//
+// In a strictly ordered stream a message is not sent until the store has
+// recorded the delivery of the one before it: had the relay sent it at
+// once, a stall past the lease before the recording would let another
+// instance claim the earlier message again and send it after the later
+// one. The worker hands the outcome to the recorder and waits for its
+// word; when the recording fails (the store is unreachable, or refused
+// it), the rest of the task is given back undelivered, never sent. The
+// lease of each message is checked again before it starts.
 func (r *Relay) runTask(t *task) {
 	for i, m := range t.msgs {
 		if r.stopping.Load() {
@@ -123,11 +132,48 @@ func (r *Relay) runTask(t *task) {
 		}
 		o := r.deliver(t.dest, m, t.probe)
 		rest := t.msgs[i+1:]
-		if len(rest) > 0 && o.holdsStream() && r.cfg.Store.EffectiveOrdering(m) == outbox.OrderingStrict {
-			r.report(append([]outcome{o}, cascade(t.dest, rest)...)...)
+		if len(rest) == 0 || r.cfg.Store.EffectiveOrdering(m) != outbox.OrderingStrict {
+			r.report(o)
+			continue
+		}
+		if o.kind != delivered {
+			// Whatever happened to m, the stream may not go past it here.
+			r.report(append([]outcome{o}, r.behind(t.dest, &o, rest)...)...)
 			return
 		}
-		r.report(o)
+		if !r.reportAndWait(o) {
+			r.report(cascade(t.dest, rest)...)
+			return
+		}
+	}
+}
+
+// behind gives back the messages of a strict stream behind o, which was
+// not delivered: as a cascade, or as a shutdown release when shutdown
+// cut o short.
+func (r *Relay) behind(d *destination, o *outcome, rest []*outbox.Message) []outcome {
+	if o.kind == released && o.cause == causeShutdown {
+		return shutdownRelease(d, rest)
+	}
+	return cascade(d, rest)
+}
+
+// reportAndWait hands o to the recorder and waits until the store has
+// recorded it. It reports false when the recording failed (the store was
+// unreachable, or refused it), or when the deliveries' context ended
+// (shutdown gave up waiting for the workers) first.
+func (r *Relay) reportAndWait(o outcome) bool {
+	ch := make(chan bool, 1)
+	o.recorded = ch
+	r.report(o)
+	if r.hooks.onWait != nil {
+		r.hooks.onWait(o.m)
+	}
+	select {
+	case ok := <-ch:
+		return ok
+	case <-r.deliverCtx.Done():
+		return false
 	}
 }
 
