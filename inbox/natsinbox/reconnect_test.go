@@ -1,0 +1,169 @@
+package natsinbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/backstophq/backstop/inbox"
+	"github.com/backstophq/backstop/inbox/internal/inboxtest"
+	"github.com/backstophq/backstop/internal/testenv"
+	"github.com/backstophq/backstop/store"
+)
+
+// proxy is a TCP proxy to the test server whose connections the test can
+// cut, as a server restart or a network failure would.
+type proxy struct {
+	ln       net.Listener
+	upstream string
+	mu       sync.Mutex
+	conns    []net.Conn
+}
+
+func newProxy(t *testing.T, upstream string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, upstream: upstream}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.pipe(c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		p.cut()
+	})
+	return p
+}
+
+func (p *proxy) pipe(c net.Conn) {
+	u, err := net.Dial("tcp", p.upstream)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns = append(p.conns, c, u)
+	p.mu.Unlock()
+	go func() { _, _ = io.Copy(u, c); u.Close() }()
+	go func() { _, _ = io.Copy(c, u); c.Close() }()
+}
+
+// cut closes every connection through the proxy, both ends.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// TestReconnect cuts the receiver's NATS connection once after it stored
+// a message and before it acknowledged it, and once while it waited:
+// nats.go reconnects by itself, the consumer goes on (after AckWait when
+// the ack was lost: JetStream delivers the message again and the inbox
+// drops it), and every message is handled once, in order.
+func TestReconnect(t *testing.T) {
+	t.Parallel()
+	_, js := connect(t)
+	u, err := url.Parse(testenv.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inboxtest.ForEachStore(t, func(t *testing.T, k inboxtest.Kind) {
+		e := inboxtest.NewEnv(t, k)
+		// An ack lost with the connection holds the consumer (one message
+		// in flight) until JetStream delivers the message again: AckWait.
+		src := newSource(t, e.Ctx, js, 2*time.Second)
+		in := e.NewInbox(e.Config())
+		in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
+			return e.Record(ctx, tx, msg)
+		})
+		var want []string
+		publish := func(id string) {
+			t.Helper()
+			m := nats.NewMsg(src.prefix + ".order.created")
+			m.Header.Set(jetstream.MsgIDHeader, id)
+			m.Header.Set(HeaderType, "order.created")
+			m.Header.Set(HeaderStream, "order-1")
+			if _, err := js.PublishMsg(e.Ctx, m); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, id+"@1")
+		}
+
+		p := newProxy(t, u.Host)
+		reconnected := make(chan struct{}, 10)
+		nc, err := nats.Connect("nats://"+p.ln.Addr().String(), nats.MaxReconnects(-1),
+			nats.ReconnectWait(10*time.Millisecond), nats.ReconnectJitter(0, 0),
+			nats.ReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		rjs, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cons, err := rjs.Consumer(e.Ctx, src.stream, "inbox")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := New(Config{Inbox: in, Consumer: cons, Logger: inboxtest.Quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.afterStore = func(m jetstream.Msg) {
+			if meta, err := m.Metadata(); err == nil && m.Headers().Get(jetstream.MsgIDHeader) == "m1" && meta.NumDelivered == 1 {
+				p.cut() // dies before its ack
+			}
+		}
+		for i := range 3 {
+			publish(fmt.Sprintf("m%d", i))
+		}
+		e.Go("receiver", r.Run)
+		e.Go("inbox", in.Run)
+		e.WaitFor("three handled", func() bool { return in.Relay().Stats().Delivered == 3 })
+		waitSignal(t, e.Ctx, reconnected)
+
+		p.cut() // while idle
+		waitSignal(t, e.Ctx, reconnected)
+		publish("m3")
+		e.WaitFor("m3 handled", func() bool { return in.Relay().Stats().Delivered == 4 })
+		if got := e.Handled()["order-1"]; !slices.Equal(got, want) {
+			t.Errorf("handled %v, want %v", got, want)
+		}
+		if n := e.Counter("backstop_inbox_received_total", "source", "nats"); n != 4 {
+			t.Errorf("received_total = %d, want 4", n)
+		}
+	})
+}
+
+func waitSignal(t *testing.T, ctx context.Context, c <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-ctx.Done():
+		t.Fatalf("waiting for a reconnect: %v", ctx.Err())
+	}
+}
