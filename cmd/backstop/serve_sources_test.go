@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/transport/webhook"
@@ -258,5 +259,53 @@ tokens:
 	}
 	if got := strings.Join(names, ","); got != "inbox:orders,inbox:partners,partner-hook" {
 		t.Errorf("breakers of %s, want the inboxes' and the destination's", got)
+	}
+}
+
+// TestServeRabbitMQSource runs serve with a RabbitMQ source forwarding to
+// a webhook destination; the queue holds one message twice (a publisher
+// retrying): it arrives once, on the stream of its routing key.
+func TestServeRabbitMQSource(t *testing.T) {
+	conn, err := amqp.DialConfig(testenv.AMQPURL(), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
+	if err != nil {
+		testenv.Unreachable(t, "RabbitMQ at "+testenv.AMQPURL(), testenv.AMQPEnv, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := "servetest_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	if _, err := ch.QueueDeclare(queue, false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = ch.QueueDelete(queue, false, false, false); ch.Close() })
+	ctx := context.Background()
+	for _, id := range []string{"r1", "r1", "r2"} {
+		if err := ch.PublishWithContext(ctx, "", queue, false, false, amqp.Publishing{MessageId: id, Type: "payment.settled",
+			Body: []byte(`{"id":"` + id + `"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hook := newHookRecorder(t)
+	startServe(t, fmt.Sprintf(`listen: 127.0.0.1:0
+db: sqlite:%s
+relay: {poll_interval: 20ms}
+destinations:
+  - {name: ledger, type: webhook, url: '%s', inner_retry: {attempts: 1}}
+sources:
+  - inbox: payments
+    type: rabbitmq
+    url: %s
+    queue: %s
+    stream_key: routing_key
+    forward: {to: [ledger]}
+`, filepath.Join(t.TempDir(), "b.db"), hook.srv.URL, testenv.AMQPURL(), queue))
+	for _, want := range []string{"r1", "r2"} {
+		// r2 comes after both copies of r1 in the queue and in the
+		// stream: a second r1 would arrive before it.
+		if f := hook.await(t, want); f.body != `{"id":"`+want+`"}` || f.stream != queue || f.typ != "payment.settled" {
+			t.Errorf("forwarded %+v, want %s of stream %s", f, want, queue)
+		}
 	}
 }
