@@ -224,12 +224,12 @@ func (s *Source) validate(p string) []*Error {
 		{"headers", s.Headers != nil, "http"},
 	} {
 		if k.set && !contains(strings.Fields(k.types), s.Type) && contains([]string{"nats", "rabbitmq", "http"}, s.Type) {
-			bad(k.key, "is not a setting of a %s source (only of %s)", s.Type, strings.ReplaceAll(k.types, " ", ", "))
+			bad(k.key, "is not a setting of %s source (only of %s)", aSource(s.Type), strings.ReplaceAll(k.types, " ", ", "))
 		}
 	}
 	required := func(key string, v string) {
 		if v == "" {
-			bad(key, "is required for a %s source", s.Type)
+			bad(key, "is required for %s source", aSource(s.Type))
 		}
 	}
 	switch s.Type {
@@ -286,9 +286,9 @@ func (s *Source) validate(p string) []*Error {
 	case kind == "header" && (name == "" || strings.ContainsAny(name, " \t:")):
 		bad("stream_key", "%q: want header:<Name>, such as header:X-Order-Id", s.StreamKey)
 	case kind == "subject" && s.Type != "nats":
-		bad("stream_key", "subject is a nats source's (a rabbitmq source has routing_key)")
+		bad("stream_key", "subject is a nats source's, not %s's (a rabbitmq source has routing_key)", aSource(s.Type))
 	case kind == "routing_key" && s.Type != "rabbitmq":
-		bad("stream_key", "routing_key is a rabbitmq source's")
+		bad("stream_key", "routing_key is a rabbitmq source's, not %s's", aSource(s.Type))
 	case kind != "header" && kind != "subject" && kind != "routing_key" && kind != "none":
 		bad("stream_key", "%q is not one of header:<Name>, subject, routing_key, none", s.StreamKey)
 	}
@@ -317,6 +317,14 @@ func (s *Source) summary() string {
 	}
 	return fmt.Sprintf("source %s: %s, stream key %s, dedup window %s -> forward to %s\n",
 		s.Inbox, from, s.StreamKey, s.DedupWindow.D(), strings.Join(s.Forward.To, ", "))
+}
+
+// aSource is "a nats source", "an http source".
+func aSource(typ string) string {
+	if typ == "http" {
+		return "an http source"
+	}
+	return "a " + typ + " source"
 }
 
 func inboxName(name string) bool {
