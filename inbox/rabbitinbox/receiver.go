@@ -56,6 +56,9 @@ const (
 	DefaultMaxReconnectDelay = 30 * time.Second
 )
 
+// defaultHeartbeat is amqp.Dial's heartbeat interval.
+const defaultHeartbeat = 10 * time.Second
+
 // Config configures a Receiver.
 type Config struct {
 	// Inbox is where messages go. Required.
@@ -65,7 +68,8 @@ type Config struct {
 	// under it. One of URL and Conn is required.
 	URL string
 	// AMQP configures the connections dialed to URL (TLS, heartbeat,
-	// properties). The zero value is amqp091's defaults.
+	// properties). A zero Heartbeat means 10 s, as amqp.Dial's: a
+	// connection whose peer went silent is found dead within two.
 	AMQP amqp.Config
 	// Conn is a broker connection the caller owns, to consume on instead
 	// of dialing URL. Run opens a new channel on it when the channel
@@ -144,6 +148,9 @@ func New(cfg Config) (*Receiver, error) {
 	}
 	if cfg.Prefetch == 0 {
 		cfg.Prefetch = 1
+	}
+	if cfg.AMQP.Heartbeat == 0 {
+		cfg.AMQP.Heartbeat = defaultHeartbeat
 	}
 	if cfg.RetryDelay == 0 {
 		cfg.RetryDelay = DefaultRetryDelay
