@@ -46,11 +46,11 @@ type outcome struct {
 	err       error         // the delivery error; nil when delivered
 	v         errorhandling.Classification
 	permanent bool
-	// recorded, when set, is told once whether the store recorded the
-	// outcome (true) or not (false: the call failed, the store refused
-	// it, or the lease it ends was lost). A worker waits on it before it
-	// sends the next message of a strictly ordered stream.
-	recorded chan<- bool
+	// recorded, when set, is called once, on the recorder's goroutine,
+	// with whether the store recorded the outcome (true) or not (false:
+	// the call failed, the store refused it, or the lease it ends was
+	// lost). The next message of a strictly ordered stream waits for it.
+	recorded func(ok bool)
 }
 
 // errorText is the text recorded with the message.

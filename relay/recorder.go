@@ -44,7 +44,7 @@ func (r *Relay) runRecorder(stop <-chan struct{}, done chan<- struct{}) {
 			wait = r.cfg.PollInterval
 			continue
 		}
-		// A worker waiting on one of these learns at once that it was
+		// A stream waiting on one of these learns at once that it was
 		// not recorded, rather than after the back-off.
 		notRecorded(left)
 		r.putBack(left)
@@ -135,7 +135,7 @@ func (r *Relay) unrecordable(o outcome, err error) {
 }
 
 // settle accounts for outcomes the store has recorded and ends their
-// flights, then tells the workers waiting on them. A flight claimed again
+// flights, then tells the streams waiting on them. A flight claimed again
 // meanwhile gives back the lease that claim took.
 func (r *Relay) settle(outs []outcome, res *store.Result) {
 	r.recorded(outs, res)
@@ -148,18 +148,19 @@ func (r *Relay) settle(outs []outcome, res *store.Result) {
 			continue
 		}
 		_, lost := stale[outs[i].m.ID]
-		outs[i].recorded <- !lost
+		then := outs[i].recorded
 		outs[i].recorded = nil
+		then(!lost)
 	}
 }
 
-// notRecorded tells the workers waiting on outs that they were not
-// recorded (for now), and forgets them: a worker is told once.
+// notRecorded tells the streams waiting on outs that they were not
+// recorded (for now), and forgets them: each is told once.
 func notRecorded(outs []outcome) {
 	for i := range outs {
-		if outs[i].recorded != nil {
-			outs[i].recorded <- false
+		if then := outs[i].recorded; then != nil {
 			outs[i].recorded = nil
+			then(false)
 		}
 	}
 }

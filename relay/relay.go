@@ -7,8 +7,12 @@
 // renews the leases of the messages still being worked, and claims as many
 // new messages as there is room for. Claimed messages go to a pool of
 // workers: the messages of one (destination, stream) claimed together are
-// delivered one after the other in Seq order by one worker, different
-// streams in parallel, up to each destination's Concurrency.
+// delivered one after the other in Seq order, different streams in
+// parallel, up to each destination's Concurrency. In a strictly ordered
+// stream a message is sent only once the store has recorded the delivery
+// of the one before it, so that a relay that stalls past its lease never
+// leaves behind a later message that a re-send of an earlier one, by
+// another instance, would arrive after.
 //
 // Each delivery attempt passes the destination's circuit breaker, makes up
 // to a few quick in-process tries for blips, and ends in one of:
@@ -121,8 +125,8 @@ type hooks struct {
 	onShutdown func() // after unstarted messages were given back
 	onCancel   func() // after deliveries were cancelled at the deadline
 	// onWait runs when a worker has handed the delivery of m to the
-	// recorder and waits for it to be recorded before the next message
-	// of m's strict stream.
+	// recorder, and the rest of m's strict stream waits for it to be
+	// recorded.
 	onWait func(m *outbox.Message)
 }
 

@@ -107,10 +107,14 @@ func (l *loop) finish(abandoned bool, stopRecorder chan struct{}, recorderDone <
 		ctx, cancel := context.WithTimeout(context.Background(), finalCallTimeout)
 		defer cancel()
 		var left []outcome
-		for i := 0; i < len(outs); i += maxRecord {
-			left = append(left, r.record(ctx, outs[i:min(i+maxRecord, len(outs))])...)
+		for len(outs) > 0 {
+			for i := 0; i < len(outs); i += maxRecord {
+				left = append(left, r.record(ctx, outs[i:min(i+maxRecord, len(outs))])...)
+			}
+			notRecorded(left)
+			// The strict streams that waited on these give back the rest.
+			outs = r.takeOutcomes(0)
 		}
-		notRecorded(left)
 		if len(left) > 0 {
 			r.log.LogAttrs(ctx, slog.LevelError, "relay could not record its last outcomes; their leases will lapse",
 				slog.Int("outcomes", len(left)))

@@ -85,14 +85,15 @@ func TestStrictStreamWaitsForTheRecording(t *testing.T) {
 			if len(b.Completions) != 1 || b.Completions[0].ID != m1.ID {
 				t.Fatalf("recording call = %+v, want the completion of message 1", b)
 			}
-			// The recorder holds the completion of message 1 and the
-			// worker waits for its word: message 2 must not go now.
+			// The recorder holds the completion of message 1 and the rest
+			// of the stream's task waits for its word: message 2 must not
+			// go now.
 			select {
 			case got := <-early:
 				t.Fatalf("%s was sent before the delivery of message 1 was recorded", got)
 			case w := <-waiting:
 				if w.ID != m1.ID {
-					t.Fatalf("the worker waits on %s", w.Payload)
+					t.Fatalf("the stream waits on %s", w.Payload)
 				}
 			}
 			if tc.fail == nil {
@@ -105,7 +106,7 @@ func TestStrictStreamWaitsForTheRecording(t *testing.T) {
 			}
 			gs.verdict <- tc.fail(b)
 			// The recorder finds the store reachable and drops the one
-			// outcome it cannot record; the worker gives message 2 back.
+			// outcome it cannot record; message 2 is given back.
 			rn.waitFor("the dropped outcome", func() bool { return rn.r.Stats().Unrecorded == 1 })
 			rn.settle()
 			if got, want := rec.got(), []string{"payload-s-1"}; !slices.Equal(got, want) {

@@ -38,11 +38,18 @@ func newScheduler(dests []*destination) *scheduler {
 	return s
 }
 
-func (s *scheduler) push(t *task) {
+// push queues t, and reports false (queuing nothing) once the scheduler
+// is closed.
+func (s *scheduler) push(t *task) bool {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return false
+	}
 	s.queues[t.dest] = append(s.queues[t.dest], t)
 	s.mu.Unlock()
 	s.cond.Signal()
+	return true
 }
 
 // take blocks until a task may start, and returns false once the
@@ -114,10 +121,12 @@ func (r *Relay) work() {
 // recorded the delivery of the one before it: had the relay sent it at
 // once, a stall past the lease before the recording would let another
 // instance claim the earlier message again and send it after the later
-// one. The worker hands the outcome to the recorder and waits for its
-// word; when the recording fails (the store is unreachable, or refused
-// it), the rest of the task is given back undelivered, never sent. The
-// lease of each message is checked again before it starts.
+// one. The worker hands the outcome to the recorder and moves on to
+// another task; the rest of the stream's task waits, holding no worker,
+// and goes back to the scheduler once the recorder has the store's word
+// (see resume). When the recording fails (the store is unreachable, or
+// refused it) the rest is given back undelivered, never sent. The lease
+// of each message is checked again before it starts.
 func (r *Relay) runTask(t *task) {
 	for i, m := range t.msgs {
 		if r.stopping.Load() {
@@ -141,10 +150,27 @@ func (r *Relay) runTask(t *task) {
 			r.report(append([]outcome{o}, r.behind(t.dest, &o, rest)...)...)
 			return
 		}
-		if !r.reportAndWait(o) {
-			r.report(cascade(t.dest, rest)...)
-			return
+		next := &task{dest: t.dest, msgs: rest, probe: t.probe}
+		o.recorded = func(ok bool) { r.resume(next, ok) }
+		r.report(o)
+		if r.hooks.onWait != nil {
+			r.hooks.onWait(m)
 		}
+		return
+	}
+}
+
+// resume goes on with the rest of a strict stream's task once the
+// delivery before it was recorded (ok), and gives it back undelivered
+// otherwise, or when the relay is shutting down. It runs on the
+// recorder's goroutine and does not block.
+func (r *Relay) resume(t *task, ok bool) {
+	if !ok {
+		r.report(cascade(t.dest, t.msgs)...)
+		return
+	}
+	if !r.sched.push(t) {
+		r.report(shutdownRelease(t.dest, t.msgs)...)
 	}
 }
 
@@ -156,25 +182,6 @@ func (r *Relay) behind(d *destination, o *outcome, rest []*outbox.Message) []out
 		return shutdownRelease(d, rest)
 	}
 	return cascade(d, rest)
-}
-
-// reportAndWait hands o to the recorder and waits until the store has
-// recorded it. It reports false when the recording failed (the store was
-// unreachable, or refused it), or when the deliveries' context ended
-// (shutdown gave up waiting for the workers) first.
-func (r *Relay) reportAndWait(o outcome) bool {
-	ch := make(chan bool, 1)
-	o.recorded = ch
-	r.report(o)
-	if r.hooks.onWait != nil {
-		r.hooks.onWait(o.m)
-	}
-	select {
-	case ok := <-ch:
-		return ok
-	case <-r.deliverCtx.Done():
-		return false
-	}
 }
 
 // lapsedRelease gives back messages whose lease lapsed before they were
