@@ -15,11 +15,17 @@ type flight struct {
 	dest  *destination // nil for an unconfigured destination
 	probe bool         // claimed to probe a destination whose circuit is open
 	// until is when, on the relay's clock, the lease may have lapsed: the
-	// start of the store call that took or last renewed it plus the
-	// lease. The database's expiry is never earlier (the call reached it
-	// after it started), so a delivery started before until holds the
-	// lease whatever the two clocks read.
-	until   time.Time
+	// start of the store call that took or last renewed it plus the lease
+	// the store granted (expiry minus the store's clock in that call,
+	// store.Result.Now), never more than LeaseDuration; and brought
+	// forward when a later call finds the store's clock further ahead
+	// (see flights.bound). The store's clock read at least Result.Now
+	// when the call reached it, after the call started, so a delivery
+	// started before until holds the lease whatever the two clocks read.
+	until time.Time
+	// expiry is the lease's expiry on the store's clock, as the store
+	// last reported it; zero when it did not say.
+	expiry  time.Time
 	lost    bool // a renewal found the lease gone
 	started bool // a worker started delivering it
 	// reported is set once the outcome is handed to the recorder.
@@ -62,6 +68,43 @@ func (fs *flights) startable(id uuid.UUID, now time.Time, margin time.Duration) 
 	}
 	f.started = true
 	return true
+}
+
+// bound brings each flight's until forward to start + (expiry − storeNow)
+// when that is earlier: a store call that started at start on the relay's
+// clock found the store's clock at storeNow or later, so a lease that
+// lapses at expiry on the store's clock lapses no later than that on the
+// relay's, even if the store's clock stepped ahead after the lease was
+// granted. A zero storeNow (the store did not say) changes nothing.
+func (fs *flights) bound(start, storeNow time.Time) {
+	if storeNow.IsZero() {
+		return
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for _, f := range fs.m {
+		if f.expiry.IsZero() {
+			continue
+		}
+		if u := start.Add(f.expiry.Sub(storeNow)); u.Before(f.until) {
+			f.until = u
+		}
+	}
+}
+
+// leaseUntil is when, on the relay's clock, a lease the store granted
+// until expiry in a call that started at start and found the store's
+// clock at storeNow may lapse: start plus the lease granted, never more
+// than lease. Without expiry or storeNow it is start + lease.
+func leaseUntil(start, expiry, storeNow time.Time, lease time.Duration) time.Time {
+	until := start.Add(lease)
+	if expiry.IsZero() || storeNow.IsZero() {
+		return until
+	}
+	if u := start.Add(expiry.Sub(storeNow)); u.Before(until) {
+		return u
+	}
+	return until
 }
 
 // renewable lists the messages whose leases the relay renews: every one

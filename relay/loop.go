@@ -166,7 +166,7 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 	// call.
 	if b.Claim.Limit > 0 || len(renewed) > 0 || (claim && (l.asked || now.Sub(l.lastCall) >= r.cfg.PollInterval)) {
 		r.fl.watch(true)
-		res, err := l.call(ctx, b)
+		res, start, err := l.call(ctx, b)
 		if err != nil {
 			r.fl.watch(false)
 			return rd, err
@@ -175,8 +175,9 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 		if len(renewed) > 0 || now.Sub(l.lastRenew) >= l.renewEvery {
 			l.lastRenew = now
 		}
-		l.renewed(renewed, res.Stale, now)
-		l.dispatch(res.Claimed, false, now)
+		l.renewed(renewed, res, start)
+		l.dispatch(res.Claimed, false, start, res.Now)
+		r.fl.bound(start, res.Now)
 		r.fl.watch(false)
 		rd.claimed = len(res.Claimed)
 	}
@@ -186,7 +187,7 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 			continue
 		}
 		r.fl.watch(true)
-		res, err := l.call(ctx, &store.Batch{Instance: r.cfg.Instance, SkipMaintenance: r.fleet != nil, Claim: store.ClaimRequest{
+		res, start, err := l.call(ctx, &store.Batch{Instance: r.cfg.Instance, SkipMaintenance: r.fleet != nil, Claim: store.ClaimRequest{
 			Limit: n, Lease: r.cfg.LeaseDuration, Destinations: []string{d.name},
 		}})
 		if err != nil {
@@ -194,20 +195,22 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 			return rd, err
 		}
 		d.probeClaimed(now, len(res.Claimed))
-		l.dispatch(res.Claimed, true, now)
+		l.dispatch(res.Claimed, true, start, res.Now)
+		r.fl.bound(start, res.Now)
 		r.fl.watch(false)
 	}
 	r.stats.inFlight.Store(int64(r.fl.len()))
 	return rd, nil
 }
 
-// call makes one store call and accounts for it.
-func (l *loop) call(ctx context.Context, b *store.Batch) (*store.Result, error) {
+// call makes one store call and accounts for it. It returns, with the
+// result, when the call started on the relay's clock.
+func (l *loop) call(ctx context.Context, b *store.Batch) (res *store.Result, start time.Time, err error) {
 	r := l.r
 	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
 	defer cancel()
-	start := r.clk.Now()
-	res, err := r.store.ProcessBatch(ctx, b)
+	start = r.clk.Now()
+	res, err = r.store.ProcessBatch(ctx, b)
 	r.metrics.claimDuration.Observe(r.clk.Now().Sub(start).Seconds())
 	if err != nil {
 		r.stats.storeErrors.Add(1)
@@ -219,7 +222,7 @@ func (l *loop) call(ctx context.Context, b *store.Batch) (*store.Result, error) 
 		r.log.LogAttrs(ctx, level, "store call failed; will try again",
 			slog.Int("renewals", len(b.RenewLeases)), slog.Int("claim", b.Claim.Limit),
 			slog.String("error", err.Error()))
-		return nil, err
+		return nil, start, err
 	}
 	r.stats.batches.Add(1)
 	l.storeHealth.Success()
@@ -227,20 +230,24 @@ func (l *loop) call(ctx context.Context, b *store.Batch) (*store.Result, error) 
 		r.log.LogAttrs(ctx, slog.LevelWarn, "silent relay instances declared dead; their leases were released",
 			slog.Int("dead_instances", res.DeadInstances))
 	}
-	return res, nil
+	return res, start, nil
 }
 
-// renewed extends the leases the store renewed (the call started at now)
-// and marks lost those it refused: another instance may be delivering the
-// message. A delivery in progress goes on (at least once); one not yet
-// started will not start.
-func (l *loop) renewed(renewed, stale []uuid.UUID, now time.Time) {
+// renewed extends the leases the store renewed (the call started at
+// start) to what the store granted (see flight.until), and marks lost
+// those it refused: another instance may be delivering the message. A
+// delivery in progress goes on (at least once); one not yet started will
+// not start.
+func (l *loop) renewed(renewed []uuid.UUID, res *store.Result, start time.Time) {
 	if len(renewed) == 0 {
 		return
 	}
 	r := l.r
-	refused := idSet(stale)
-	until := now.Add(r.cfg.LeaseDuration)
+	refused := idSet(res.Stale)
+	expiries := make(map[uuid.UUID]time.Time, len(res.Renewed))
+	for _, le := range res.Renewed {
+		expiries[le.ID] = le.Expiry
+	}
 	var lost []*flight
 	r.fl.mu.Lock()
 	for _, id := range renewed {
@@ -260,7 +267,11 @@ func (l *loop) renewed(renewed, stale []uuid.UUID, now time.Time) {
 			lost = append(lost, &flight{m: f.m, started: f.started})
 			continue
 		}
-		if until.After(f.until) {
+		expiry := expiries[id]
+		if !expiry.IsZero() {
+			f.expiry = expiry
+		}
+		if until := leaseUntil(start, expiry, res.Now, r.cfg.LeaseDuration); until.After(f.until) {
 			f.until = until
 		}
 	}
@@ -280,33 +291,34 @@ func (l *loop) renewed(renewed, stale []uuid.UUID, now time.Time) {
 // dispatch hands claimed messages to the workers: the messages of one
 // ordered stream as one task, in Seq order; every other message alone. A
 // message the relay already holds is not delivered a second time (see
-// flight.reclaimed). The claim call started at now.
-func (l *loop) dispatch(claimed []*outbox.Message, probe bool, now time.Time) {
+// flight.reclaimed). The claim call started at start on the relay's clock
+// and found the store's clock at storeNow (zero: the store did not say).
+func (l *loop) dispatch(claimed []*outbox.Message, probe bool, start, storeNow time.Time) {
 	if len(claimed) == 0 {
 		return
 	}
 	r := l.r
 	r.stats.claimed.Add(int64(len(claimed)))
 	r.metrics.claimed.Add(float64(len(claimed)))
-	until := now.Add(r.cfg.LeaseDuration)
 	streams := make(map[string]*task)
 	var tasks []*task
 	var giveBack, unknown []outcome
 	r.fl.mu.Lock()
 	for _, m := range claimed {
 		d := r.dests[m.Destination]
+		until := leaseUntil(start, m.LeaseExpiry, storeNow, r.cfg.LeaseDuration)
 		if f, ok := r.fl.m[m.ID]; ok {
 			// Claimed again while in flight here: its lease had lapsed.
 			// The claim renewed it, for the flight that already has it.
 			f.lost = false
-			f.until = until
+			f.until, f.expiry = until, m.LeaseExpiry
 			if f.reported {
 				f.reclaimed = true
 			}
 			r.stats.reclaimed.Add(1)
 			continue
 		}
-		f := &flight{m: m, dest: d, probe: probe, until: until}
+		f := &flight{m: m, dest: d, probe: probe, until: until, expiry: m.LeaseExpiry}
 		r.fl.m[m.ID] = f
 		if _, ok := r.fl.recent[m.ID]; ok {
 			// Its outcome was recorded while this claim was under way:
@@ -338,7 +350,9 @@ func (l *loop) dispatch(claimed []*outbox.Message, probe bool, now time.Time) {
 	r.report(unknown...)
 	r.report(giveBack...)
 	for _, t := range tasks {
-		r.sched.push(t)
+		if !r.sched.push(t) {
+			r.report(shutdownRelease(t.dest, t.msgs)...)
+		}
 	}
 	r.log.LogAttrs(context.Background(), slog.LevelDebug, "claimed messages",
 		slog.Int("count", len(claimed)), slog.Bool("probe", probe))

@@ -287,6 +287,13 @@ type Result struct {
 	// A relay renews against these expiries and against the LeaseExpiry of
 	// Claimed messages, never against its own clock's idea of them.
 	Renewed []Lease
+	// Now is the store's clock when the batch ran: the time from which the
+	// claim and the renewals computed their expiries (PostgreSQL: the
+	// transaction's now(), or the store's Clock; SQLite: the store's
+	// clock). An expiry minus Now is the lease the store granted, whatever
+	// the caller's clock reads. Both stores of this module set it on every
+	// batch that claims or renews; zero means the store did not say.
+	Now time.Time
 	// DeadInstances is how many silent instances were declared dead and
 	// had their leases released.
 	DeadInstances int

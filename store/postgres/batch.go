@@ -196,6 +196,18 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, fs *fail
 		}
 		p.query(staleReader(rs, releaseID, res), s.sql.release, now, me, ids, after, flags, errs)
 	}
+	if len(b.RenewLeases) > 0 || b.Claim.Limit > 0 {
+		// The now() of the transaction, from which the renewals and the
+		// claim compute their expiries.
+		p.query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				if err := rows.Scan(&res.Now); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, `SELECT `+nowExpr, now)
+	}
 	if len(b.RenewLeases) > 0 {
 		ids := sortedIDs(b.RenewLeases)
 		p.query(renewReader(ids, res), s.sql.renew, now, me, uuidStrings(ids), micros(lease))

@@ -38,8 +38,8 @@ func (s *Store) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result
 		bad []badRow
 	)
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, bad = &store.Result{}, nil
 		now := s.now()
+		res, bad = &store.Result{Now: now}, nil
 		var err error
 		steps := []func(context.Context, *sql.Tx, *store.Batch, *store.Result, time.Time) error{
 			s.heartbeat, s.buryDeadInstances, s.applyCompletions, s.applyFailures, s.applyReleases, s.renewLeases,

@@ -124,6 +124,7 @@ func Run(t *testing.T, h Harness) {
 		{"Failure", failureCases},
 		{"Release", releaseCases},
 		{"Lease", leaseCases},
+		{"LeaseTime", leaseTimeCases},
 		{"Instance", instanceCases},
 		{"Concurrency", concurrencyCases},
 		{"Retention", retentionCases},

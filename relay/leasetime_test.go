@@ -1,0 +1,104 @@
+package relay
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/backstophq/backstop/clock"
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
+)
+
+// TestNoDoubleFlightUnderASteppedStoreClock: the store's clock steps
+// past the lease while the relay's does not move, and another instance
+// claims what the store now sees as free. The relay learns of the step
+// from its next store call (Result.Now) and does not start the message it
+// had not started yet: the other instance holds it. Without the step
+// showing, the relay's own clock would have said the lease had 30 s left.
+func TestNoDoubleFlightUnderASteppedStoreClock(t *testing.T) {
+	t.Parallel()
+	storeClk := clock.NewFake(epoch)
+	e := newEnv(t, withOrdering(outbox.OrderingNone), func(c *store.Config) { c.Clock = storeClk })
+	first, second := msg("orders", "a", 1), msg("orders", "b", 2)
+	e.enqueue(first, second)
+	started, proceed := make(chan struct{}), make(chan struct{})
+	rec := &recorder{fn: func(_ context.Context, _ *outbox.Message, call int) error {
+		if call == 1 {
+			close(started)
+			<-proceed
+		}
+		return nil
+	}}
+	cfg := e.config(map[string]Destination{"orders": {Transport: rec.transport(), Timeout: time.Hour}})
+	cfg.Workers = 1
+	rn := e.start(cfg)
+	<-started
+	waiting := second
+	if rec.got()[0] == string(second.Payload) {
+		waiting = first
+	}
+
+	storeClk.Advance(45 * time.Second) // past the 30 s lease on the store's clock only
+	res, err := e.s.ProcessBatch(e.ctx, &store.Batch{Instance: store.Instance{ID: "thief"}, Claim: store.ClaimRequest{Limit: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Claimed) != 2 {
+		t.Fatalf("the other instance claimed %d messages, want both", len(res.Claimed))
+	}
+	rounds := rn.r.rounds.Load()
+	rn.waitFor("a store call after the step", func() bool { return rn.r.rounds.Load() >= rounds+2 })
+	close(proceed)
+	rn.waitFor("the message given back", func() bool { return rn.r.Stats().InFlight == 0 })
+
+	if n := rec.count(string(waiting.Payload)); n != 0 {
+		t.Fatalf("the message another instance holds was delivered %d times here", n)
+	}
+	if got := e.get(waiting.ID); got == nil || got.InstanceID != "thief" {
+		t.Fatalf("the other instance's message = %+v", got)
+	}
+	if n := len(rec.got()); n != 1 {
+		t.Fatalf("%d deliveries, want the one in progress at the step", n)
+	}
+}
+
+// TestSteppedStoreClockReclaimsWithoutADoubleFlight: the store's clock
+// steps past the lease while a delivery hangs and nobody else is there:
+// the relay's next claim takes both messages again. The one in progress
+// is not delivered a second time, the other is delivered once on its new
+// lease, and each is recorded once.
+func TestSteppedStoreClockReclaimsWithoutADoubleFlight(t *testing.T) {
+	t.Parallel()
+	storeClk := clock.NewFake(epoch)
+	e := newEnv(t, withOrdering(outbox.OrderingNone), func(c *store.Config) { c.Clock = storeClk })
+	first, second := msg("orders", "a", 1), msg("orders", "b", 2)
+	e.enqueue(first, second)
+	started, proceed := make(chan struct{}), make(chan struct{})
+	rec := &recorder{fn: func(_ context.Context, _ *outbox.Message, call int) error {
+		if call == 1 {
+			close(started)
+			<-proceed
+		}
+		return nil
+	}}
+	cfg := e.config(map[string]Destination{"orders": {Transport: rec.transport(), Timeout: time.Hour}})
+	cfg.Workers = 1
+	rn := e.start(cfg)
+	<-started
+	storeClk.Advance(45 * time.Second)
+	rn.waitFor("the messages claimed again", func() bool { return rn.r.Stats().Reclaimed == 2 })
+	close(proceed)
+	rn.settle()
+	for _, m := range []*outbox.Message{first, second} {
+		if n := rec.count(string(m.Payload)); n != 1 {
+			t.Fatalf("%s delivered %d times", m.Payload, n)
+		}
+		if e.get(m.ID) != nil {
+			t.Fatalf("%s not recorded delivered", m.Payload)
+		}
+	}
+	if s := rn.r.Stats(); s.Delivered != 2 || s.InFlight != 0 {
+		t.Fatalf("stats = %+v", s)
+	}
+}
