@@ -1,0 +1,195 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/backstophq/backstop/inbox"
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/transport/webhook"
+)
+
+// reservedPaths are the server's own paths, which a source on its
+// listener may not take.
+var reservedPaths = []string{"/v1", "/metrics", "/healthz", "/readyz"}
+
+// validateSources checks the sources against each other and against the
+// destinations (names) and the server's listener.
+func (c *Config) validateSources(names map[string]bool) []*Error {
+	var errs []*Error
+	inboxes := map[string]bool{}
+	paths := map[string]string{} // listen address + path -> source key
+	for i := range c.Sources {
+		s := &c.Sources[i]
+		p := fmt.Sprintf("sources[%d]", i)
+		errs = append(errs, s.validate(p)...)
+		bad := func(key, format string, args ...any) {
+			errs = append(errs, &Error{Key: p + "." + key, Problem: fmt.Sprintf(format, args...)})
+		}
+		if s.Inbox != "" {
+			if inboxes[s.Inbox] {
+				bad("inbox", "%q is named twice: each source writes into an inbox of its own", s.Inbox)
+			}
+			inboxes[s.Inbox] = true
+			if names[inbox.Destination(s.Inbox)] {
+				bad("inbox", "destination %q is the inbox's own: rename the destination", inbox.Destination(s.Inbox))
+			}
+		}
+		if len(s.Forward.To) == 0 {
+			bad("forward.to", "names no destination: say where received messages go")
+		}
+		for j, to := range s.Forward.To {
+			switch {
+			case to == TopicDestination && len(c.Routes) > 0:
+			case !names[to]:
+				bad(fmt.Sprintf("forward.to[%d]", j), "unknown destination %q", to)
+			}
+		}
+		if s.Type != "http" || !strings.HasPrefix(s.Path, "/") {
+			continue
+		}
+		if s.Listen == c.Listen {
+			bad("listen", "is the server's own listen address: leave it out to receive on the server's listener")
+		}
+		if s.Listen == "" {
+			for _, r := range reservedPaths {
+				if s.Path == "/" || s.Path == r || strings.HasPrefix(s.Path, r+"/") {
+					bad("path", "%q is the server's own (the dashboard, /v1, /metrics, /healthz, /readyz): choose another, such as /inbox/%s", s.Path, s.Inbox)
+					break
+				}
+			}
+		}
+		at := s.Listen + " " + s.Path
+		if other, taken := paths[at]; taken {
+			bad("path", "%q is %s's path already", s.Path, other)
+		}
+		paths[at] = p
+	}
+	return errs
+}
+
+// validate checks one source on its own.
+func (s *Source) validate(p string) []*Error {
+	var errs []*Error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &Error{Key: p + "." + key, Problem: fmt.Sprintf(format, args...)})
+	}
+	if s.Inbox == "" {
+		bad("inbox", "is required: the name of the inbox the source writes into")
+	} else if err := (&outbox.Message{Destination: inbox.Destination(s.Inbox), Type: "t"}).Validate(); err != nil || !inboxName(s.Inbox) {
+		bad("inbox", "%q: an inbox name is 1 to %d bytes of a-z, A-Z, 0-9, '.', '_' and '-'", s.Inbox, inbox.MaxNameLen)
+	}
+	oneOf(&errs, p+".type", s.Type, "nats", "rabbitmq", "http")
+	// The settings of another kind of source are refused, by name.
+	for _, k := range []struct {
+		key   string
+		set   bool
+		types string
+	}{
+		{"url", s.URL != "", "nats rabbitmq"},
+		{"stream", s.Stream != "", "nats"},
+		{"consumer", s.Consumer != "", "nats"},
+		{"subject", s.Subject != "", "nats"},
+		{"ack_wait", s.AckWait != 0, "nats"},
+		{"queue", s.Queue != "", "rabbitmq"},
+		{"prefetch", s.Prefetch != 0, "rabbitmq"},
+		{"path", s.Path != "", "http"},
+		{"listen", s.Listen != "", "http"},
+		{"secret", s.Secret != "", "http"},
+		{"additional_secrets", len(s.AdditionalSecrets) > 0, "http"},
+		{"tolerance", s.Tolerance != 0, "http"},
+		{"headers", s.Headers != nil, "http"},
+	} {
+		if k.set && !contains(strings.Fields(k.types), s.Type) && contains([]string{"nats", "rabbitmq", "http"}, s.Type) {
+			bad(k.key, "is not a setting of %s source (only of %s)", aSource(s.Type), strings.ReplaceAll(k.types, " ", ", "))
+		}
+	}
+	required := func(key string, v string) {
+		if v == "" {
+			bad(key, "is required for %s source", aSource(s.Type))
+		}
+	}
+	switch s.Type {
+	case "nats", "rabbitmq":
+		required("url", s.URL)
+		if s.URL != "" {
+			want := map[string][]string{"nats": {"nats", "tls", "ws", "wss"}, "rabbitmq": {"amqp", "amqps"}}[s.Type]
+			if u, err := url.Parse(s.URL); err != nil || u.Scheme == "" || u.Host == "" {
+				bad("url", "%q is not an absolute URL", s.URL)
+			} else if !contains(want, u.Scheme) {
+				bad("url", "scheme %q does not suit a %s source (want %s)", u.Scheme, s.Type, strings.Join(want, " or "))
+			}
+		}
+	}
+	switch s.Type {
+	case "nats":
+		required("stream", s.Stream)
+		required("consumer", s.Consumer)
+		if strings.ContainsAny(s.Consumer, ".*> \t") {
+			bad("consumer", "%q: a durable name may not hold '.', '*', '>' or spaces", s.Consumer)
+		}
+	case "rabbitmq":
+		required("queue", s.Queue)
+		if s.Prefetch < 0 {
+			bad("prefetch", "must not be negative")
+		}
+	case "http":
+		required("secret", s.Secret)
+		for i, sec := range s.Secrets() {
+			if i == 0 && len(sec) == 0 {
+				continue // reported as required
+			}
+			if _, err := webhook.DecodeSecret(sec); err != nil {
+				key := "secret"
+				if i > 0 {
+					key = fmt.Sprintf("additional_secrets[%d]", i-1)
+				}
+				bad(key, "%v", err)
+			}
+		}
+		if s.Path == "" {
+			bad("path", "is required for an http source on the server's listener (or give it a listen address of its own)")
+		} else if !strings.HasPrefix(s.Path, "/") || strings.ContainsAny(s.Path, " \t{}") {
+			bad("path", "%q must start with / and hold no spaces or braces", s.Path)
+		}
+		if s.Listen != "" {
+			if _, _, err := net.SplitHostPort(s.Listen); err != nil {
+				bad("listen", "%q is not host:port", s.Listen)
+			}
+		}
+	}
+	kind, name := s.StreamKeyOf()
+	switch {
+	case kind == "header" && (name == "" || strings.ContainsAny(name, " \t:")):
+		bad("stream_key", "%q: want header:<Name>, such as header:X-Order-Id", s.StreamKey)
+	case kind == "subject" && s.Type != "nats":
+		bad("stream_key", "subject is a nats source's, not %s's (a rabbitmq source has routing_key)", aSource(s.Type))
+	case kind == "routing_key" && s.Type != "rabbitmq":
+		bad("stream_key", "routing_key is a rabbitmq source's, not %s's", aSource(s.Type))
+	case kind != "header" && kind != "subject" && kind != "routing_key" && kind != "none":
+		bad("stream_key", "%q is not one of header:<Name>, subject, routing_key, none", s.StreamKey)
+	}
+	return errs
+}
+
+// aSource is "a nats source", "an http source".
+func aSource(typ string) string {
+	if typ == "http" {
+		return "an http source"
+	}
+	return "a " + typ + " source"
+}
+
+func inboxName(name string) bool {
+	if name == "" || len(name) > inbox.MaxNameLen {
+		return false
+	}
+	for _, r := range name {
+		if !(r == '.' || r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
