@@ -1,0 +1,126 @@
+package rabbitinbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// ErrConnClosed is matched by Run's error when the caller's Config.Conn
+// closed: a Receiver given a URL dials again instead.
+var ErrConnClosed = errors.New("rabbitinbox: connection closed")
+
+// Run consumes the queue until ctx is done, then returns nil. A first
+// session that cannot start (the broker unreachable, the queue missing)
+// is an error, so that a mistake in the configuration shows at once.
+// After that, when the channel or the connection closes under it, Run
+// consumes again after ReconnectDelay, doubling up to MaxReconnectDelay
+// while the tries fail: the unacknowledged deliveries go back to the
+// queue and come again. With Config.Conn, Run returns an error matching
+// ErrConnClosed once that connection is closed.
+func (r *Receiver) Run(ctx context.Context) error {
+	delay := r.cfg.ReconnectDelay
+	for first := true; ; first = false {
+		started, err := r.session(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, ErrConnClosed), first && !started:
+			return err
+		}
+		if started {
+			delay = r.cfg.ReconnectDelay
+		}
+		r.log.LogAttrs(ctx, slog.LevelWarn, "consumer lost; consuming again",
+			slog.String("queue", r.cfg.Queue), slog.Duration("after", delay), slog.String("error", err.Error()))
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		delay = min(2*delay, r.cfg.MaxReconnectDelay)
+		if r.reconnecting != nil {
+			r.reconnecting()
+		}
+	}
+}
+
+// session consumes on one connection (dialed for it unless the caller
+// owns one) and one channel until either closes or ctx is done. It
+// reports whether its consumer started, and why it ended.
+func (r *Receiver) session(ctx context.Context) (started bool, err error) {
+	conn := r.cfg.Conn
+	if conn == nil {
+		if conn, err = amqp.DialConfig(r.cfg.URL, r.cfg.AMQP); err != nil {
+			return false, fmt.Errorf("rabbitinbox: dial: %w", err)
+		}
+		defer conn.Close()
+	} else if conn.IsClosed() {
+		return false, ErrConnClosed
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		if conn.IsClosed() && r.cfg.Conn != nil {
+			return false, fmt.Errorf("%w: open channel: %w", ErrConnClosed, err)
+		}
+		return false, fmt.Errorf("rabbitinbox: open channel: %w", err)
+	}
+	defer closeChannel(ch)
+	if err := ch.Qos(r.cfg.Prefetch, 0, false); err != nil {
+		return false, fmt.Errorf("rabbitinbox: qos: %w", err)
+	}
+	// Closing the channel when the session ends cancels the consumer and
+	// gives the unacknowledged deliveries back to the queue.
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	deliveries, err := ch.Consume(r.cfg.Queue, "", false, false, false, false, nil)
+	if err != nil {
+		return false, fmt.Errorf("rabbitinbox: consume %q: %w", r.cfg.Queue, err)
+	}
+	if r.consuming != nil {
+		r.consuming()
+	}
+	started = true
+	for {
+		select {
+		case <-ctx.Done():
+			return true, nil
+		case d, ok := <-deliveries:
+			if !ok {
+				err := errors.New("rabbitinbox: the broker cancelled the consumer")
+				if e := <-closed; e != nil {
+					err = fmt.Errorf("rabbitinbox: channel closed: %w", e)
+				}
+				if r.cfg.Conn != nil && conn.IsClosed() {
+					err = fmt.Errorf("%w: %w", ErrConnClosed, err)
+				}
+				return true, err
+			}
+			r.receive(ctx, &d)
+		}
+	}
+}
+
+// closeTimeout bounds the wait for the broker's answer to a channel close.
+const closeTimeout = 5 * time.Second
+
+// closeChannel closes ch, waiting at most closeTimeout for the broker
+// (a broker that does not answer must not hold Run).
+func closeChannel(ch *amqp.Channel) {
+	done := make(chan struct{})
+	go func() {
+		_ = ch.Close()
+		close(done)
+	}()
+	t := time.NewTimer(closeTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
