@@ -45,7 +45,7 @@ func parent(ctx context.Context, argv []string) error {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	rounds := fs.Int("rounds", 3, "how many times each case runs, in a shuffled order each round")
 	scaleName := fs.String("scale", "default", "small (CI smoke run), default (the published figures) or large")
-	cases := fs.String("cases", "", "comma-separated substrings of case names (store/scenario/system) to run; empty runs all")
+	cases := fs.String("cases", "", "comma-separated substrings of case names (store/scenario/system) to run, a trailing $ anchoring one at the end of the name; empty runs all")
 	stores := fs.String("stores", "postgres,sqlite", "comma-separated stores: postgres, sqlite")
 	out := fs.String("out", "", "also write the report to this Markdown file (e.g. ../BENCHMARKS.md)")
 	pgURL := fs.String("postgres", envOr("BACKSTOP_TEST_POSTGRES_URL", defaultPostgres), "PostgreSQL URL (trust auth, database test)")

@@ -80,8 +80,14 @@ func Cases(sc scenario.Scale, stores, filters []string) []Case {
 	return out
 }
 
+// matches reports whether name is selected by filters: a filter matches
+// the names that contain it, or, ending in "$", the names that end with
+// the rest of it ("drain/backstop$" leaves out "drain/backstop-tuned").
 func matches(name string, filters []string) bool {
 	return len(filters) == 0 || slices.ContainsFunc(filters, func(f string) bool {
+		if rest, ok := strings.CutSuffix(f, "$"); ok {
+			return rest != "" && strings.HasSuffix(name, rest)
+		}
 		return f != "" && strings.Contains(name, f)
 	})
 }
