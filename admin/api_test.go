@@ -51,7 +51,19 @@ func TestAuth(t *testing.T) {
 		_, err = a.rd.Do(a.ctx, http.MethodGet, "/v1/nothing", nil, nil, nil)
 		wantProblem(t, err, 404, "")
 		_, err = a.op.Do(a.ctx, http.MethodPut, "/v1/stats", nil, nil, nil)
-		wantProblem(t, err, 404, "")
+		wantProblem(t, err, 405, "")
+		// A route's path with a method it does not take: 405, and Allow
+		// names the methods it takes.
+		req, _ := http.NewRequest(http.MethodPatch, a.srv.URL+"/v1/dlq/"+uuid.NewString(), nil)
+		req.Header.Set("Authorization", "Bearer "+operateToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, DELETE" {
+			t.Errorf("PATCH /v1/dlq/{id}: %d, Allow %q; want 405, Allow \"GET, DELETE\"", resp.StatusCode, resp.Header.Get("Allow"))
+		}
 	})
 }
 

@@ -228,11 +228,11 @@ func (s *specDoc) check(method, path string, status int, ctype string, body []by
 	}
 	ops := s.doc["paths"].(map[string]any)[tmpl].(map[string]any)
 	op, ok := ops[strings.ToLower(method)].(map[string]any)
-	if !ok { // an undocumented method: a 404 problem
-		if status != http.StatusNotFound || !strings.HasPrefix(ctype, "application/problem+json") {
+	if !ok { // an undocumented method on a route: a 405 problem
+		if status != http.StatusMethodNotAllowed || !strings.HasPrefix(ctype, "application/problem+json") {
 			return fmt.Sprintf("%s is not documented on %s, and answered %d", method, tmpl, status)
 		}
-		return s.check("GET", "/v1/nothing", status, ctype, body)
+		return s.check("GET", "/v1/nothing", http.StatusNotFound, ctype, body) // the same problem body
 	}
 	resps := op["responses"].(map[string]any)
 	r, ok := resps[fmt.Sprint(status)].(map[string]any)

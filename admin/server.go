@@ -195,8 +195,31 @@ func (s *Server) routes() {
 	read("GET /v1/workflows/runs", s.listRuns)
 	read("GET /v1/workflows/runs/{id}", s.getRun)
 	s.mux.HandleFunc("/v1/", s.auth(RoleRead, func(w http.ResponseWriter, r *http.Request) {
+		if allowed := s.allowedMethods(r); len(allowed) > 0 {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+			problem(w, http.StatusMethodNotAllowed, "method not allowed",
+				r.Method+" is not allowed on "+r.URL.Path+"; it takes "+strings.Join(allowed, ", "), "")
+			return
+		}
 		problem(w, http.StatusNotFound, "no such route", r.Method+" "+r.URL.Path+" is not part of the API (see /v1/openapi.json)", "")
 	}))
+}
+
+// allowedMethods lists the methods some route of the API takes on r's
+// path, for a request that matched none: a 405 with Allow, not a 404.
+func (s *Server) allowedMethods(r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/v1/" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func itoa(i int) string {
