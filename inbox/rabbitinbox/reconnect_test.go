@@ -142,8 +142,10 @@ func TestReconnect(t *testing.T) {
 		if got := e.Handled()["order-1"]; !slices.Equal(got, want) {
 			t.Errorf("handled %v, want %v", got, want)
 		}
-		if n := e.Counter("backstop_inbox_duplicates_total", "source", "amqp"); n != 2 {
-			t.Errorf("duplicates_total = %d, want 2 (m2 and m4 delivered again)", n)
+		// m2 and m4 come again; so does m5 when the idle cut caught its
+		// ack on the way (the relay may handle m5 before it is acked).
+		if n := e.Counter("backstop_inbox_duplicates_total", "source", "amqp"); n != 2 && n != 3 {
+			t.Errorf("duplicates_total = %d, want 2 (m2 and m4 delivered again) or 3 (m5 too)", n)
 		}
 		if n := e.OutboxRows("inbox:orders"); n != 0 {
 			t.Errorf("%d inbox rows left, want 0", n)
