@@ -309,3 +309,37 @@ sources:
 		}
 	}
 }
+
+// TestServeHTTPSourceOwnAddress runs an http source on an address of its
+// own: a signed request is forwarded, an unsigned one refused.
+func TestServeHTTPSourceOwnAddress(t *testing.T) {
+	hook := newHookRecorder(t)
+	addr := "127.0.0.1:" + freePort(t)
+	startServe(t, fmt.Sprintf(`listen: 127.0.0.1:0
+db: sqlite:%s
+relay: {poll_interval: 20ms}
+destinations:
+  - {name: crm, type: webhook, url: '%s', inner_retry: {attempts: 1}}
+sources:
+  - inbox: signups
+    type: http
+    listen: %s
+    secret: %s
+    headers: [Content-Type, X-Partner]
+    forward: {to: [crm]}
+`, filepath.Join(t.TempDir(), "b.db"), hook.srv.URL, addr, partnerSecret))
+	if got := postSigned(t, "http://"+addr+"/", "s1", "signup.created", "acme", `{"id":"s1"}`); got != http.StatusAccepted {
+		t.Fatalf("signed POST: %d, want 202", got)
+	}
+	resp, err := http.Post("http://"+addr+"/", "application/json", strings.NewReader(`{"type":"signup.created"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("unsigned POST: %d, want 401", resp.StatusCode)
+	}
+	if f := hook.await(t, "s1"); f.body != `{"id":"s1"}` || f.typ != "signup.created" || f.stream != "" {
+		t.Errorf("forwarded %+v, want s1 without a stream (no Backstop-Stream sent)", f)
+	}
+}

@@ -34,7 +34,17 @@ import (
 // too.
 type sourceSet struct {
 	srcs []*source
-	log  *slog.Logger
+	// own are the listeners of the HTTP sources with addresses of their
+	// own, open from newSources on (so that a busy address stops serve
+	// at its start), with the handlers of the sources on each.
+	own []ownListener
+	log *slog.Logger
+}
+
+// ownListener is an address of HTTP sources' own.
+type ownListener struct {
+	ln  net.Listener
+	mux *http.ServeMux
 }
 
 // source is one configured source, ready to run.
@@ -73,6 +83,24 @@ func newSources(ctx context.Context, c *config.Config, st store.Store, reg prome
 			return nil, fmt.Errorf("sources[%d] (inbox %s): %w", i, c.Sources[i].Inbox, err)
 		}
 		set.srcs = append(set.srcs, s)
+	}
+	byAddr := map[string]*http.ServeMux{}
+	for _, s := range set.srcs {
+		if s.handler == nil || s.cfg.Listen == "" {
+			continue
+		}
+		mux := byAddr[s.cfg.Listen]
+		if mux == nil {
+			ln, err := net.Listen("tcp", s.cfg.Listen)
+			if err != nil {
+				set.close()
+				return nil, fmt.Errorf("http source %s: %w", s.cfg.Inbox, err)
+			}
+			mux = http.NewServeMux()
+			byAddr[s.cfg.Listen] = mux
+			set.own = append(set.own, ownListener{ln: ln, mux: mux})
+		}
+		mux.Handle(s.cfg.Path, s.handler)
 	}
 	return set, nil
 }
@@ -260,36 +288,23 @@ func (set *sourceSet) run(ctx context.Context) error {
 			}
 		}()
 	}
-	listeners := map[string]*http.ServeMux{}
 	for _, s := range set.srcs {
 		what := fmt.Sprintf("source %s (%s)", s.cfg.Inbox, s.cfg.Type)
 		if s.run != nil {
 			start(what, s.run)
 		}
-		if s.handler != nil && s.cfg.Listen != "" {
-			mux := listeners[s.cfg.Listen]
-			if mux == nil {
-				mux = http.NewServeMux()
-				listeners[s.cfg.Listen] = mux
-			}
-			mux.Handle(s.cfg.Path, s.handler)
-		}
 		start(what+" sweep", s.sweepLoop(set.log))
 	}
-	for addr, mux := range listeners {
-		start("http source on "+addr, func(ctx context.Context) error { return serveHTTPSource(ctx, addr, mux, set.log) })
+	for _, o := range set.own {
+		start("http sources on "+o.ln.Addr().String(), func(ctx context.Context) error { return serveHTTPSource(ctx, o.ln, o.mux, set.log) })
 	}
 	wg.Wait()
 	return firstErr
 }
 
-// serveHTTPSource serves HTTP sources on an address of their own until
+// serveHTTPSource serves HTTP sources on a listener of their own until
 // ctx is done.
-func serveHTTPSource(ctx context.Context, addr string, h http.Handler, logger *slog.Logger) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
+func serveHTTPSource(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	logger.Info("receiving webhooks", "listen", ln.Addr().String())
 	errc := make(chan error, 1)
@@ -301,7 +316,7 @@ func serveHTTPSource(ctx context.Context, addr string, h http.Handler, logger *s
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err = srv.Shutdown(sctx)
+	err := srv.Shutdown(sctx)
 	<-errc
 	return err
 }
@@ -325,9 +340,12 @@ func (s *source) sweepLoop(logger *slog.Logger) func(ctx context.Context) error 
 	}
 }
 
-// close releases the sources' connections.
+// close releases the sources' connections and listeners.
 func (set *sourceSet) close() {
 	for _, s := range set.srcs {
 		s.close()
+	}
+	for _, o := range set.own {
+		_ = o.ln.Close()
 	}
 }

@@ -73,6 +73,17 @@ func TestParseSources(t *testing.T) {
 	}
 }
 
+// A source may forward to the routes' fan-out when there are routes.
+func TestParseSourceForwardsToTopic(t *testing.T) {
+	src := "sources:\n  - {inbox: a, type: rabbitmq, url: 'amqp://x/', queue: q, forward: {to: [topic]}}\n"
+	if _, err := Parse([]byte(sourcesBase+"routes:\n  - {topic: '*', to: [warehouse]}\n"+src), env(nil)); err != nil {
+		t.Errorf("forward to topic with routes: %v", err)
+	}
+	if _, err := Parse([]byte(sourcesBase+src), env(nil)); err == nil || !strings.Contains(err.Error(), `sources[0].forward.to[0]: unknown destination "topic"`) {
+		t.Errorf("forward to topic without routes: %v", err)
+	}
+}
+
 // Each bad source is refused with an error naming the key and its line.
 func TestParseRefusesSources(t *testing.T) {
 	nats := sourcesBase + "sources:\n  - inbox: orders\n    type: nats\n    url: nats://127.0.0.1:4222\n    stream: ORDERS\n    consumer: c\n    forward: {to: [warehouse]}\n"
