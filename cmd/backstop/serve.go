@@ -26,12 +26,16 @@ func newServeCmd(g *globals) *cobra.Command {
 	var cfgPath, listen string
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the relay, the admin API, /metrics, /healthz and /readyz in one process",
+		Short: "Run the relay, the sources, the admin API, /metrics, /healthz and /readyz in one process",
 		Long: `serve delivers the outbox of the store (--db, else the config's db, else
 sqlite:./backstop.db) to the destinations of the config file, and serves the
 admin API on the config's listen address (127.0.0.1:8080 by default). Several
 serve processes on one PostgreSQL share the work. SIGTERM or Ctrl-C stops
 claiming, finishes or releases what is in flight, and exits.
+
+The config's sources receive messages from a NATS JetStream consumer, a
+RabbitMQ queue or signed webhooks into inboxes, each once, and forward
+them to destinations (docs/configuration.md, sources[]).
 
 Tokens come from the config's tokens and BACKSTOP_ADMIN_TOKEN (an operate
 token named "env"). serve refuses to listen beyond loopback without one.`,
