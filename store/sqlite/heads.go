@@ -274,8 +274,19 @@ func (s *Store) settleStream(ctx context.Context, tx *sql.Tx, h *headStream, got
 	return nil
 }
 
+// minStreamShare is the least of a claim's limit that readStreams offers
+// each stream before it has offered every ready stream some: a small claim
+// still takes a stream's run of messages in seq order, and one stream's
+// share is worth the read it costs.
+const minStreamShare = 16
+
 // readStreams reads dest's ready streams, oldest turn first, each from its
-// head, collecting claimable messages up to limit in all.
+// head, collecting claimable messages up to limit in all. The limit is
+// shared out: each stream is offered limit divided among the ready streams
+// (at least minStreamShare), and what they leave goes, in a second pass,
+// to the streams that had more. Delivery within a strict stream is one
+// message at a time, so a claim filled from one deep stream while others
+// wait would leave a relay's workers idle behind it.
 func (s *Store) readStreams(ctx context.Context, tx *sql.Tx, dest, mode string, limit int, now int64) ([]*headStream, error) {
 	// More streams than the limit: a ready stream may give nothing (its
 	// head came due later than it woke), and a small claim, such as a
@@ -298,15 +309,34 @@ func (s *Store) readStreams(ctx context.Context, tx *sql.Tx, dest, mode string, 
 	if err := errors2(rows); err != nil {
 		return nil, fmt.Errorf("ready streams: %w", err)
 	}
-	left := limit
+	left, share := limit, limit
+	if n := len(out); n > 1 {
+		share = min(max((limit+n-1)/n, minStreamShare), limit)
+	}
 	for i, h := range out {
 		if left <= 0 {
-			return out[:i], nil
+			out = out[:i]
+			break
 		}
-		if err := s.readStream(ctx, tx, h, heads[i], mode, left, now); err != nil {
+		if err := s.readStream(ctx, tx, h, heads[i], mode, min(share, left), now); err != nil {
 			return nil, err
 		}
 		left -= len(h.cands)
+	}
+	for _, h := range out {
+		if left <= 0 {
+			break
+		}
+		if !h.more {
+			continue
+		}
+		// Cut at its share: it reads on past its last candidate.
+		h.more = false
+		had := len(h.cands)
+		if err := s.readStream(ctx, tx, h, h.cands[had-1]+1, mode, had+left, now); err != nil {
+			return nil, err
+		}
+		left -= len(h.cands) - had
 	}
 	return out, nil
 }
