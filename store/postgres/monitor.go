@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -145,24 +146,15 @@ func (e extraColumn) Scan(dest ...any) error {
 
 // BlockedStreams counts the (destination, stream) pairs in which a strict
 // message that waits for its retry, or is dead-lettered, and was not
-// released, has at least one undelivered message after it. It reads the
-// failed and dead-lettered rows (outbox_failed_idx and the stream index),
-// not the whole backlog.
+// released, has at least one undelivered message after it. It is the
+// blocked-streams count of Gauges, which finds the blocking messages
+// through indexes instead of reading the outbox.
 func (s *Store) BlockedStreams(ctx context.Context) (int, error) {
-	var n int
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (
-		SELECT DISTINCT b.destination, b.stream FROM `+s.n.outbox+` AS b
-		WHERE b.published_at IS NULL AND b.stream <> '' AND b.stream_released_at IS NULL
-		  AND (b.dead_lettered_at IS NOT NULL OR b.scheduled_for > `+nowExpr+`)
-		  AND coalesce(b.ordering, `+modeOfParams("b", 2)+`) = 'strict'
-		  AND EXISTS (SELECT 1 FROM `+s.n.outbox+` AS l
-			WHERE l.destination = b.destination AND l.stream = b.stream AND l.seq > b.seq
-			  AND l.published_at IS NULL AND l.dead_lettered_at IS NULL)) AS blocked`,
-		s.now(), s.policyDests, s.policyModes, string(s.cfg.DefaultPolicy.Ordering)).Scan(&n)
+	g, err := s.Gauges(ctx, math.MaxInt32)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: blocked streams: %w", err)
 	}
-	return n, nil
+	return g.BlockedStreams, nil
 }
 
 // modeOfParams is modeOf with the policy arrays and default mode at
