@@ -24,6 +24,7 @@ var claimCases = []testCase{
 	{"LaterMessagesNeverHoldBackEarlierOnes", testClaimLaterDoesNotHold},
 	{"PerDestinationCaps", testClaimPerDestination},
 	{"StreamsServedRoundRobin", testClaimRoundRobin},
+	{"ReadyStreamsShareAClaim", testReadyStreamsShareAClaim},
 	{"HeldHeadsHideNothingElse", testClaimHeldHeads},
 	{"HeldStreamsWakeOnTimeAndChanges", testClaimWakesOnTimeAndWrites},
 	{"SmallClaimLooksPastIdleStreams", testSmallClaimLooksPastIdleStreams},
