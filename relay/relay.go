@@ -283,6 +283,17 @@ func (r *Relay) report(outs ...outcome) {
 	if len(outs) == 0 {
 		return
 	}
+	// The flights are now the recorder's to settle: a renewal the store
+	// refuses meanwhile is not a lost lease, a claim that returns one
+	// gives its new lease back once it is recorded, and an abandoned
+	// shutdown does not release it a second time.
+	r.fl.mu.Lock()
+	for i := range outs {
+		if f, ok := r.fl.m[outs[i].m.ID]; ok {
+			f.reported = true
+		}
+	}
+	r.fl.mu.Unlock()
 	r.mu.Lock()
 	r.outcomes = append(r.outcomes, outs...)
 	r.mu.Unlock()
