@@ -36,10 +36,22 @@ type loop struct {
 	errWait     time.Duration // the wait after a failed store call
 	storeHealth *tracker.Tracker
 	round       uint64 // the number of the current round
+	// gate is the store's store.WakeGate, nil when it has none; waiting
+	// says the relay is registered there as waiting for a wake-up.
+	gate    store.WakeGate
+	waiting bool
 }
 
+// waitGrace bounds the first wait after the relay registers as waiting
+// (store.WakeGate): a writer that looked for waiters just before the
+// registration and committed just after sent no wake-up, and the claim
+// after this short wait finds its messages.
+const waitGrace = 25 * time.Millisecond
+
 func newLoop(r *Relay) *loop {
+	gate, _ := r.store.(store.WakeGate)
 	return &loop{
+		gate:       gate,
 		r:          r,
 		lastRenew:  r.clk.Now(),
 		renewEvery: max(r.cfg.LeaseDuration/3, time.Millisecond),
@@ -65,7 +77,10 @@ func (l *loop) run(ctx context.Context, notify <-chan struct{}) {
 			wait = l.errWait
 			l.errWait = min(2*l.errWait, cfg.MaxPollInterval)
 		case rd.limit > 0 && rd.claimed == rd.limit && l.free() >= l.claimMin():
-			continue // a full claim: more is probably waiting
+			// A full claim: more is probably waiting, and writers need
+			// not wake a relay that is busy.
+			l.setWaiting(storeCtx, false)
+			continue
 		case rd.claimed > 0 || rd.skipped:
 			l.poll = cfg.PollInterval
 			wait = l.poll
@@ -85,6 +100,9 @@ func (l *loop) run(ctx context.Context, notify <-chan struct{}) {
 // channel is closed.
 func (l *loop) block(ctx context.Context, notify <-chan struct{}, wait time.Duration) <-chan struct{} {
 	r := l.r
+	if notify != nil && !l.waiting && l.setWaiting(context.WithoutCancel(ctx), true) {
+		wait = min(wait, waitGrace)
+	}
 	wait = min(wait, l.untilRenew(), l.untilProbe())
 	t := r.clk.NewTimer(wait)
 	defer t.Stop()
@@ -102,9 +120,32 @@ func (l *loop) block(ctx context.Context, notify <-chan struct{}, wait time.Dura
 			return nil
 		}
 		l.poll = r.cfg.PollInterval
+		// Woken by a writer: the claim that follows takes what there is,
+		// so later writers need not notify until the relay waits again.
+		l.setWaiting(context.WithoutCancel(ctx), false)
 	case <-t.C():
 	}
 	return notify
+}
+
+// setWaiting registers the relay as waiting for wake-ups, or ends its
+// registration, when the store has a store.WakeGate and the state
+// changes, and reports whether the relay is now registered. A failed call
+// leaves the state as it was: unregistered, the relay still polls;
+// registered, writers notify it a little longer than needed.
+func (l *loop) setWaiting(ctx context.Context, waiting bool) bool {
+	if l.gate == nil || l.waiting == waiting {
+		return l.waiting
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+	defer cancel()
+	if err := l.gate.SetWaiting(ctx, l.r.cfg.Instance.ID, waiting); err != nil {
+		l.r.log.LogAttrs(ctx, slog.LevelDebug, "registering as waiting for wake-ups failed",
+			slog.Bool("waiting", waiting), slog.String("error", err.Error()))
+		return l.waiting
+	}
+	l.waiting = waiting
+	return waiting
 }
 
 // round is what one step did.

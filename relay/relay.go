@@ -257,6 +257,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	go r.watchStalls(stopWatch)
 	l := newLoop(r)
 	l.run(ctx, r.subscribe(ctx))
+	l.setWaiting(context.Background(), false)
 	err := l.shutdown(stopRecorder, recorderDone)
 	r.log.LogAttrs(context.Background(), slog.LevelInfo, "relay stopped",
 		slog.String("instance", r.cfg.Instance.ID))

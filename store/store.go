@@ -364,6 +364,21 @@ type StreamStatus struct {
 // ErrNotFound is returned for an unknown message id.
 var ErrNotFound = errors.New("store: message not found")
 
+// WakeGate is implemented by stores whose wake-ups cost every writer
+// something, so that they are sent only while someone waits for them.
+// PostgreSQL's NOTIFY does: committing transactions that sent one wait
+// for each other, so with a NOTIFY on every insert a store's writers
+// could not commit in parallel. A relay calls SetWaiting(id, true) just
+// before it waits on its Subscribe channel, and SetWaiting(id, false) once
+// it is woken; while no one is registered, enqueues send no wake-up.
+// Registering is idempotent; registrations of instances declared dead are
+// dropped. A message whose writer looked for waiters just before the
+// registration and committed just after it sends no wake-up, so a caller
+// that registers claims once more a moment later.
+type WakeGate interface {
+	SetWaiting(ctx context.Context, id string, waiting bool) error
+}
+
 // Notifier is implemented by stores that can tell a relay that messages
 // were enqueued, so that an idle relay need not poll often.
 type Notifier interface {

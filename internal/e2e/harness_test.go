@@ -179,6 +179,15 @@ func (h *hookedStore) ProcessBatch(ctx context.Context, b *store.Batch) (*store.
 	return res, err
 }
 
+// SetWaiting implements store.WakeGate for a store that has one, so that
+// the relay's registration reaches it (PostgreSQL notifies only then).
+func (h *hookedStore) SetWaiting(ctx context.Context, id string, waiting bool) error {
+	if g, ok := h.Store.(store.WakeGate); ok {
+		return g.SetWaiting(ctx, id, waiting)
+	}
+	return nil
+}
+
 // Subscribe implements store.Notifier: the inner store's wake-ups, and
 // the test's pokes.
 func (h *hookedStore) Subscribe(ctx context.Context) (<-chan struct{}, error) {

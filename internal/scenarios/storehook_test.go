@@ -32,6 +32,7 @@ type hookedStore struct {
 	started int
 	calls   []call
 	held    map[uuid.UUID]struct{} // claimed, outcome not recorded yet
+	waits   []bool                 // SetWaiting calls that succeeded
 }
 
 // call is one ProcessBatch a relay made.
@@ -87,6 +88,33 @@ func (h *hookedStore) ProcessBatch(ctx context.Context, b *store.Batch) (*store.
 	h.mu.Unlock()
 	h.changed.fire()
 	return res, err
+}
+
+// SetWaiting implements store.WakeGate for a store that has one, so that
+// the relay's registration reaches it (PostgreSQL notifies only then).
+// It records each registration that succeeded (waitings).
+func (h *hookedStore) SetWaiting(ctx context.Context, id string, waiting bool) error {
+	if h.dead.Load() {
+		return errKilled
+	}
+	if g, ok := h.Store.(store.WakeGate); ok {
+		if err := g.SetWaiting(ctx, id, waiting); err != nil {
+			return err
+		}
+	}
+	h.mu.Lock()
+	h.waits = append(h.waits, waiting)
+	h.mu.Unlock()
+	h.changed.fire()
+	return nil
+}
+
+// waitings returns the relay's registrations as waiting (true) and their
+// ends (false), in order.
+func (h *hookedStore) waitings() []bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]bool(nil), h.waits...)
 }
 
 // Subscribe implements store.Notifier: the store's wake-ups, if it has

@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/backstophq/backstop/outbox"
@@ -160,6 +162,10 @@ func TestSubscribeWakesOnCommitAndOnRetryNow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A relay registers before it waits; inserts notify only then.
+	if err := s.SetWaiting(ctx, "relay-1", true); err != nil {
+		t.Fatal(err)
+	}
 	m := &outbox.Message{Destination: "subscribe", Type: "t"}
 	if err := s.Enqueue(ctx, m); err != nil {
 		t.Fatal(err)
@@ -183,5 +189,65 @@ func TestSubscribeWakesOnCommitAndOnRetryNow(t *testing.T) {
 	case <-wake:
 	case <-ctx.Done():
 		t.Fatal("no wake-up after RetryNow")
+	}
+}
+
+// TestInsertsNotifyOnlyWhileSomeoneWaits: with no one registered as
+// waiting (store.WakeGate) an insert sends no NOTIFY, so that committing
+// writers do not queue on NOTIFY's lock; with someone registered it does.
+// Notifications arrive in commit order, so once the last one is in, any
+// that the unwatched inserts had sent would have arrived before it.
+func TestInsertsNotifyOnlyWhileSomeoneWaits(t *testing.T) {
+	s, err := openTest(t, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.Channel()}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	// Other tests' schemas share the channel: our destinations carry our
+	// table's name.
+	dest := func(step string) string { return step + "-" + s.n.outbox }
+	enqueue := func(step string) {
+		t.Helper()
+		if err := s.Enqueue(ctx, &outbox.Message{Destination: dest(step), Type: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waiting := func(on bool) {
+		t.Helper()
+		if err := s.SetWaiting(ctx, "relay-1", on); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enqueue("nobody-waits")
+	waiting(true)
+	waiting(true) // idempotent
+	enqueue("waited-1")
+	waiting(false)
+	enqueue("no-longer-waited")
+	waiting(true)
+	enqueue("waited-2")
+	mine := map[string]bool{dest("nobody-waits"): true, dest("waited-1"): true,
+		dest("no-longer-waited"): true, dest("waited-2"): true}
+	var got []string
+	for len(got) == 0 || got[len(got)-1] != dest("waited-2") {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			t.Fatalf("waiting for notifications (got %v): %v", got, err)
+		}
+		if mine[n.Payload] {
+			got = append(got, n.Payload)
+		}
+	}
+	if want := []string{dest("waited-1"), dest("waited-2")}; !slices.Equal(got, want) {
+		t.Fatalf("notified for %v, want %v", got, want)
 	}
 }

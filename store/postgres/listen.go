@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/backstophq/backstop/clock"
@@ -22,7 +23,56 @@ const listenBuffer = 256
 // polls: when the reader falls behind, notifications are dropped. The
 // channel is closed when ctx is done or the connection fails; the caller
 // may Listen again.
+//
+// Inserts notify only while someone waits (store.WakeGate): Listen
+// registers as waiting for as long as it listens.
 func (s *Store) Listen(ctx context.Context) (<-chan string, error) {
+	id := "listen:" + uuid.NewString()
+	if err := s.SetWaiting(ctx, id, true); err != nil {
+		return nil, err
+	}
+	names, err := s.listen(ctx)
+	if err != nil {
+		_ = s.SetWaiting(context.WithoutCancel(ctx), id, false)
+		return nil, err
+	}
+	out := make(chan string, listenBuffer)
+	go func() {
+		defer close(out)
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = s.SetWaiting(rctx, id, false)
+			cancel()
+		}()
+		for n := range names {
+			select {
+			case out <- n:
+			default:
+			}
+		}
+	}()
+	return out, nil
+}
+
+// SetWaiting registers id as waiting for wake-ups, or ends its
+// registration (store.WakeGate): inserts send their NOTIFY only while
+// someone is registered (migration 0010).
+func (s *Store) SetWaiting(ctx context.Context, id string, waiting bool) error {
+	var err error
+	if waiting {
+		_, err = s.pool.Exec(ctx, `INSERT INTO `+s.n.qual+`waiters (id) VALUES ($1) ON CONFLICT (id) DO NOTHING`, id)
+	} else {
+		_, err = s.pool.Exec(ctx, `DELETE FROM `+s.n.qual+`waiters WHERE id = $1`, id)
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: set waiting: %w", err)
+	}
+	return nil
+}
+
+// listen is Listen without the registration: Subscribe's relay registers
+// itself only while it waits.
+func (s *Store) listen(ctx context.Context) (<-chan string, error) {
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: listen: %w", err)
@@ -57,14 +107,15 @@ func closeConn(c *pgx.Conn) {
 }
 
 // Subscribe implements store.Notifier over LISTEN/NOTIFY: the channel
-// receives a wake-up when any process commits messages into the outbox, or
-// an operator makes messages due again (RetryNow, ReleaseStream, a replay),
-// coalesced. When the listening connection fails, Subscribe sends one
+// receives a wake-up when any process commits messages into the outbox
+// while someone is registered as waiting (SetWaiting: a relay registers
+// just before it waits), or an operator makes messages due again
+// (RetryNow, ReleaseStream, a replay), coalesced. When the listening connection fails, Subscribe sends one
 // wake-up (notifications may have been missed) and listens again, backing
 // off while the database is unreachable. The channel is closed when ctx is
 // done.
 func (s *Store) Subscribe(ctx context.Context) (<-chan struct{}, error) {
-	names, err := s.Listen(ctx)
+	names, err := s.listen(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +141,7 @@ func (s *Store) Subscribe(ctx context.Context) (<-chan struct{}, error) {
 				if !clock.Sleep(clock.Real, backoff.Delay(n), ctx.Done()) {
 					return
 				}
-				if names, err = s.Listen(ctx); err == nil {
+				if names, err = s.listen(ctx); err == nil {
 					break
 				}
 			}

@@ -21,8 +21,9 @@ ON CONFLICT (id) DO UPDATE SET host = coalesce(nullif(excluded.host, ''), i.host
 	last_heartbeat = excluded.last_heartbeat`
 
 // deadInstancesSQL deletes the instances silent for longer than $3
-// microseconds and clears their leases (outbox_lease_idx holds only
-// leased rows), returning how many it declared dead.
+// microseconds, clears their leases (outbox_lease_idx holds only leased
+// rows) and their waiting registrations (WakeGate), returning how many it
+// declared dead.
 const deadInstancesSQL = `
 WITH dead AS (
 	DELETE FROM {i} WHERE id <> $2 AND last_heartbeat < {now} - $3 * interval '1 microsecond'
@@ -31,6 +32,8 @@ WITH dead AS (
 	UPDATE {o} SET instance_id = NULL, lease_expiry = NULL
 	WHERE instance_id IS NOT NULL AND instance_id IN (SELECT id FROM dead)
 	RETURNING 1
+), unwaited AS (
+	DELETE FROM {w} WHERE id IN (SELECT id FROM dead)
 )
 SELECT count(*)::int FROM dead`
 
@@ -115,7 +118,7 @@ type statements struct {
 
 func newStatements(n names) statements {
 	r := strings.NewReplacer(
-		"{o}", n.outbox, "{i}", n.instances, "{d}", n.deadLetters, "{now}", nowExpr,
+		"{o}", n.outbox, "{i}", n.instances, "{w}", n.qual+"waiters", "{d}", n.deadLetters, "{now}", nowExpr,
 		"{fn}", n.qual, "{cols o}", msgColsOf("o"),
 	)
 	return statements{
