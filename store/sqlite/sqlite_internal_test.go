@@ -82,6 +82,10 @@ func TestPragmas(t *testing.T) {
 			t.Fatalf("busy_timeout = %d (%v)", busy, err)
 		}
 	}
+	var cache int
+	if err := s.w.QueryRow(`PRAGMA cache_size`).Scan(&cache); err != nil || cache != -65536 {
+		t.Fatalf("writer cache_size = %d (%v), want -65536 (64 MB)", cache, err)
+	}
 	if _, err := s.r.Exec(`DELETE FROM backstop_outbox`); err == nil {
 		t.Fatal("the read pool accepted a write")
 	}
