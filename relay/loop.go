@@ -120,9 +120,9 @@ func (l *loop) block(ctx context.Context, notify <-chan struct{}, wait time.Dura
 			return nil
 		}
 		l.poll = r.cfg.PollInterval
-		// Woken by a writer: the claim that follows takes what there is,
-		// so later writers need not notify until the relay waits again.
-		l.setWaiting(context.WithoutCancel(ctx), false)
+		// Woken by a writer, the relay stays registered: leaving and
+		// coming back would cost two store calls a wake-up, the first on
+		// the way to the claim. It leaves once its claims come back full.
 	case <-t.C():
 	}
 	return notify

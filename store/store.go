@@ -370,7 +370,8 @@ var ErrNotFound = errors.New("store: message not found")
 // for each other, so with a NOTIFY on every insert a store's writers
 // could not commit in parallel. A relay calls SetWaiting(id, true) just
 // before it waits on its Subscribe channel, and SetWaiting(id, false) once
-// it is woken; while no one is registered, enqueues send no wake-up.
+// it is busy (its claims come back full); while no one is registered,
+// enqueues send no wake-up.
 // Registering is idempotent; registrations of instances declared dead are
 // dropped. A message whose writer looked for waiters just before the
 // registration and committed just after it sends no wake-up, so a caller
