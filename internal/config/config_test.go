@@ -106,6 +106,8 @@ func TestParseRefuses(t *testing.T) {
 		{"bad type", "destinations:\n  - {name: a, type: kafka, url: 'http://x'}\n", []string{"line 2", "destinations[0].type", "kafka"}},
 		{"wrong value type", base + "    breaker: {max_failures: many}\n", []string{"line 5", "destinations[0].breaker.max_failures", "many"}},
 		{"missing env", base + "    secret: ${NOPE_SECRET}\n", []string{"line 5", "destinations[0].secret", "NOPE_SECRET is not set"}},
+		{"missing env in a flow mapping", "destinations:\n  - {name: hook, type: webhook, url: '${NOPE_URL}', timeout: 5s}\n",
+			[]string{"line 2", "destinations[0].url:", "NOPE_URL is not set"}},
 		{"unknown route target", base + "routes:\n  - {topic: 'a.*', to: [hook, nowhere]}\n", []string{"line 6", "routes[0].to[1]", `unknown destination "nowhere"`}},
 		{"bad pattern", base + "routes:\n  - {topic: 'a*b', to: [hook]}\n", []string{"routes[0].topic"}},
 		{"duplicate name", base + "  - {name: hook, type: webhook, url: 'http://z/'}\n", []string{"line 5", "destinations[1].name", "named twice"}},

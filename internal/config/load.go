@@ -61,7 +61,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 		root := doc.Content[0]
 		var errs []error
 		checkKeys(root, reflect.TypeOf(*c), "", lines, &errs)
-		expand(root, lookup, lines, &errs)
+		expand(root, "", lookup, &errs)
 		if len(errs) > 0 {
 			return nil, errors.Join(errs...)
 		}
@@ -172,10 +172,12 @@ func suggest(key string, fields map[string]reflect.Type) string {
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// expand replaces ${NAME} in every scalar value under n. A variable that is
-// not set is an error naming the key.
-func expand(n *yaml.Node, lookup func(string) (string, bool), lines map[string]int, errs *[]error) {
-	if n.Kind == yaml.ScalarNode {
+// expand replaces ${NAME} in every scalar value under n, whose key path is
+// path. A variable that is not set is an error naming the key that holds
+// it, even where a line holds several (a flow mapping).
+func expand(n *yaml.Node, path string, lookup func(string) (string, bool), errs *[]error) {
+	switch n.Kind {
+	case yaml.ScalarNode:
 		if !strings.Contains(n.Value, "${") {
 			return
 		}
@@ -183,7 +185,7 @@ func expand(n *yaml.Node, lookup func(string) (string, bool), lines map[string]i
 			name := envRef.FindStringSubmatch(ref)[1]
 			v, ok := lookup(name)
 			if !ok {
-				*errs = append(*errs, &Error{Key: keyAt(lines, n.Line), Line: n.Line,
+				*errs = append(*errs, &Error{Key: path, Line: n.Line,
 					Problem: fmt.Sprintf("environment variable %s is not set", name)})
 			}
 			return v
@@ -191,21 +193,28 @@ func expand(n *yaml.Node, lookup func(string) (string, bool), lines map[string]i
 		if n.Tag == "!!null" || n.Tag == "" {
 			n.Tag = "!!str"
 		}
-		return
-	}
-	for i, c := range n.Content {
-		if n.Kind == yaml.MappingNode && i%2 == 0 {
-			continue // keys are not expanded
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 { // keys are not expanded
+			expand(n.Content[i+1], join(path, n.Content[i].Value), lookup, errs)
 		}
-		expand(c, lookup, lines, errs)
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			expand(c, fmt.Sprintf("%s[%d]", path, i), lookup, errs)
+		}
+	default:
+		for _, c := range n.Content {
+			expand(c, path, lookup, errs)
+		}
 	}
 }
 
-// keyAt returns the deepest key path on line, for messages about a value.
+// keyAt returns the deepest key path on line, for messages about a value
+// that give only a line; of several as deep (a flow mapping), the first in
+// sort order, so that the same file always gets the same message.
 func keyAt(lines map[string]int, line int) string {
 	best := ""
 	for p, l := range lines {
-		if l == line && len(p) > len(best) {
+		if l == line && (len(p) > len(best) || len(p) == len(best) && p < best) {
 			best = p
 		}
 	}
