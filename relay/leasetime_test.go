@@ -18,22 +18,8 @@ import (
 // showing, the relay's own clock would have said the lease had 30 s left.
 func TestNoDoubleFlightUnderASteppedStoreClock(t *testing.T) {
 	t.Parallel()
-	storeClk := clock.NewFake(epoch)
-	e := newEnv(t, withOrdering(outbox.OrderingNone), func(c *store.Config) { c.Clock = storeClk })
-	first, second := msg("orders", "a", 1), msg("orders", "b", 2)
-	e.enqueue(first, second)
-	started, proceed := make(chan struct{}), make(chan struct{})
-	rec := &recorder{fn: func(_ context.Context, _ *outbox.Message, call int) error {
-		if call == 1 {
-			close(started)
-			<-proceed
-		}
-		return nil
-	}}
-	cfg := e.config(map[string]Destination{"orders": {Transport: rec.transport(), Timeout: time.Hour}})
-	cfg.Workers = 1
-	rn := e.start(cfg)
-	<-started
+	sc := startSteppedClock(t)
+	e, rn, rec, storeClk, first, second, proceed := sc.e, sc.rn, sc.rec, sc.storeClk, sc.first, sc.second, sc.proceed
 	waiting := second
 	if rec.got()[0] == string(second.Payload) {
 		waiting = first
@@ -70,22 +56,8 @@ func TestNoDoubleFlightUnderASteppedStoreClock(t *testing.T) {
 // lease, and each is recorded once.
 func TestSteppedStoreClockReclaimsWithoutADoubleFlight(t *testing.T) {
 	t.Parallel()
-	storeClk := clock.NewFake(epoch)
-	e := newEnv(t, withOrdering(outbox.OrderingNone), func(c *store.Config) { c.Clock = storeClk })
-	first, second := msg("orders", "a", 1), msg("orders", "b", 2)
-	e.enqueue(first, second)
-	started, proceed := make(chan struct{}), make(chan struct{})
-	rec := &recorder{fn: func(_ context.Context, _ *outbox.Message, call int) error {
-		if call == 1 {
-			close(started)
-			<-proceed
-		}
-		return nil
-	}}
-	cfg := e.config(map[string]Destination{"orders": {Transport: rec.transport(), Timeout: time.Hour}})
-	cfg.Workers = 1
-	rn := e.start(cfg)
-	<-started
+	sc := startSteppedClock(t)
+	e, rn, rec, storeClk, first, second, proceed := sc.e, sc.rn, sc.rec, sc.storeClk, sc.first, sc.second, sc.proceed
 	storeClk.Advance(45 * time.Second)
 	rn.waitFor("the messages claimed again", func() bool { return rn.r.Stats().Reclaimed == 2 })
 	close(proceed)
@@ -101,4 +73,37 @@ func TestSteppedStoreClockReclaimsWithoutADoubleFlight(t *testing.T) {
 	if s := rn.r.Stats(); s.Delivered != 2 || s.InFlight != 0 {
 		t.Fatalf("stats = %+v", s)
 	}
+}
+
+// steppedClock is a one-worker relay on a store with a clock of its own,
+// two unordered messages enqueued, and the delivery of the first it took
+// hanging until proceed is closed.
+type steppedClock struct {
+	e             *env
+	rn            *running
+	rec           *recorder
+	storeClk      *clock.Fake
+	first, second *outbox.Message
+	proceed       chan struct{}
+}
+
+func startSteppedClock(t *testing.T) steppedClock {
+	t.Helper()
+	sc := steppedClock{storeClk: clock.NewFake(epoch), proceed: make(chan struct{})}
+	sc.e = newEnv(t, withOrdering(outbox.OrderingNone), func(c *store.Config) { c.Clock = sc.storeClk })
+	sc.first, sc.second = msg("orders", "a", 1), msg("orders", "b", 2)
+	sc.e.enqueue(sc.first, sc.second)
+	started := make(chan struct{})
+	sc.rec = &recorder{fn: func(_ context.Context, _ *outbox.Message, call int) error {
+		if call == 1 {
+			close(started)
+			<-sc.proceed
+		}
+		return nil
+	}}
+	cfg := sc.e.config(map[string]Destination{"orders": {Transport: sc.rec.transport(), Timeout: time.Hour}})
+	cfg.Workers = 1
+	sc.rn = sc.e.start(cfg)
+	<-started
+	return sc
 }

@@ -3,11 +3,8 @@ package natsinbox
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/url"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,64 +16,6 @@ import (
 	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/store"
 )
-
-// proxy is a TCP proxy to the test server whose connections the test can
-// cut, as a server restart or a network failure would.
-type proxy struct {
-	ln       net.Listener
-	upstream string
-	mu       sync.Mutex
-	conns    []net.Conn
-}
-
-func newProxy(t *testing.T, upstream string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, upstream: upstream}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.pipe(c)
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		p.cut()
-	})
-	return p
-}
-
-func (p *proxy) pipe(c net.Conn) {
-	u, err := net.Dial("tcp", p.upstream)
-	if err != nil {
-		c.Close()
-		return
-	}
-	p.mu.Lock()
-	p.conns = append(p.conns, c, u)
-	p.mu.Unlock()
-	go func() { _, _ = io.Copy(u, c); u.Close() }()
-	go func() { _, _ = io.Copy(c, u); c.Close() }()
-}
-
-// cut closes every connection through the proxy, both ends.
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
 
 // TestReconnect cuts the receiver's NATS connection once after it stored
 // a message and before it acknowledged it, and once while it waited:
@@ -112,9 +51,9 @@ func TestReconnect(t *testing.T) {
 			want = append(want, id+"@1")
 		}
 
-		p := newProxy(t, u.Host)
+		p := inboxtest.NewProxy(t, u.Host)
 		reconnected := make(chan struct{}, 10)
-		nc, err := nats.Connect("nats://"+p.ln.Addr().String(), nats.MaxReconnects(-1),
+		nc, err := nats.Connect("nats://"+p.Addr(), nats.MaxReconnects(-1),
 			nats.ReconnectWait(10*time.Millisecond), nats.ReconnectJitter(0, 0),
 			nats.ReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} }))
 		if err != nil {
@@ -135,7 +74,7 @@ func TestReconnect(t *testing.T) {
 		}
 		r.afterStore = func(m jetstream.Msg) {
 			if meta, err := m.Metadata(); err == nil && m.Headers().Get(jetstream.MsgIDHeader) == "m1" && meta.NumDelivered == 1 {
-				p.cut() // dies before its ack
+				p.Cut() // dies before its ack
 			}
 		}
 		for i := range 3 {
@@ -146,7 +85,7 @@ func TestReconnect(t *testing.T) {
 		e.WaitFor("three handled", func() bool { return in.Relay().Stats().Delivered == 3 })
 		waitSignal(t, e.Ctx, reconnected)
 
-		p.cut() // while idle
+		p.Cut() // while idle
 		waitSignal(t, e.Ctx, reconnected)
 		publish("m3")
 		e.WaitFor("m3 handled", func() bool { return in.Relay().Stats().Delivered == 4 })

@@ -3,11 +3,8 @@ package rabbitinbox
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/url"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,64 +15,6 @@ import (
 	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/store"
 )
-
-// proxy is a TCP proxy to the test broker whose connections the test can
-// cut, as a broker restart or a network failure would.
-type proxy struct {
-	ln       net.Listener
-	upstream string
-	mu       sync.Mutex
-	conns    []net.Conn
-}
-
-func newProxy(t *testing.T, upstream string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, upstream: upstream}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.pipe(c)
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		p.cut()
-	})
-	return p
-}
-
-func (p *proxy) pipe(c net.Conn) {
-	u, err := net.Dial("tcp", p.upstream)
-	if err != nil {
-		c.Close()
-		return
-	}
-	p.mu.Lock()
-	p.conns = append(p.conns, c, u)
-	p.mu.Unlock()
-	go func() { _, _ = io.Copy(u, c); u.Close() }()
-	go func() { _, _ = io.Copy(c, u); c.Close() }()
-}
-
-// cut closes every connection through the proxy, both ends.
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
 
 // TestReconnect cuts the receiver's connection twice after it stored a
 // message and before it acknowledged it, and once while it waited for
@@ -110,9 +49,9 @@ func TestReconnect(t *testing.T) {
 			want = append(want, id+"@1")
 		}
 
-		p := newProxy(t, u.Host)
+		p := inboxtest.NewProxy(t, u.Host)
 		via := *u
-		via.Host = p.ln.Addr().String()
+		via.Host = p.Addr()
 		r, err := New(Config{Inbox: in, URL: via.String(), Queue: queue, Logger: inboxtest.Quiet,
 			ReconnectDelay: 5 * time.Millisecond, MaxReconnectDelay: 50 * time.Millisecond})
 		if err != nil {
@@ -124,7 +63,7 @@ func TestReconnect(t *testing.T) {
 			// m2 and m4 are stored, then the connection dies before
 			// their ack.
 			if (d.MessageId == "m2" || d.MessageId == "m4") && !d.Redelivered {
-				p.cut()
+				p.Cut()
 			}
 		}
 		e.Go("receiver", r.Run)
@@ -133,7 +72,7 @@ func TestReconnect(t *testing.T) {
 
 		// Cut while idle: the receiver consumes again and takes m6.
 		waitSessions(t, e.Ctx, sessions, 3)
-		p.cut()
+		p.Cut()
 		waitSessions(t, e.Ctx, sessions, 1)
 		publish("m6")
 		want = append(want, "m6@1")

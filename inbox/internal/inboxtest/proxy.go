@@ -1,0 +1,71 @@
+package inboxtest
+
+import (
+	"io"
+	"net"
+	"sync"
+	"testing"
+)
+
+// Proxy is a TCP proxy to a test server (a broker) whose connections the
+// test can cut, as a server restart or a network failure would.
+type Proxy struct {
+	ln       net.Listener
+	upstream string
+	mu       sync.Mutex
+	conns    []net.Conn
+}
+
+// NewProxy listens on a loopback port and forwards every connection to
+// upstream until the test ends.
+func NewProxy(t *testing.T, upstream string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{ln: ln, upstream: upstream}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.pipe(c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		p.Cut()
+	})
+	return p
+}
+
+// Addr is the proxy's address, to dial instead of the server's.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+func (p *Proxy) pipe(c net.Conn) {
+	u, err := net.Dial("tcp", p.upstream)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns = append(p.conns, c, u)
+	p.mu.Unlock()
+	go func() { _, _ = io.Copy(u, c); u.Close() }()
+	go func() { _, _ = io.Copy(c, u); c.Close() }()
+}
+
+// Cut closes every connection through the proxy, both ends.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
