@@ -31,6 +31,11 @@ const (
 	// prefetch that keeps the workers busy while claims and records are
 	// under way.
 	DefaultBatchFactor = 16
+	// DefaultMaxBatchSize is the default MaxBatchSize when BatchSize is
+	// not set: how far the prefetch may grow while deliveries are fast.
+	DefaultMaxBatchSize = 4096
+	// DefaultPrefetchBytes is the default PrefetchBytes: 64 MiB.
+	DefaultPrefetchBytes = 64 << 20
 	// MinPollInterval is the shortest PollInterval New accepts, so that a
 	// typo cannot turn the relay into a busy loop against the database.
 	MinPollInterval = 10 * time.Millisecond
@@ -76,14 +81,33 @@ type Config struct {
 	// Zero means DefaultWorkers (16).
 	Workers int
 
-	// BatchSize is the most messages the relay holds leased at once, and
-	// so the most one claim asks for: up to Workers are being delivered
-	// and the rest wait for a worker, so that workers are never idle while
-	// the relay talks to the store. The relay claims again once an eighth
-	// of it is free (or the workers run short), in store calls of their
-	// own; outcomes are recorded in other calls, batched. Zero means
-	// DefaultBatchFactor × Workers.
+	// BatchSize is how many messages the relay holds leased at once (its
+	// prefetch), and so the most one claim asks for: up to Workers are
+	// being delivered and the rest wait for a worker, so that workers are
+	// never idle while the relay talks to the store. The relay claims
+	// again once an eighth of it is free (or the workers run short), in
+	// store calls of their own; outcomes are recorded in other calls,
+	// batched. Zero means DefaultBatchFactor × Workers.
+	//
+	// While deliveries are fast the relay holds more, up to MaxBatchSize:
+	// as many as it delivers in a quarter of a second, measured as it
+	// goes, so that each store call moves more messages. Slow deliveries
+	// keep it at BatchSize, so one relay of a fleet never leases work that
+	// others could be doing.
 	BatchSize int
+
+	// MaxBatchSize caps the prefetch's growth (see BatchSize). Zero means
+	// DefaultMaxBatchSize (4,096) when BatchSize is zero too, and
+	// BatchSize when it is set: a BatchSize set alone is held fixed.
+	// Values below BatchSize are rejected.
+	MaxBatchSize int
+
+	// PrefetchBytes caps the payload bytes the relay holds leased and not
+	// yet delivered: it claims no more while they reach it, unless fewer
+	// than Workers messages are held, so that messages near the size
+	// limit do not multiply the prefetch's memory. Zero means
+	// DefaultPrefetchBytes (64 MiB).
+	PrefetchBytes int64
 
 	// PollInterval is how soon an idle relay asks the store for work
 	// again after a claim that found some. Each claim that finds nothing
@@ -256,8 +280,18 @@ func (c Config) withDefaults(s store.Store) Config {
 	if c.Workers == 0 {
 		c.Workers = DefaultWorkers
 	}
+	if c.MaxBatchSize == 0 {
+		if c.BatchSize == 0 {
+			c.MaxBatchSize = max(DefaultMaxBatchSize, DefaultBatchFactor*c.Workers)
+		} else {
+			c.MaxBatchSize = c.BatchSize
+		}
+	}
 	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchFactor * c.Workers
+		c.BatchSize = min(DefaultBatchFactor*c.Workers, c.MaxBatchSize)
+	}
+	if c.PrefetchBytes == 0 {
+		c.PrefetchBytes = DefaultPrefetchBytes
 	}
 	if c.PollInterval == 0 {
 		c.PollInterval = DefaultPollInterval

@@ -30,6 +30,8 @@ func TestNewRejectsBadConfigNamingTheField(t *testing.T) {
 		{"nil transport", Config{Destinations: map[string]Destination{"orders": {}}}, `relay: Destinations["orders"].Transport is nil`},
 		{"empty name", Config{Destinations: map[string]Destination{"": {Transport: ok}}}, "relay: Destinations has an empty name"},
 		{"negative workers", Config{Destinations: map[string]Destination{"a": {Transport: ok}}, Workers: -1}, "relay: Workers must not be negative"},
+		{"max batch below batch", Config{Destinations: map[string]Destination{"a": {Transport: ok}}, BatchSize: 100, MaxBatchSize: 50}, "relay: MaxBatchSize must not be less than BatchSize (100), got 50"},
+		{"negative prefetch bytes", Config{Destinations: map[string]Destination{"a": {Transport: ok}}, PrefetchBytes: -1}, "relay: PrefetchBytes must not be negative"},
 		{"busy poll", Config{Destinations: map[string]Destination{"a": {Transport: ok}}, PollInterval: time.Millisecond}, "relay: PollInterval must be at least 10ms"},
 		{"max below poll", Config{Destinations: map[string]Destination{"a": {Transport: ok}}, PollInterval: time.Minute, MaxPollInterval: time.Second}, "relay: MaxPollInterval must not be less than PollInterval"},
 		{"silent relay", Config{Destinations: map[string]Destination{"a": {Transport: ok}}, MaxPollInterval: time.Minute}, "relay: MaxPollInterval must be less than half the store's InstanceTimeout (1m0s)"},
@@ -79,8 +81,9 @@ func TestDefaults(t *testing.T) {
 	switch {
 	case c.Instance.ID == "" || c.Instance.PID == 0 || c.Instance.StartedAt.IsZero():
 		t.Errorf("instance = %+v", c.Instance)
-	case c.Workers != DefaultWorkers || c.BatchSize != DefaultBatchFactor*DefaultWorkers:
-		t.Errorf("workers %d, batch %d", c.Workers, c.BatchSize)
+	case c.Workers != DefaultWorkers || c.BatchSize != DefaultBatchFactor*DefaultWorkers ||
+		c.MaxBatchSize != DefaultMaxBatchSize || c.PrefetchBytes != DefaultPrefetchBytes:
+		t.Errorf("workers %d, batch %d to %d, prefetch bytes %d", c.Workers, c.BatchSize, c.MaxBatchSize, c.PrefetchBytes)
 	case c.PollInterval != time.Second || c.MaxPollInterval != 5*time.Second || c.ShutdownTimeout != 30*time.Second:
 		t.Errorf("intervals %s %s %s", c.PollInterval, c.MaxPollInterval, c.ShutdownTimeout)
 	case c.LeaseDuration != 30*time.Second:
@@ -96,6 +99,34 @@ func TestDefaults(t *testing.T) {
 	}
 	if got := r.Breaker("a"); got == nil || r.Breaker("b") != nil {
 		t.Error("Breaker lookup")
+	}
+}
+
+// A BatchSize set alone is held fixed; a MaxBatchSize set alone caps the
+// starting size as well.
+func TestBatchSizeDefaults(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, tc := range []struct {
+		workers, batch, maxBatch int
+		wantBatch, wantMax       int
+	}{
+		{0, 0, 0, 256, 4096},
+		{0, 100, 0, 100, 100},
+		{0, 0, 100, 100, 100},
+		{0, 300, 2000, 300, 2000},
+		{1000, 0, 0, 16000, 16000},
+		{4, 0, 0, 64, 4096},
+	} {
+		r, err := New(e.s, Config{Destinations: map[string]Destination{"a": {Transport: transport.Func(nil)}},
+			Workers: tc.workers, BatchSize: tc.batch, MaxBatchSize: tc.maxBatch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := r.Config(); c.BatchSize != tc.wantBatch || c.MaxBatchSize != tc.wantMax {
+			t.Errorf("Workers %d BatchSize %d MaxBatchSize %d: got %d to %d, want %d to %d",
+				tc.workers, tc.batch, tc.maxBatch, c.BatchSize, c.MaxBatchSize, tc.wantBatch, tc.wantMax)
+		}
 	}
 }
 

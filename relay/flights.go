@@ -30,6 +30,7 @@ type flight struct {
 	started bool // a worker started delivering it
 	// reported is set once the outcome is handed to the recorder.
 	reported bool
+	bytes    int64 // what it counts against PrefetchBytes
 	// reclaimed is set when a claim returned the message again while it
 	// was in flight here (its lease had lapsed): the copy is not
 	// delivered a second time, and once this flight's outcome is
@@ -46,6 +47,10 @@ type flights struct {
 	// recent holds the ids whose flights ended during the claim call
 	// under way; nil when none is.
 	recent map[uuid.UUID]struct{}
+	// bytes is what the flights held count against PrefetchBytes
+	// (messageBytes); ended counts the flights ended so far.
+	bytes int64
+	ended uint64
 }
 
 func newFlights() *flights { return &flights{m: make(map[uuid.UUID]*flight)} }
@@ -54,6 +59,28 @@ func (fs *flights) len() int {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	return len(fs.m)
+}
+
+// held reports how many flights there are, the bytes they hold and how
+// many have ended so far.
+func (fs *flights) held() (n int, bytes int64, ended uint64) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return len(fs.m), fs.bytes, fs.ended
+}
+
+// add starts a flight; fs.mu is held.
+func (fs *flights) add(f *flight) {
+	f.bytes = messageBytes(f.m)
+	fs.m[f.m.ID] = f
+	fs.bytes += f.bytes
+}
+
+// end ends the flight of id; fs.mu is held.
+func (fs *flights) end(id uuid.UUID, f *flight) {
+	delete(fs.m, id)
+	fs.bytes -= f.bytes
+	fs.ended++
 }
 
 // startable reports whether a delivery of m may start at now, and marks

@@ -76,7 +76,7 @@ func TestSteppedStoreClockReclaimsWithoutADoubleFlight(t *testing.T) {
 }
 
 // steppedClock is a one-worker relay on a store with a clock of its own,
-// two unordered messages enqueued, and the delivery of the first it took
+// holding two unordered messages, the delivery of the first it took
 // hanging until proceed is closed.
 type steppedClock struct {
 	e             *env
@@ -105,5 +105,8 @@ func startSteppedClock(t *testing.T) steppedClock {
 	cfg.Workers = 1
 	sc.rn = sc.e.start(cfg)
 	<-started
+	// The first claim asks for Workers messages (the size of a message is
+	// not known yet); both must be held before the store's clock steps.
+	sc.rn.waitFor("both messages claimed", func() bool { return sc.rn.r.Stats().InFlight == 2 })
 	return sc
 }

@@ -40,6 +40,7 @@ type loop struct {
 	// says the relay is registered there as waiting for a wake-up.
 	gate    store.WakeGate
 	waiting bool
+	pf      *prefetch
 }
 
 // waitGrace bounds the first wait after the relay registers as waiting
@@ -52,6 +53,7 @@ func newLoop(r *Relay) *loop {
 	gate, _ := r.store.(store.WakeGate)
 	return &loop{
 		gate:       gate,
+		pf:         newPrefetch(&r.cfg, r.clk.Now()),
 		r:          r,
 		lastRenew:  r.clk.Now(),
 		renewEvery: max(r.cfg.LeaseDuration/3, time.Millisecond),
@@ -155,13 +157,16 @@ type round struct {
 	skipped bool // the claim was put off: too little room for it
 }
 
-// free is how many more messages the relay may hold.
-func (l *loop) free() int { return l.r.cfg.BatchSize - l.r.fl.len() }
+// free is how many more messages the relay may hold (prefetch.room).
+func (l *loop) free() int {
+	n, bytes, _ := l.r.fl.held()
+	return l.pf.room(n, bytes)
+}
 
 // claimMin is the least room worth a claim while the workers have
-// enough queued: an eighth of BatchSize, so that a relay with a full
-// buffer does not claim one message per recorded outcome.
-func (l *loop) claimMin() int { return max(l.r.cfg.BatchSize/8, 1) }
+// enough queued: an eighth of the prefetch's target, so that a relay
+// with a full buffer does not claim one message per recorded outcome.
+func (l *loop) claimMin() int { return max(l.pf.target()/8, 1) }
 
 // step renews the leases due for renewal and, when claim is set, claims
 // work: one call for the destinations whose circuit is closed and one
@@ -172,6 +177,8 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 	now := r.clk.Now()
 	if claim {
 		l.syncFleet(ctx, now, false)
+		_, _, ended := r.fl.held()
+		l.pf.observe(now, ended)
 	}
 	b := &store.Batch{Instance: r.cfg.Instance, SkipMaintenance: r.fleet != nil,
 		Claim: store.ClaimRequest{Lease: r.cfg.LeaseDuration}}
@@ -186,8 +193,7 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 		var exclude []string
 		exclude, probes = l.breakerPlan(now)
 		free := l.free()
-		held := r.cfg.BatchSize - free
-		if free >= l.claimMin() || held < r.cfg.Workers {
+		if free >= l.claimMin() || r.fl.len() < r.cfg.Workers {
 			b.Claim.Limit = max(free-len(probes), 0)
 		} else {
 			rd.skipped = free > 0
@@ -217,6 +223,7 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 			l.lastRenew = now
 		}
 		l.renewed(renewed, res, start)
+		l.pf.claimed(res.Claimed)
 		l.dispatch(res.Claimed, false, start, res.Now)
 		r.fl.bound(start, res.Now)
 		r.fl.watch(false)
@@ -360,7 +367,7 @@ func (l *loop) dispatch(claimed []*outbox.Message, probe bool, start, storeNow t
 			continue
 		}
 		f := &flight{m: m, dest: d, probe: probe, until: until, expiry: m.LeaseExpiry}
-		r.fl.m[m.ID] = f
+		r.fl.add(f)
 		if _, ok := r.fl.recent[m.ID]; ok {
 			// Its outcome was recorded while this claim was under way:
 			// give the new lease back rather than deliver it again.
@@ -410,8 +417,8 @@ func (l *loop) untilRenew() time.Duration {
 
 // perDestination caps each destination's share of a claim when there are
 // several, so that a slow destination never fills the buffer: at most
-// its room, the larger of an equal share of BatchSize and four times its
-// Concurrency, less what it holds.
+// its room, the larger of an equal share of the prefetch's target and
+// four times its Concurrency, less what it holds.
 func (l *loop) perDestination() map[string]int {
 	r := l.r
 	if len(r.destList) < 2 {
@@ -426,8 +433,9 @@ func (l *loop) perDestination() map[string]int {
 	}
 	r.fl.mu.Unlock()
 	out := make(map[string]int, len(r.destList))
+	size := l.pf.target()
 	for _, d := range r.destList {
-		room := max(r.cfg.BatchSize/len(r.destList), min(r.cfg.BatchSize, 4*d.concurrency))
+		room := max(size/len(r.destList), min(size, 4*d.concurrency))
 		out[d.name] = max(room-held[d], 0)
 	}
 	return out

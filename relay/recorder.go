@@ -183,7 +183,7 @@ func (r *Relay) endFlights(outs []outcome) {
 		if f.probe && f.dest != nil {
 			f.dest.probeDone()
 		}
-		delete(r.fl.m, id)
+		r.fl.end(id, f)
 		// A release leaves the message claimable at once, so a claim
 		// under way may take it again legitimately: only outcomes that
 		// settle the message (delivered, or charged and rescheduled) are

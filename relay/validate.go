@@ -20,6 +20,10 @@ func (c Config) validate() error {
 		return bad("Workers", c.Workers, "must not be negative")
 	case c.BatchSize < 0:
 		return bad("BatchSize", c.BatchSize, "must not be negative")
+	case c.MaxBatchSize < c.BatchSize:
+		return bad("MaxBatchSize", c.MaxBatchSize, fmt.Sprintf("must not be less than BatchSize (%d)", c.BatchSize))
+	case c.PrefetchBytes < 0:
+		return bad("PrefetchBytes", c.PrefetchBytes, "must not be negative")
 	case c.PollInterval < MinPollInterval:
 		return bad("PollInterval", c.PollInterval, "must be at least "+MinPollInterval.String())
 	case c.MaxPollInterval < c.PollInterval:

@@ -1,0 +1,118 @@
+package relay
+
+import (
+	"math"
+	"time"
+
+	"github.com/backstophq/backstop/outbox"
+)
+
+// The prefetch grows between Config.BatchSize and Config.MaxBatchSize to
+// what the relay delivers in prefetchHorizon, measured over windows of at
+// least prefetchSample.
+const (
+	prefetchHorizon = 250 * time.Millisecond
+	prefetchSample  = 100 * time.Millisecond
+	// messageOverhead is counted for each message held besides its
+	// payload: its id, headers and the rest of its row.
+	messageOverhead = 512
+)
+
+// prefetch sizes the relay's prefetch: how many messages it holds leased.
+// Its target follows the rate at which the relay ends flights, so that a
+// relay that delivers fast moves more messages per store call, and one
+// that delivers slowly holds no more than BatchSize. Only the claimer's
+// goroutine touches a prefetch.
+type prefetch struct {
+	min, max int
+	budget   int64 // PrefetchBytes
+	workers  int
+
+	at    time.Time // the start of the current sample
+	ended uint64    // flights ended before it
+	rate  float64   // flights ended per second, smoothed
+	// size is the smoothed bytes of a message claimed; 0 before the
+	// first claim.
+	size float64
+}
+
+func newPrefetch(c *Config, now time.Time) *prefetch {
+	return &prefetch{min: c.BatchSize, max: c.MaxBatchSize, budget: c.PrefetchBytes, workers: c.Workers, at: now}
+}
+
+// observe takes the count of flights ended so far at now. A window
+// shorter than prefetchSample waits for more; a clock that went back
+// starts a new one.
+func (p *prefetch) observe(now time.Time, ended uint64) {
+	if p.min == p.max {
+		return
+	}
+	dt := now.Sub(p.at)
+	switch {
+	case dt < 0:
+		p.at, p.ended = now, ended
+		return
+	case dt < prefetchSample:
+		return
+	}
+	inst := float64(ended-p.ended) / dt.Seconds()
+	if p.rate == 0 {
+		p.rate = inst
+	} else {
+		p.rate = (p.rate + inst) / 2
+	}
+	p.at, p.ended = now, ended
+}
+
+// target is how many messages the relay should hold now.
+func (p *prefetch) target() int {
+	if p.min == p.max {
+		return p.min
+	}
+	want := p.rate * prefetchHorizon.Seconds()
+	if want >= float64(p.max) {
+		return p.max
+	}
+	return max(p.min, int(math.Ceil(want)))
+}
+
+// claimed takes the messages a claim returned into the size estimate.
+func (p *prefetch) claimed(ms []*outbox.Message) {
+	if len(ms) == 0 {
+		return
+	}
+	var n int64
+	for _, m := range ms {
+		n += messageBytes(m)
+	}
+	avg := float64(n) / float64(len(ms))
+	if p.size == 0 {
+		p.size = avg
+	} else {
+		p.size = (p.size + avg) / 2
+	}
+}
+
+// room is how many more messages the relay may claim while holding held
+// messages of heldBytes: what the target leaves, less when the bytes
+// held near PrefetchBytes; never less than what brings it to Workers.
+// Before the first claim the size of a message is unknown, and the
+// relay asks for Workers messages only.
+func (p *prefetch) room(held int, heldBytes int64) int {
+	n := p.target() - held
+	if p.size > 0 {
+		n = min(n, int(float64(p.budget-heldBytes)/p.size))
+	} else {
+		n = min(n, p.workers-held)
+	}
+	return max(n, p.workers-held, 0)
+}
+
+// messageBytes is what holding m counts against PrefetchBytes.
+func messageBytes(m *outbox.Message) int64 {
+	n := int64(len(m.Payload) + messageOverhead)
+	for k, v := range m.Headers {
+		n += int64(len(k) + len(v))
+	}
+	return n
+}
