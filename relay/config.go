@@ -105,8 +105,10 @@ type Config struct {
 	// PrefetchBytes caps the payload bytes the relay holds leased and not
 	// yet delivered: it claims no more while they reach it, unless fewer
 	// than Workers messages are held, so that messages near the size
-	// limit do not multiply the prefetch's memory. Zero means
-	// DefaultPrefetchBytes (64 MiB).
+	// limit do not multiply the prefetch's memory. Until it has claimed
+	// some, the relay counts each message as the largest payload allowed
+	// (outbox.DefaultMaxPayloadBytes). Zero means DefaultPrefetchBytes
+	// (64 MiB).
 	PrefetchBytes int64
 
 	// PollInterval is how soon an idle relay asks the store for work

@@ -96,15 +96,14 @@ func (p *prefetch) claimed(ms []*outbox.Message) {
 // room is how many more messages the relay may claim while holding held
 // messages of heldBytes: what the target leaves, less when the bytes
 // held near PrefetchBytes; never less than what brings it to Workers.
-// Before the first claim the size of a message is unknown, and the
-// relay asks for Workers messages only.
+// Before the first claim the size of a message is unknown, and each is
+// taken to be as large as a payload may be (outbox.DefaultMaxPayloadBytes).
 func (p *prefetch) room(held int, heldBytes int64) int {
-	n := p.target() - held
-	if p.size > 0 {
-		n = min(n, int(float64(p.budget-heldBytes)/p.size))
-	} else {
-		n = min(n, p.workers-held)
+	size := p.size
+	if size == 0 {
+		size = outbox.DefaultMaxPayloadBytes + messageOverhead
 	}
+	n := min(p.target()-held, int(float64(p.budget-heldBytes)/size))
 	return max(n, p.workers-held, 0)
 }
 

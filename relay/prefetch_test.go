@@ -65,8 +65,11 @@ func TestPrefetchFollowsTheDeliveryRate(t *testing.T) {
 func TestPrefetchRoomKeepsToTheByteBudget(t *testing.T) {
 	t.Parallel()
 	p := newPrefetch(&Config{Workers: 4, BatchSize: 64, MaxBatchSize: 64, PrefetchBytes: 10 << 20}, epoch)
-	if got := p.room(0, 0); got != 4 {
-		t.Errorf("before any claim: room %d, want Workers (4)", got)
+	if got := p.room(0, 0); got != 9 {
+		t.Errorf("before any claim: room %d, want 9 messages of the largest payload", got)
+	}
+	if got := newPrefetch(&Config{Workers: 16, BatchSize: 30, MaxBatchSize: 30, PrefetchBytes: DefaultPrefetchBytes}, epoch).room(0, 0); got != 30 {
+		t.Errorf("before any claim, within the budget: room %d, want BatchSize (30)", got)
 	}
 	big := make([]*outbox.Message, 3)
 	for i := range big {
