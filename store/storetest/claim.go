@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 )
@@ -20,6 +22,7 @@ var claimCases = []testCase{
 	{"EmptyStreamIsUnordered", testClaimEmptyStream},
 	{"StreamsAreScopedByDestination", testClaimStreamScope},
 	{"PerMessageOrderingOverridesDestination", testClaimPerMessageOrdering},
+	{"StrictMessagesBehindManyUnorderedOnes", testClaimPastUnorderedRun},
 	{"PerDestinationOrderingPolicy", testClaimPerDestinationPolicy},
 	{"LaterMessagesNeverHoldBackEarlierOnes", testClaimLaterDoesNotHold},
 	{"PerDestinationCaps", testClaimPerDestination},
@@ -153,6 +156,40 @@ func testClaimPerMessageOrdering(t *testing.T, h Harness) {
 	e.fail("a", store.Failure{ID: m1.ID})
 	// m1 failed under release: it holds nothing; m2 (none) leased holds nothing.
 	e.claimExactly("c", 10, m3)
+}
+
+// testClaimPastUnorderedRun: a strict stream whose oldest messages are a
+// long run of per-message ordering none (claimed as unordered ones) is
+// still served: a claim that reads only such rows moves past them rather
+// than taking the stream for empty, and its strict messages are claimed,
+// the first no later than the second.
+func testClaimPastUnorderedRun(t *testing.T, h Harness) {
+	e := newEnv(t, h) // destination default: strict
+	loose := msgs(90, "d", "s")
+	for _, m := range loose {
+		m.Ordering = outbox.OrderingNone
+	}
+	strict := msgs(2, "d", "s")
+	e.enqueue(append(loose, strict...)...)
+	claimed := map[uuid.UUID]int{}
+	when := map[uuid.UUID]int{}
+	for i := range 30 {
+		for _, m := range e.claim(fmt.Sprintf("i%d", i), 10) {
+			claimed[m.ID]++
+			when[m.ID] = i
+		}
+	}
+	for _, m := range loose {
+		if claimed[m.ID] != 1 {
+			t.Fatalf("an unordered message claimed %d times, want once", claimed[m.ID])
+		}
+	}
+	if claimed[strict[0].ID] != 1 || claimed[strict[1].ID] != 1 {
+		t.Fatalf("strict messages claimed %d and %d times, want once each", claimed[strict[0].ID], claimed[strict[1].ID])
+	}
+	if when[strict[0].ID] > when[strict[1].ID] {
+		t.Fatalf("the second strict message was claimed in call %d, before the first (%d)", when[strict[1].ID], when[strict[0].ID])
+	}
 }
 
 func testClaimPerDestinationPolicy(t *testing.T, h Harness) {
