@@ -78,22 +78,21 @@ func (s *Store) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result
 // this outcome alone (a constraint, a trigger) rolls the savepoint back and
 // is returned as rejected, for the caller to report; a busy database or a
 // done context fails the whole transaction.
-func savepoint(ctx context.Context, tx *sql.Tx, fn func() error) (rejected, fatal error) {
-	if _, err := tx.ExecContext(ctx, `SAVEPOINT outcome`); err != nil {
+func (s *Store) savepoint(ctx context.Context, tx *sql.Tx, fn func() error) (rejected, fatal error) {
+	if err := s.execClaim(ctx, tx, `SAVEPOINT outcome`); err != nil {
 		return nil, err
 	}
 	err := fn()
 	if err == nil {
-		_, err = tx.ExecContext(ctx, `RELEASE outcome`)
-		return nil, err
+		return nil, s.execClaim(ctx, tx, `RELEASE outcome`)
 	}
 	if isBusy(err) || ctx.Err() != nil {
 		return nil, err
 	}
-	if _, rerr := tx.ExecContext(ctx, `ROLLBACK TO outcome`); rerr != nil {
+	if rerr := s.execClaim(ctx, tx, `ROLLBACK TO outcome`); rerr != nil {
 		return nil, errors.Join(err, rerr)
 	}
-	if _, rerr := tx.ExecContext(ctx, `RELEASE outcome`); rerr != nil {
+	if rerr := s.execClaim(ctx, tx, `RELEASE outcome`); rerr != nil {
 		return nil, errors.Join(err, rerr)
 	}
 	return err, nil
@@ -101,8 +100,8 @@ func savepoint(ctx context.Context, tx *sql.Tx, fn func() error) (rejected, fata
 
 // outcome records one outcome of the batch in a savepoint, adding it to
 // res.Rejected when the database refuses it.
-func outcome(ctx context.Context, tx *sql.Tx, res *store.Result, id uuid.UUID, what string, fn func() error) error {
-	rejected, fatal := savepoint(ctx, tx, fn)
+func (s *Store) outcome(ctx context.Context, tx *sql.Tx, res *store.Result, id uuid.UUID, what string, fn func() error) error {
+	rejected, fatal := s.savepoint(ctx, tx, fn)
 	if fatal != nil {
 		return fmt.Errorf("%s %s: %w", what, id, fatal)
 	}
@@ -178,14 +177,14 @@ func (s *Store) applyCompletions(ctx context.Context, tx *sql.Tx, b *store.Batch
 	var delivered []string
 	for _, c := range b.Completions {
 		stale, applied := false, false
-		err := outcome(ctx, tx, res, c.ID, "completion", func() error {
+		err := s.outcome(ctx, tx, res, c.ID, "completion", func() error {
 			var (
 				n   int64
 				err error
 			)
 			switch {
 			case c.Status.Has(outbox.StatusPublished) && s.cfg.Retention == 0:
-				_, err = tx.ExecContext(ctx, s.sql(`DELETE FROM {{prefix}}outbox WHERE id = ?`), c.ID.String())
+				err = s.execClaim(ctx, tx, `DELETE FROM {{prefix}}outbox WHERE id = ?`, c.ID.String())
 			case c.Status.Has(outbox.StatusPublished):
 				_, err = tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox
 					SET status = status | ?, published_at = ?, instance_id = NULL, lease_expiry = NULL WHERE id = ?`),
@@ -240,7 +239,7 @@ func deliveredNote(instance string) string {
 func (s *Store) applyFailures(ctx context.Context, tx *sql.Tx, b *store.Batch, res *store.Result, now time.Time) error {
 	for _, f := range b.Failures {
 		stale, dead := false, false
-		err := outcome(ctx, tx, res, f.ID, "failure", func() error {
+		err := s.outcome(ctx, tx, res, f.ID, "failure", func() error {
 			var err error
 			stale, dead, err = s.applyFailure(ctx, tx, b, f, now)
 			return err
@@ -312,7 +311,7 @@ func (s *Store) applyReleases(ctx context.Context, tx *sql.Tx, b *store.Batch, r
 			errText = outbox.TruncateError(r.Error)
 		}
 		var n int64
-		err := outcome(ctx, tx, res, r.ID, "release", func() error {
+		err := s.outcome(ctx, tx, res, r.ID, "release", func() error {
 			var err error
 			n, err = affected(tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET
 				instance_id = NULL, lease_expiry = NULL, status = status | ?,

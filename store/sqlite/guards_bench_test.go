@@ -81,7 +81,7 @@ func BenchmarkPoisonGuards(b *testing.B) {
 			}
 			resolveTime += time.Since(t0)
 			for range ids {
-				if _, fatal := savepoint(ctx, tx, func() error { return nil }); fatal != nil {
+				if _, fatal := s.savepoint(ctx, tx, func() error { return nil }); fatal != nil {
 					return fatal
 				}
 			}

@@ -25,7 +25,7 @@ import (
 func (s *Store) quarantine(ctx context.Context, tx *sql.Tx, instance string, bad []badRow, res *store.Result, now time.Time) error {
 	for _, b := range bad {
 		id, _ := uuid.Parse(lenientText(b.raw[1]))
-		rejected, fatal := savepoint(ctx, tx, func() error { return s.quarantineRow(ctx, tx, instance, b, now) })
+		rejected, fatal := s.savepoint(ctx, tx, func() error { return s.quarantineRow(ctx, tx, instance, b, now) })
 		if fatal != nil {
 			return fmt.Errorf("quarantine seq %v: %w", b.raw[0], fatal)
 		}
