@@ -47,6 +47,22 @@ func (s *Store) enqueue(ctx context.Context, q querier, msgs []*outbox.Message) 
 		return err
 	}
 	n := len(msgs)
+	if n == 1 {
+		m := msgs[0]
+		h, err := encodeHeaders(m.Headers)
+		if err != nil {
+			return err
+		}
+		rows, err := q.Query(ctx, s.sql.insertOne, s.now(), m.ID.String(), m.Destination, m.Stream, m.Type,
+			nonNilBytes(m.Payload), h, nullString(string(m.Ordering)), nullTime(m.ScheduledFor))
+		if err != nil {
+			return fmt.Errorf("postgres: enqueue: %w", err)
+		}
+		if err := readInserted(msgs, rows); err != nil {
+			return fmt.Errorf("postgres: enqueue: %w", err)
+		}
+		return nil
+	}
 	ids, dests, streams, types := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	payloads, headers := make([][]byte, n), make([]string, n)
 	orderings, scheduled := make([]*string, n), make([]*time.Time, n)
