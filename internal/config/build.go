@@ -65,6 +65,9 @@ func (c *Config) RelayConfig(ctx context.Context) (relay.Config, []transport.Tra
 	rc := relay.Config{
 		Destinations:    map[string]relay.Destination{},
 		Workers:         c.Relay.Workers,
+		BatchSize:       c.Relay.BatchSize,
+		MaxBatchSize:    c.Relay.MaxBatchSize,
+		PrefetchBytes:   c.Relay.PrefetchBytes,
 		PollInterval:    c.Relay.PollInterval.D(),
 		ShutdownTimeout: c.Relay.ShutdownTimeout.D(),
 		Classifier:      errorhandling.NewErrorClassifier(),

@@ -57,7 +57,12 @@ type Config struct {
 
 // Relay tunes the relay loop.
 type Relay struct {
-	Workers         int      `yaml:"workers"`          // default 16
+	Workers int `yaml:"workers"` // default 16
+	// BatchSize, MaxBatchSize and PrefetchBytes size the relay's prefetch
+	// (relay.Config): 0 leaves each to the relay's default.
+	BatchSize       int      `yaml:"batch_size"`
+	MaxBatchSize    int      `yaml:"max_batch_size"`
+	PrefetchBytes   int64    `yaml:"prefetch_bytes"`
 	PollInterval    Duration `yaml:"poll_interval"`    // default 1s
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"` // default 30s
 	// UnknownDestinations: dead_letter (default) or ignore (leave them to

@@ -88,6 +88,25 @@ func TestParseMinimalDefaults(t *testing.T) {
 	if rc.Destinations["hook"].Breaker.MaxFailures != 5 || rc.Destinations["hook"].InProcess.MaxAttempts != 3 {
 		t.Errorf("relay destination %+v", rc.Destinations["hook"])
 	}
+	if rc.BatchSize != 0 || rc.MaxBatchSize != 0 || rc.PrefetchBytes != 0 {
+		t.Errorf("prefetch not left to the relay's defaults: %d %d %d", rc.BatchSize, rc.MaxBatchSize, rc.PrefetchBytes)
+	}
+}
+
+func TestParsePrefetch(t *testing.T) {
+	c, err := Parse([]byte("relay: {batch_size: 64, max_batch_size: 1024, prefetch_bytes: 8388608}\n"+
+		"destinations:\n  - {name: hook, type: webhook, url: 'http://x/y'}\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, trs, err := c.RelayConfig(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer trs[0].Close()
+	if rc.BatchSize != 64 || rc.MaxBatchSize != 1024 || rc.PrefetchBytes != 8<<20 {
+		t.Errorf("prefetch %d %d %d", rc.BatchSize, rc.MaxBatchSize, rc.PrefetchBytes)
+	}
 }
 
 // Each bad file is refused with an error naming the key and its line.
@@ -120,6 +139,11 @@ func TestParseRefuses(t *testing.T) {
 		{"control chars", base + "    headers: {X-A: \"\\0\"}\n    bogus\x01: 1\n", []string{"control characters"}},
 		{"reserved topic name", "destinations:\n  - {name: topic, type: webhook, url: 'http://x/'}\nroutes:\n  - {topic: 'a.*', to: [topic]}\n", []string{"line 3", "routes", "reserved"}},
 		{"bad db", "db: mysql://x\n" + base, []string{"line 1", "db", "mysql"}},
+		{"negative batch size", "relay: {batch_size: -1}\n" + base, []string{"line 1", "relay.batch_size", "must not be negative"}},
+		{"max batch below batch", "relay:\n  batch_size: 512\n  max_batch_size: 100\n" + base,
+			[]string{"line 3", "relay.max_batch_size", "must not be less than relay.batch_size (512)"}},
+		{"negative prefetch bytes", "relay: {prefetch_bytes: -5}\n" + base, []string{"line 1", "relay.prefetch_bytes", "must not be negative"}},
+		{"prefetch bytes not a number", "relay: {prefetch_bytes: 64MiB}\n" + base, []string{"line 1", "relay.prefetch_bytes", "64MiB"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml), env(nil))

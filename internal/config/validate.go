@@ -116,6 +116,17 @@ func (c *Config) validate() []*Error {
 	if c.Relay.Workers < 0 {
 		bad("relay.workers", "must not be negative")
 	}
+	if c.Relay.BatchSize < 0 {
+		bad("relay.batch_size", "must not be negative")
+	}
+	if c.Relay.MaxBatchSize < 0 {
+		bad("relay.max_batch_size", "must not be negative")
+	} else if c.Relay.MaxBatchSize > 0 && c.Relay.MaxBatchSize < c.Relay.BatchSize {
+		bad("relay.max_batch_size", "must not be less than relay.batch_size (%d)", c.Relay.BatchSize)
+	}
+	if c.Relay.PrefetchBytes < 0 {
+		bad("relay.prefetch_bytes", "must not be negative")
+	}
 	if c.Relay.PollInterval.D() < 10e6 {
 		bad("relay.poll_interval", "must be at least 10ms")
 	}
