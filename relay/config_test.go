@@ -153,6 +153,7 @@ func TestMetricsAreRegisteredAndCounted(t *testing.T) {
 		`backstop_poison_candidates`:                                     0,
 		`backstop_blocked_streams`:                                       0,
 		`backstop_in_flight`:                                             0,
+		`backstop_prefetch_target`:                                       DefaultBatchFactor * DefaultWorkers, // a fake clock: no rate measured
 		`backstop_breaker_state{destination="orders"}`:                   0,
 		`backstop_destination_paused{destination="orders"}`:              0,
 		`backstop_leader`:                                                1, // the only relay on its store leads

@@ -179,6 +179,7 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 		l.syncFleet(ctx, now, false)
 		_, _, ended := r.fl.held()
 		l.pf.observe(now, ended)
+		r.stats.prefetch.Store(int64(l.pf.target()))
 	}
 	b := &store.Batch{Instance: r.cfg.Instance, SkipMaintenance: r.fleet != nil,
 		Claim: store.ClaimRequest{Lease: r.cfg.LeaseDuration}}

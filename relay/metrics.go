@@ -143,7 +143,7 @@ func (m *metrics) register(reg prometheus.Registerer, r *Relay) error {
 type monitor struct {
 	r                                                       *Relay
 	inFlight, breaker, depth, oldest, backlog, poi, blocked *prometheus.Desc
-	paused, unknown, leader, leased                         *prometheus.Desc
+	paused, unknown, leader, leased, prefetch               *prometheus.Desc
 }
 
 func newMonitor(r *Relay) *monitor {
@@ -153,6 +153,7 @@ func newMonitor(r *Relay) *monitor {
 	return &monitor{
 		r:        r,
 		inFlight: desc("in_flight", "Messages claimed and not yet recorded."),
+		prefetch: desc("prefetch_target", "Messages the relay aims to hold leased: its BatchSize, grown towards MaxBatchSize while deliveries are fast."),
 		breaker:  desc("breaker_state", "Circuit breaker state: 0 closed, 1 half-open, 2 open.", "destination"),
 		depth:    desc("dlq_depth", "Pending entries in the dead-letter queue (store-wide; exported by the fleet's leader)."),
 		oldest:   desc("dlq_oldest_age_seconds", "Age of the oldest pending dead letter (store-wide; exported by the fleet's leader)."),
@@ -170,7 +171,7 @@ func newMonitor(r *Relay) *monitor {
 // Describe sends the gauges' descriptors.
 func (c *monitor) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.inFlight, c.breaker, c.depth, c.oldest, c.backlog, c.poi, c.blocked, c.leased,
-		c.paused, c.unknown, c.leader} {
+		c.paused, c.unknown, c.leader, c.prefetch} {
 		ch <- d
 	}
 }
@@ -182,6 +183,7 @@ func (c *monitor) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	gauge(c.inFlight, float64(c.r.stats.inFlight.Load()))
+	gauge(c.prefetch, float64(c.r.stats.prefetch.Load()))
 	now := c.r.clk.Now()
 	for _, d := range c.r.destList {
 		gauge(c.breaker, breakerValue(d.state(now)), d.name)

@@ -177,6 +177,7 @@ func New(s store.Store, cfg Config) (*Relay, error) {
 			return nil, fmt.Errorf("relay: Metrics: %w", err)
 		}
 	}
+	r.stats.prefetch.Store(int64(r.cfg.BatchSize))
 	return r, nil
 }
 

@@ -41,6 +41,9 @@ type Stats struct {
 	Batches int64
 	// InFlight is the number of messages claimed and not yet recorded.
 	InFlight int64
+	// Prefetch is how many messages the relay aims to hold leased now:
+	// BatchSize, grown towards MaxBatchSize while deliveries are fast.
+	Prefetch int64
 	// Reclaimed is the number of times a claim returned a message the
 	// relay still held (its lease had lapsed); none was delivered twice.
 	Reclaimed int64
@@ -90,6 +93,7 @@ type counters struct {
 	claimed, delivered, failed, released, deadLettered  atomic.Int64
 	retries, rejected, leasesLost, storeErrors, batches atomic.Int64
 	inFlight, reclaimed, unrecorded, stalls, swept      atomic.Int64
+	prefetch                                            atomic.Int64
 }
 
 // destCounters are a destination's counts behind DestinationStats.
@@ -112,6 +116,7 @@ func (r *Relay) Stats() Stats {
 		StoreErrors:    r.stats.storeErrors.Load(),
 		Batches:        r.stats.batches.Load(),
 		InFlight:       r.stats.inFlight.Load(),
+		Prefetch:       r.stats.prefetch.Load(),
 		Reclaimed:      r.stats.reclaimed.Load(),
 		Unrecorded:     r.stats.unrecorded.Load(),
 		Stalls:         r.stats.stalls.Load(),
