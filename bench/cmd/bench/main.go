@@ -21,7 +21,7 @@ import (
 
 	"github.com/backstophq/backstop/bench/internal/harness"
 	"github.com/backstophq/backstop/bench/internal/report"
-	"github.com/backstophq/backstop/bench/internal/scenario"
+	"github.com/backstophq/backstop/internal/benchkit/scenario"
 )
 
 const defaultPostgres = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/backstophq/backstop/bench/internal/scenario"
+	"github.com/backstophq/backstop/internal/benchkit/scenario"
 )
 
 // The systems under test.

@@ -7,10 +7,11 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/backstophq/backstop/bench/internal/backstopsys"
-	"github.com/backstophq/backstop/bench/internal/rawsys"
 	"github.com/backstophq/backstop/bench/internal/riversys"
-	"github.com/backstophq/backstop/bench/internal/scenario"
+	"github.com/backstophq/backstop/internal/benchkit/backstopsys"
+	"github.com/backstophq/backstop/internal/benchkit/pgenv"
+	"github.com/backstophq/backstop/internal/benchkit/rawsys"
+	"github.com/backstophq/backstop/internal/benchkit/scenario"
 )
 
 // ChildArgs are what the parent tells a child process.
@@ -58,7 +59,7 @@ func runCase(ctx context.Context, args ChildArgs, logger *slog.Logger) (scenario
 	defer sys.Close()
 	var prepare func(context.Context) error
 	if args.Env.Store == scenario.Postgres {
-		prepare = settle(args.Env.URL, args.Env.Schema, args.Analyze)
+		prepare = pgenv.Settle(args.Env.URL, args.Env.Schema, args.Analyze)
 	}
 	res, err := scenario.Run(ctx, c.Scenario, sys, sc, args.Env.Store, prepare)
 	res.Ordered = c.Scenario == scenario.WorkOrdered && (c.System == Backstop || c.System == BackstopTuned)

@@ -12,7 +12,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/backstophq/backstop/bench/internal/scenario"
+	"github.com/backstophq/backstop/internal/benchkit/pgenv"
+	"github.com/backstophq/backstop/internal/benchkit/scenario"
 )
 
 // ChildFlag is the hidden first argument that makes the bench command run
@@ -133,10 +134,10 @@ func spawn(ctx context.Context, opts Options, c Case, round int) (scenario.Resul
 	switch c.Store {
 	case scenario.Postgres:
 		env.URL, env.Schema = opts.PostgresURL, schemaFor(c, round)
-		if err := createSchema(ctx, env.URL, env.Schema); err != nil {
+		if err := pgenv.Create(ctx, env.URL, env.Schema); err != nil {
 			return scenario.Result{}, err
 		}
-		defer dropSchema(context.WithoutCancel(ctx), env.URL, env.Schema)
+		defer pgenv.Drop(context.WithoutCancel(ctx), env.URL, env.Schema)
 	case scenario.SQLite:
 		env.Dir = dir
 	default:

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/backstophq/backstop/bench/internal/harness"
-	"github.com/backstophq/backstop/bench/internal/scenario"
+	"github.com/backstophq/backstop/internal/benchkit/scenario"
 )
 
 // Document is one benchmark run to report.

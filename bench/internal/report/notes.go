@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/backstophq/backstop/bench/internal/backstopsys"
 	"github.com/backstophq/backstop/bench/internal/harness"
-	"github.com/backstophq/backstop/bench/internal/rawsys"
 	"github.com/backstophq/backstop/bench/internal/riversys"
-	"github.com/backstophq/backstop/bench/internal/scenario"
+	"github.com/backstophq/backstop/internal/benchkit/backstopsys"
+	"github.com/backstophq/backstop/internal/benchkit/rawsys"
+	"github.com/backstophq/backstop/internal/benchkit/scenario"
 )
 
 const howToRun = "```sh\n" +

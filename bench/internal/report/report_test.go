@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/backstophq/backstop/bench/internal/harness"
-	"github.com/backstophq/backstop/bench/internal/scenario"
+	"github.com/backstophq/backstop/internal/benchkit/scenario"
 )
 
 func TestSpread(t *testing.T) {

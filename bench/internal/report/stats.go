@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/backstophq/backstop/bench/internal/harness"
-	"github.com/backstophq/backstop/bench/internal/scenario"
+	"github.com/backstophq/backstop/internal/benchkit/scenario"
 )
 
 // metric reads one figure of a result.

@@ -5,7 +5,7 @@ import (
 	"math"
 
 	"github.com/backstophq/backstop/bench/internal/harness"
-	"github.com/backstophq/backstop/bench/internal/scenario"
+	"github.com/backstophq/backstop/internal/benchkit/scenario"
 )
 
 // target is a figure Backstop's default configuration must reach: a ratio

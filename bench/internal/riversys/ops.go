@@ -6,7 +6,7 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"github.com/backstophq/backstop/bench/internal/scenario"
+	"github.com/backstophq/backstop/internal/benchkit/scenario"
 )
 
 // subscribeBuffer is the size of the completion subscription's channel:

@@ -20,7 +20,7 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
-	"github.com/backstophq/backstop/bench/internal/scenario"
+	"github.com/backstophq/backstop/internal/benchkit/scenario"
 )
 
 // Args are a benchmark job's arguments: the message, as its JSON fields.

@@ -18,7 +18,7 @@ import (
 	"github.com/backstophq/backstop/store/sqlite"
 	"github.com/backstophq/backstop/transport"
 
-	"github.com/backstophq/backstop/bench/internal/scenario"
+	"github.com/backstophq/backstop/internal/benchkit/scenario"
 )
 
 // Destination is the name of the one destination the benchmark delivers to.

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/backstophq/backstop/bench/internal/scenario"
+	"github.com/backstophq/backstop/internal/benchkit/scenario"
 )
 
 // The baseline's knobs, fixed for every run and listed in BENCHMARKS.md.
