@@ -191,6 +191,15 @@ const insertMessage = `INSERT INTO {{prefix}}outbox
 // follows it. On success each message has its Seq, CreatedAt and Status
 // (Stored) set. The messages exist if and only if tx commits.
 func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, msgs ...*outbox.Message) error {
+	return s.enqueueTx(ctx, tx, msgs, false)
+}
+
+// enqueueTx is EnqueueTx; writer says tx is a transaction of the store's
+// writer connection, which has the INSERT prepared once for all (see
+// claimStmt): preparing it compiles the outbox's triggers into it, which
+// cost more than the insert of a row. A caller's tx may be on another
+// connection, and prepares it for the call.
+func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, msgs []*outbox.Message, writer bool) error {
 	outbox.AttachTraceParent(ctx, msgs...)
 	for _, m := range msgs {
 		if err := m.Prepare(); err != nil {
@@ -200,9 +209,14 @@ func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, msgs ...*outbox.Messa
 	if len(msgs) == 0 {
 		return nil
 	}
-	stmt, err := tx.PrepareContext(ctx, s.sql(insertMessage))
-	if err != nil {
-		return fmt.Errorf("sqlite: enqueue: %w", err)
+	var stmt *sql.Stmt
+	if cached := s.claimStmt(insertMessage); writer && cached != nil {
+		stmt = tx.StmtContext(ctx, cached)
+	} else {
+		var err error
+		if stmt, err = tx.PrepareContext(ctx, s.sql(insertMessage)); err != nil {
+			return fmt.Errorf("sqlite: enqueue: %w", err)
+		}
 	}
 	defer stmt.Close()
 	now := s.now()
@@ -238,7 +252,7 @@ func (s *Store) Enqueue(ctx context.Context, msgs ...*outbox.Message) error {
 			return err
 		}
 	}
-	return s.write(ctx, func(tx *sql.Tx) error { return s.EnqueueTx(ctx, tx, msgs...) })
+	return s.write(ctx, func(tx *sql.Tx) error { return s.enqueueTx(ctx, tx, msgs, true) })
 }
 
 // Get returns the message with id, or an error matching store.ErrNotFound.
