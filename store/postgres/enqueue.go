@@ -39,43 +39,14 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, msgs ...*outbox.Messag
 	return s.enqueue(ctx, tx, msgs)
 }
 
-// enqueue validates and prepares msgs, then writes them with insertSQL
+// enqueue validates and prepares msgs, then writes them (queryInsert)
 // through q.
 func (s *Store) enqueue(ctx context.Context, q querier, msgs []*outbox.Message) error {
 	outbox.AttachTraceParent(ctx, msgs...)
 	if err := prepareAll(msgs); err != nil || len(msgs) == 0 {
 		return err
 	}
-	n := len(msgs)
-	if n == 1 {
-		m := msgs[0]
-		h, err := encodeHeaders(m.Headers)
-		if err != nil {
-			return err
-		}
-		rows, err := q.Query(ctx, s.sql.insertOne, s.now(), m.ID.String(), m.Destination, m.Stream, m.Type,
-			nonNilBytes(m.Payload), h, nullString(string(m.Ordering)), nullTime(m.ScheduledFor))
-		if err != nil {
-			return fmt.Errorf("postgres: enqueue: %w", err)
-		}
-		if err := readInserted(msgs, rows); err != nil {
-			return fmt.Errorf("postgres: enqueue: %w", err)
-		}
-		return nil
-	}
-	ids, dests, streams, types := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	payloads, headers := make([][]byte, n), make([]string, n)
-	orderings, scheduled := make([]*string, n), make([]*time.Time, n)
-	for i, m := range msgs {
-		h, err := encodeHeaders(m.Headers)
-		if err != nil {
-			return err
-		}
-		ids[i], dests[i], streams[i], types[i] = m.ID.String(), m.Destination, m.Stream, m.Type
-		payloads[i], headers[i] = nonNilBytes(m.Payload), h
-		orderings[i], scheduled[i] = nullString(string(m.Ordering)), nullTime(m.ScheduledFor)
-	}
-	rows, err := q.Query(ctx, s.sql.insert, s.now(), ids, dests, streams, types, payloads, headers, orderings, scheduled)
+	rows, err := s.queryInsert(ctx, q, msgs)
 	if err != nil {
 		return fmt.Errorf("postgres: enqueue: %w", err)
 	}
@@ -83,6 +54,34 @@ func (s *Store) enqueue(ctx context.Context, q querier, msgs []*outbox.Message) 
 		return fmt.Errorf("postgres: enqueue: %w", err)
 	}
 	return nil
+}
+
+// queryInsert writes msgs through q: one message with insertOneSQL, more
+// with insertSQL's arrays.
+func (s *Store) queryInsert(ctx context.Context, q querier, msgs []*outbox.Message) (pgx.Rows, error) {
+	n := len(msgs)
+	if n == 1 {
+		m := msgs[0]
+		h, err := encodeHeaders(m.Headers)
+		if err != nil {
+			return nil, err
+		}
+		return q.Query(ctx, s.sql.insertOne, s.now(), m.ID.String(), m.Destination, m.Stream, m.Type,
+			nonNilBytes(m.Payload), h, nullString(string(m.Ordering)), nullTime(m.ScheduledFor))
+	}
+	ids, dests, streams, types := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	payloads, headers := make([][]byte, n), make([]string, n)
+	orderings, scheduled := make([]*string, n), make([]*time.Time, n)
+	for i, m := range msgs {
+		h, err := encodeHeaders(m.Headers)
+		if err != nil {
+			return nil, err
+		}
+		ids[i], dests[i], streams[i], types[i] = m.ID.String(), m.Destination, m.Stream, m.Type
+		payloads[i], headers[i] = nonNilBytes(m.Payload), h
+		orderings[i], scheduled[i] = nullString(string(m.Ordering)), nullTime(m.ScheduledFor)
+	}
+	return q.Query(ctx, s.sql.insert, s.now(), ids, dests, streams, types, payloads, headers, orderings, scheduled)
 }
 
 // EnqueueSQLTx is EnqueueTx for database/sql users, inside the caller's

@@ -79,20 +79,20 @@ func (s *Store) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result
 // is returned as rejected, for the caller to report; a busy database or a
 // done context fails the whole transaction.
 func (s *Store) savepoint(ctx context.Context, tx *sql.Tx, fn func() error) (rejected, fatal error) {
-	if err := s.execClaim(ctx, tx, `SAVEPOINT outcome`); err != nil {
+	if err := s.execCached(ctx, tx, `SAVEPOINT outcome`); err != nil {
 		return nil, err
 	}
 	err := fn()
 	if err == nil {
-		return nil, s.execClaim(ctx, tx, `RELEASE outcome`)
+		return nil, s.execCached(ctx, tx, `RELEASE outcome`)
 	}
 	if isBusy(err) || ctx.Err() != nil {
 		return nil, err
 	}
-	if rerr := s.execClaim(ctx, tx, `ROLLBACK TO outcome`); rerr != nil {
+	if rerr := s.execCached(ctx, tx, `ROLLBACK TO outcome`); rerr != nil {
 		return nil, errors.Join(err, rerr)
 	}
-	if rerr := s.execClaim(ctx, tx, `RELEASE outcome`); rerr != nil {
+	if rerr := s.execCached(ctx, tx, `RELEASE outcome`); rerr != nil {
 		return nil, errors.Join(err, rerr)
 	}
 	return err, nil
@@ -184,7 +184,7 @@ func (s *Store) applyCompletions(ctx context.Context, tx *sql.Tx, b *store.Batch
 			)
 			switch {
 			case c.Status.Has(outbox.StatusPublished) && s.cfg.Retention == 0:
-				err = s.execClaim(ctx, tx, `DELETE FROM {{prefix}}outbox WHERE id = ?`, c.ID.String())
+				err = s.execCached(ctx, tx, `DELETE FROM {{prefix}}outbox WHERE id = ?`, c.ID.String())
 			case c.Status.Has(outbox.StatusPublished):
 				_, err = tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox
 					SET status = status | ?, published_at = ?, instance_id = NULL, lease_expiry = NULL WHERE id = ?`),

@@ -52,7 +52,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, instance string, req stor
 	if err != nil || len(seqs) == 0 {
 		return nil, nil, err
 	}
-	rows, err := s.queryClaim(ctx, tx, leaseSeqs,
+	rows, err := s.queryCached(ctx, tx, leaseSeqs,
 		sql.Named("instance", instance), sql.Named("expiry", expiry), sql.Named("seqs", seqList(seqs)))
 	if err != nil {
 		return nil, nil, err

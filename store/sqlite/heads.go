@@ -97,28 +97,29 @@ WHERE seq IN (SELECT value FROM json_each(:seqs))
 RETURNING ` + messageColumns
 )
 
-// claimStmts caches the claim's statements prepared on each store's
-// writer connection: a claim runs a dozen small statements, and preparing
-// them on every call would cost more than running them.
-var claimStmts sync.Map // stmtKey -> *sql.Stmt
+// writerStmts caches statements prepared on each store's writer
+// connection: the claim's dozen small ones, each outcome's savepoint and
+// delete, and Enqueue's insert. Preparing them on every call would cost
+// more than running them (an outbox write compiles its triggers).
+var writerStmts sync.Map // stmtKey -> *sql.Stmt
 
 type stmtKey struct {
 	s *Store
 	q string
 }
 
-// queryClaim runs q (a claim statement) in tx, through the store's cached
+// queryCached runs q (a statement of the writer's) in tx, through the store's cached
 // prepared statement once there is one.
-func (s *Store) queryClaim(ctx context.Context, tx *sql.Tx, q string, args ...any) (*sql.Rows, error) {
-	if st := s.claimStmt(q); st != nil {
+func (s *Store) queryCached(ctx context.Context, tx *sql.Tx, q string, args ...any) (*sql.Rows, error) {
+	if st := s.cachedStmt(q); st != nil {
 		return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 	}
 	return tx.QueryContext(ctx, s.sql(q), args...)
 }
 
-func (s *Store) execClaim(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
+func (s *Store) execCached(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
 	var err error
-	if st := s.claimStmt(q); st != nil {
+	if st := s.cachedStmt(q); st != nil {
 		_, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
 	} else {
 		_, err = tx.ExecContext(ctx, s.sql(q), args...)
@@ -126,33 +127,33 @@ func (s *Store) execClaim(ctx context.Context, tx *sql.Tx, q string, args ...any
 	return err
 }
 
-// claimStmt returns q's cached statement, or nil after starting to prepare
+// cachedStmt returns q's cached statement, or nil after starting to prepare
 // it: the writer's one connection is busy with the claim's transaction, so
 // the statement is prepared once that ends.
-func (s *Store) claimStmt(q string) *sql.Stmt {
+func (s *Store) cachedStmt(q string) *sql.Stmt {
 	k := stmtKey{s, q}
-	if st, ok := claimStmts.LoadOrStore(k, (*sql.Stmt)(nil)); ok {
+	if st, ok := writerStmts.LoadOrStore(k, (*sql.Stmt)(nil)); ok {
 		return st.(*sql.Stmt)
 	}
 	go func() {
 		st, err := s.w.PrepareContext(context.Background(), s.sql(q))
 		if err != nil {
-			claimStmts.Delete(k)
+			writerStmts.Delete(k)
 			return
 		}
-		claimStmts.Store(k, st)
+		writerStmts.Store(k, st)
 	}()
 	return nil
 }
 
-// forgetClaimStmts closes and drops s's cached statements.
-func (s *Store) forgetClaimStmts() {
-	claimStmts.Range(func(k, v any) bool {
+// forgetCachedStmts closes and drops s's cached statements.
+func (s *Store) forgetCachedStmts() {
+	writerStmts.Range(func(k, v any) bool {
 		if k.(stmtKey).s == s {
 			if st := v.(*sql.Stmt); st != nil {
 				st.Close()
 			}
-			claimStmts.Delete(k)
+			writerStmts.Delete(k)
 		}
 		return true
 	})
@@ -177,7 +178,7 @@ type candidate struct {
 // pickHeads chooses the messages to lease under req's rules and limits and
 // updates the streams it read; it returns the chosen seqs in order.
 func (s *Store) pickHeads(ctx context.Context, tx *sql.Tx, req store.ClaimRequest, now, expiry int64) ([]int64, error) {
-	if err := s.execClaim(ctx, tx, promoteStreams, sql.Named("now", now)); err != nil {
+	if err := s.execCached(ctx, tx, promoteStreams, sql.Named("now", now)); err != nil {
 		return nil, fmt.Errorf("promote streams: %w", err)
 	}
 	dests, err := s.claimDestinations(ctx, tx, req, now)
@@ -247,14 +248,14 @@ func (s *Store) settleStream(ctx context.Context, tx *sql.Tx, h *headStream, got
 	var err error
 	switch {
 	case h.first == 0:
-		err = s.execClaim(ctx, tx, `DELETE FROM {{prefix}}streams WHERE destination = ? AND stream = ?`, h.dest, h.key)
+		err = s.execCached(ctx, tx, `DELETE FROM {{prefix}}streams WHERE destination = ? AND stream = ?`, h.dest, h.key)
 	case got < len(h.cands):
 		// Cut by the limit: it keeps its turn.
-		err = s.execClaim(ctx, tx, `UPDATE {{prefix}}streams SET head_seq = ? WHERE destination = ? AND stream = ?`,
+		err = s.execCached(ctx, tx, `UPDATE {{prefix}}streams SET head_seq = ? WHERE destination = ? AND stream = ?`,
 			h.first, h.dest, h.key)
 	case h.more:
 		// Behind every ready stream (ties with the newest turn are fine).
-		err = s.execClaim(ctx, tx, `UPDATE {{prefix}}streams SET head_seq = ?, turn = (SELECT n FROM {{prefix}}stream_turn)
+		err = s.execCached(ctx, tx, `UPDATE {{prefix}}streams SET head_seq = ?, turn = (SELECT n FROM {{prefix}}stream_turn)
 			WHERE destination = ? AND stream = ?`, h.first, h.dest, h.key)
 	default:
 		wait := h.wait
@@ -265,7 +266,7 @@ func (s *Store) settleStream(ctx context.Context, tx *sql.Tx, h *headStream, got
 		if wait != 0 {
 			w = wait
 		}
-		err = s.execClaim(ctx, tx, `UPDATE {{prefix}}streams SET head_seq = ?, ready = 0, wait_until = ?
+		err = s.execCached(ctx, tx, `UPDATE {{prefix}}streams SET head_seq = ?, ready = 0, wait_until = ?
 			WHERE destination = ? AND stream = ?`, h.first, w, h.dest, h.key)
 	}
 	if err != nil {
@@ -291,7 +292,7 @@ func (s *Store) readStreams(ctx context.Context, tx *sql.Tx, dest, mode string, 
 	// More streams than the limit: a ready stream may give nothing (its
 	// head came due later than it woke), and a small claim, such as a
 	// breaker's probe of one, must not stop there.
-	rows, err := s.queryClaim(ctx, tx, readyStreams, sql.Named("dest", dest), sql.Named("limit", limit+32))
+	rows, err := s.queryCached(ctx, tx, readyStreams, sql.Named("dest", dest), sql.Named("limit", limit+32))
 	if err != nil {
 		return nil, fmt.Errorf("ready streams: %w", err)
 	}
@@ -346,7 +347,7 @@ func (s *Store) readStreams(ctx context.Context, tx *sql.Tx, dest, mode string, 
 // waiting for its retry or dead-lettered, unless the stream was released
 // past it).
 func (s *Store) readStream(ctx context.Context, tx *sql.Tx, h *headStream, head int64, mode string, limit int, now int64) error {
-	rows, err := s.queryClaim(ctx, tx, streamRows, sql.Named("dest", h.dest), sql.Named("stream", h.key),
+	rows, err := s.queryCached(ctx, tx, streamRows, sql.Named("dest", h.dest), sql.Named("stream", h.key),
 		sql.Named("now", now), sql.Named("head", head))
 	if err != nil {
 		return fmt.Errorf("read stream %s/%s: %w", h.dest, h.key, err)
@@ -457,11 +458,11 @@ func (s *Store) modeOf(dest string) string {
 }
 
 func (s *Store) int64s(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]int64, error) {
-	return column[int64](s.queryClaim(ctx, tx, q, args...))
+	return column[int64](s.queryCached(ctx, tx, q, args...))
 }
 
 func (s *Store) strings(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]string, error) {
-	return column[string](s.queryClaim(ctx, tx, q, args...))
+	return column[string](s.queryCached(ctx, tx, q, args...))
 }
 
 // column reads a one-column result.

@@ -146,7 +146,7 @@ func (s *Store) Config() store.Config { return s.cfg }
 // Close closes both connection pools.
 func (s *Store) Close() error {
 	var errs []error
-	s.forgetClaimStmts()
+	s.forgetCachedStmts()
 	errs = append(errs, s.sweepStmt.Close())
 	if s.r != s.w {
 		errs = append(errs, s.r.Close())
@@ -196,7 +196,7 @@ func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, msgs ...*outbox.Messa
 
 // enqueueTx is EnqueueTx; writer says tx is a transaction of the store's
 // writer connection, which has the INSERT prepared once for all (see
-// claimStmt): preparing it compiles the outbox's triggers into it, which
+// cachedStmt): preparing it compiles the outbox's triggers into it, which
 // cost more than the insert of a row. A caller's tx may be on another
 // connection, and prepares it for the call.
 func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, msgs []*outbox.Message, writer bool) error {
@@ -210,9 +210,12 @@ func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, msgs []*outbox.Messag
 		return nil
 	}
 	var stmt *sql.Stmt
-	if cached := s.claimStmt(insertMessage); writer && cached != nil {
-		stmt = tx.StmtContext(ctx, cached)
-	} else {
+	if writer {
+		if cached := s.cachedStmt(insertMessage); cached != nil {
+			stmt = tx.StmtContext(ctx, cached)
+		}
+	}
+	if stmt == nil {
 		var err error
 		if stmt, err = tx.PrepareContext(ctx, s.sql(insertMessage)); err != nil {
 			return fmt.Errorf("sqlite: enqueue: %w", err)
