@@ -66,10 +66,13 @@ func (s *Store) queryInsert(ctx context.Context, q querier, msgs []*outbox.Messa
 		if err != nil {
 			return nil, err
 		}
-		return q.Query(ctx, s.sql.insertOne, s.now(), m.ID.String(), m.Destination, m.Stream, m.Type,
+		return q.Query(ctx, s.sql.insertOne, s.now(), m.ID, m.Destination, m.Stream, m.Type,
 			nonNilBytes(m.Payload), h, nullString(string(m.Ordering)), nullTime(m.ScheduledFor))
 	}
-	ids, dests, streams, types := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	// The ids go as uuid.UUID: pgx sends them in binary, where strings
+	// would make a text array the server parses.
+	ids := make([]uuid.UUID, n)
+	dests, streams, types := make([]string, n), make([]string, n), make([]string, n)
 	payloads, headers := make([][]byte, n), make([]string, n)
 	orderings, scheduled := make([]*string, n), make([]*time.Time, n)
 	for i, m := range msgs {
@@ -77,7 +80,7 @@ func (s *Store) queryInsert(ctx context.Context, q querier, msgs []*outbox.Messa
 		if err != nil {
 			return nil, err
 		}
-		ids[i], dests[i], streams[i], types[i] = m.ID.String(), m.Destination, m.Stream, m.Type
+		ids[i], dests[i], streams[i], types[i] = m.ID, m.Destination, m.Stream, m.Type
 		payloads[i], headers[i] = nonNilBytes(m.Payload), h
 		orderings[i], scheduled[i] = nullString(string(m.Ordering)), nullTime(m.ScheduledFor)
 	}
@@ -178,6 +181,8 @@ type sqlRows struct{ *sql.Rows }
 func (r sqlRows) Close() { _ = r.Rows.Close() }
 
 // readInserted sets Seq, Status and CreatedAt on msgs from RETURNING rows.
+// The id is a uuid from pgx (binary, 16 bytes) and text from database/sql
+// drivers (insertSQL's id::text); uuid.UUID scans both.
 func readInserted(msgs []*outbox.Message, rows rowScanner) error {
 	defer rows.Close()
 	byID := make(map[uuid.UUID]*outbox.Message, len(msgs))
@@ -186,7 +191,7 @@ func readInserted(msgs []*outbox.Message, rows rowScanner) error {
 	}
 	for rows.Next() {
 		var (
-			id      string
+			id      uuid.UUID
 			seq     int64
 			status  int32
 			created time.Time
@@ -194,11 +199,7 @@ func readInserted(msgs []*outbox.Message, rows rowScanner) error {
 		if err := rows.Scan(&id, &seq, &status, &created); err != nil {
 			return err
 		}
-		u, err := uuid.Parse(id)
-		if err != nil {
-			return err
-		}
-		if m := byID[u]; m != nil {
+		if m := byID[id]; m != nil {
 			m.Seq, m.Status, m.CreatedAt = seq, outbox.Status(status), created.UTC()
 		}
 	}
