@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -57,7 +58,24 @@ func (s *Store) migrate(ctx context.Context, tx pgx.Tx, ms []store.Migration) er
 	for _, v := range applied {
 		done[int(v)] = true
 	}
-	r := strings.NewReplacer("{{T}}", s.n.qual, "{{P}}", s.n.prefix)
+	// The migrations name everything with the schema they run in, so that
+	// the functions behind the outbox's triggers find their tables whatever
+	// the search_path of the session that writes to it. Without WithSchema
+	// that is the first schema of this connection's search_path.
+	sch := s.n.schema
+	if sch == "" {
+		var cur *string
+		if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&cur); err != nil {
+			return fmt.Errorf("postgres: current schema: %w", err)
+		}
+		if cur == nil {
+			return errors.New("postgres: migrate: the connection's search_path names no schema that exists; " +
+				"create one, set search_path to it, or use WithSchema")
+		}
+		sch = *cur
+	}
+	id := pgx.Identifier{sch}.Sanitize()
+	r := strings.NewReplacer("{{T}}", id+"."+s.n.prefix, "{{P}}", s.n.prefix)
 	for _, m := range ms {
 		if done[m.Version] {
 			continue
