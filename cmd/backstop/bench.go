@@ -108,17 +108,9 @@ depend on River).`,
 	return cmd
 }
 
-// benchRuns says whether system runs scenario: raw SQL has no streams,
-// no retries and no latency case.
+// benchRuns says whether system runs scenario (rawsys.Runs for raw SQL).
 func benchRuns(name, system string) bool {
-	if system != benchRaw {
-		return true
-	}
-	switch name {
-	case scenario.Enqueue1, scenario.Enqueue100, scenario.Drain, scenario.DrainLarge, scenario.Work:
-		return true
-	}
-	return false
+	return system != benchRaw || rawsys.Runs(name)
 }
 
 // benchList splits a comma-separated flag value and checks each item is

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/backstophq/backstop/internal/benchkit/rawsys"
 	"github.com/backstophq/backstop/internal/benchkit/scenario"
 )
 
@@ -45,19 +46,22 @@ func ParseCase(name string) (Case, error) {
 // change only how work is fetched) would measure the same insert path
 // again; raw has no retries and no streams.
 func systemsFor(name string) []string {
+	var out []string
 	switch name {
 	case scenario.Enqueue1, scenario.Enqueue100:
-		return []string{Backstop, RiverDefault, Raw}
-	case scenario.Drain, scenario.Work:
-		return Systems
+		out = []string{Backstop, RiverDefault}
 	case scenario.DrainLarge:
 		// River's defaults work at most 1,000 jobs a second (100 workers,
 		// a fetch every 100 ms): 17 minutes a round for 1M, and a figure
 		// the 100k drain already gives.
-		return []string{Backstop, BackstopTuned, RiverBench, Raw}
+		out = []string{Backstop, BackstopTuned, RiverBench}
 	default:
-		return []string{Backstop, BackstopTuned, RiverBench, RiverDefault}
+		out = []string{Backstop, BackstopTuned, RiverBench, RiverDefault}
 	}
+	if rawsys.Runs(name) {
+		out = append(out, Raw)
+	}
+	return out
 }
 
 // Cases lists every case on stores at scale sc, keeping only those whose

@@ -14,6 +14,16 @@ import (
 	"github.com/backstophq/backstop/internal/benchkit/scenario"
 )
 
+// Runs says whether the baseline has scenario name: it has no streams, no
+// retries and no latency case.
+func Runs(name string) bool {
+	switch name {
+	case scenario.Enqueue1, scenario.Enqueue100, scenario.Drain, scenario.DrainLarge, scenario.Work:
+		return true
+	}
+	return false
+}
+
 // The baseline's knobs, fixed for every run and listed in BENCHMARKS.md.
 const (
 	// PostgresWorkers claim concurrently on PostgreSQL (SKIP LOCKED keeps
