@@ -66,8 +66,9 @@ type WorkflowTask struct {
 	State string `json:"state"`
 	// Attempts is the number of the last attempt started.
 	Attempts int `json:"attempts"`
-	// Upstream are the task's dependencies; null when the DAG is not
-	// known to the server.
+	// Upstream are the task's dependencies, from the DAG when the server
+	// has it, else as the run kept them; null for a run stored before runs
+	// kept them, read without its DAG.
 	Upstream []string `json:"upstream"`
 	// Reason says in words why the task is in its state; empty for a
 	// success.
@@ -95,7 +96,6 @@ type WorkflowAttempt struct {
 type workflows struct {
 	eng  *workflow.Engine
 	list RunLister
-	deps map[string]map[string][]string // DAG ID -> task ID -> upstream
 }
 
 func newWorkflows(w *Workflows) (*workflows, error) {
@@ -109,15 +109,7 @@ func newWorkflows(w *Workflows) (*workflows, error) {
 	if err := eng.Register(w.DAGs...); err != nil {
 		return nil, fmt.Errorf("admin: Config.Workflows.DAGs: %w", err)
 	}
-	out := &workflows{eng: eng, list: w.List, deps: map[string]map[string][]string{}}
-	for _, d := range w.DAGs {
-		m := map[string][]string{}
-		for _, t := range d.Model().Tasks {
-			m[t.ID] = append([]string{}, t.Upstream...)
-		}
-		out.deps[d.ID()] = m
-	}
-	return out, nil
+	return &workflows{eng: eng, list: w.List}, nil
 }
 
 // runID reads the path's run ID, or answers 400.
@@ -208,13 +200,12 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 func (wf *workflows) view(run *workflow.Run) WorkflowRun {
 	out := WorkflowRun{ID: run.ID, DAGID: run.DAGID, State: string(run.State), Reason: run.Reason, Owner: run.Owner,
 		CreatedAt: run.CreatedAt, EndedAt: timePtr(run.EndedAt), Tasks: []WorkflowTask{}}
-	deps := wf.deps[run.DAGID]
 	for _, t := range run.Tasks {
 		wt := WorkflowTask{ID: t.ID, State: string(t.State), Attempts: t.Attempts, Reason: t.Reason, Error: t.Error,
 			NextAttemptAt: timePtr(t.NextAttemptAt), DeadLetterID: t.DeadLetterID, ReplayedFrom: t.ReplayedFrom,
 			History: []WorkflowAttempt{}}
-		if deps != nil {
-			wt.Upstream = append([]string{}, deps[t.ID]...)
+		if t.Upstream != nil {
+			wt.Upstream = append([]string{}, t.Upstream...)
 		}
 		for _, a := range t.History {
 			wt.History = append(wt.History, WorkflowAttempt{Number: a.Number, Instance: a.Instance, StartedAt: a.StartedAt,

@@ -85,6 +85,28 @@ func readOnly(t *testing.T, b context.Context, f *fixture) {
 	tb.do("open a message", chromedp.Click(chromedp.CSS(`main tbody tr a`)))
 	tb.until("the message shows", `document.querySelector('main dl.fields') !== null`)
 	noActions("a message")
+	tb.page("workflows")
+	tb.until("the runs are listed", `document.querySelector('a[data-run="etl-1"]') !== null && document.querySelector('a[data-run="etl-2"]') !== null`)
+	tb.do("open the run nobody drives", chromedp.Click(chromedp.CSS(`a[data-run="etl-2"]`)))
+	tb.until("its tasks show", `document.querySelectorAll('main tbody tr').length === 4`)
+	// The server has no DAG definitions: the edges are those the run kept,
+	// the tasks come in dependency order and say what they wait for.
+	tasks := eval[[]string](tb, `[...document.querySelectorAll('main tbody tr')].map(r => [...r.cells].slice(0, 5).map(c => c.textContent).join('|'))`)
+	want := []string{
+		"extract|pending|—|0|pending: ready, waiting for a free worker",
+		"audit|pending|extract|0|pending: waiting for upstream task extract",
+		"validate|pending|extract|0|pending: waiting for upstream task extract",
+		"load|pending|validate|0|pending: waiting for upstream task validate",
+	}
+	if len(tasks) != len(want) {
+		t.Fatalf("task rows %q, want %q", tasks, want)
+	}
+	for i := range want {
+		if !strings.HasPrefix(tasks[i], want[i]) {
+			t.Errorf("task row %d: %q, want it to start with %q", i, tasks[i], want[i])
+		}
+	}
+	noActions("a workflow run")
 	status := eval[int](tb, fmt.Sprintf(`fetch('/v1/dlq/%s/replay', {method: 'POST', headers: {Authorization: 'Bearer ' + sessionStorage.getItem('backstop.token')}}).then(r => r.status)`, f.hostile.ID))
 	if status != 403 {
 		t.Errorf("a replay with the read token: status %d, want 403", status)

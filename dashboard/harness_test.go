@@ -20,6 +20,7 @@ import (
 	"github.com/backstophq/backstop/admin"
 	"github.com/backstophq/backstop/dashboard"
 	"github.com/backstophq/backstop/dlq"
+	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/relay"
@@ -29,6 +30,9 @@ import (
 	"github.com/backstophq/backstop/store/sqlite"
 	"github.com/backstophq/backstop/tracker"
 	"github.com/backstophq/backstop/transport/webhook"
+	"github.com/backstophq/backstop/workflow"
+	"github.com/backstophq/backstop/workflow/wfpostgres"
+	"github.com/backstophq/backstop/workflow/wfsqlite"
 )
 
 const (
@@ -58,6 +62,9 @@ func openSQLite(t *testing.T) store.Store {
 	return st
 }
 
+// schemas are the schemas of the PostgreSQL stores openPostgres opened.
+var schemas sync.Map // *postgres.Store -> string
+
 func openPostgres(t *testing.T) store.Store {
 	testenv.PostgresAdmin(t)
 	schema := testenv.NewSchema(t, "dash_")
@@ -69,7 +76,60 @@ func openPostgres(t *testing.T) store.Store {
 	if err := st.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	schemas.Store(st, schema)
 	return st
+}
+
+// workflows opens the workflow store on st's database, runs the etl DAG
+// there to its end (etl-1, a success) and starts another run that nobody
+// drives (etl-2, its tasks pending). The API it returns has no DAG
+// definitions, as backstop serve's has none. (No task fails: a failed
+// task's dead letter would join the fixture's six.)
+func workflows(t *testing.T, st store.Store) *admin.Workflows {
+	t.Helper()
+	ctx := context.Background()
+	out := &admin.Workflows{}
+	switch s := st.(type) {
+	case *sqlite.Store:
+		ws, err := wfsqlite.New(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Store, out.List = ws, admin.SQLiteRuns(s)
+	case *postgres.Store:
+		schema, _ := schemas.Load(s)
+		ws, err := wfpostgres.New(ctx, s, wfpostgres.WithSchema(schema.(string)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Store, out.List = ws, admin.PostgresRuns(s, schema.(string))
+	default:
+		t.Fatalf("no workflow store for %T", st)
+	}
+	ok := func(context.Context, *workflow.TaskContext) error { return nil }
+	d, err := workflow.NewDAG("etl", &errorhandling.PropagationConfig{Policy: errorhandling.PropagationPolicySkipDownstream},
+		workflow.Task{ID: "extract", Run: ok},
+		workflow.Task{ID: "validate", Upstream: []string{"extract"}, Run: ok},
+		workflow.Task{ID: "load", Upstream: []string{"validate"}, Run: ok},
+		workflow.Task{ID: "audit", Upstream: []string{"extract"}, Run: ok},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := workflow.NewEngine(out.Store, workflow.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Register(d); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Run(ctx, "etl", workflow.RunOptions{ID: "etl-1"}); err != nil {
+		t.Fatalf("etl-1: %v", err)
+	}
+	if _, err := eng.Start(ctx, "etl", workflow.RunOptions{ID: "etl-2"}); err != nil {
+		t.Fatalf("etl-2: %v", err)
+	}
+	return out
 }
 
 // receiver is the destination: a webhook endpoint that refuses some
@@ -207,7 +267,8 @@ func newFixture(t *testing.T, st store.Store) *fixture {
 	})
 
 	api, err := admin.New(admin.Config{
-		Store: st,
+		Store:     st,
+		Workflows: workflows(t, st),
 		Tokens: []admin.Token{{Name: "ops", Secret: operateToken, Role: admin.RoleOperate},
 			{Name: "wallboard", Secret: readToken, Role: admin.RoleRead}},
 		Breakers: func() []admin.Breaker {

@@ -221,6 +221,16 @@ func (d *DAG) upstream(id string) []string {
 	return out
 }
 
+// edges returns each task's upstream IDs, empty for a root: what a run
+// keeps of its DAG (wfstore.Run.Upstream).
+func (d *DAG) edges() map[string][]string {
+	m := make(map[string][]string, len(d.order))
+	for _, id := range d.order {
+		m[id] = append([]string{}, d.upstream(id)...)
+	}
+	return m
+}
+
 // fingerprint hashes what a stored run depends on: task IDs, edges (and
 // which may fail), critical tasks and the policy. Retries, timeouts and
 // functions may change between a crash and a resume; these may not.

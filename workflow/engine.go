@@ -160,7 +160,7 @@ func (e *Engine) create(ctx context.Context, dagID string, opts RunOptions, owne
 			return "", fmt.Errorf("workflow: run input: %w", err)
 		}
 	}
-	run := &wfstore.Run{ID: id, DAGID: d.id, DAGHash: d.hash, Input: input}
+	run := &wfstore.Run{ID: id, DAGID: d.id, DAGHash: d.hash, Input: input, Upstream: d.edges()}
 	l := e.lease()
 	l.Owner = owner
 	if err := e.st.CreateRun(ctx, run, d.TaskIDs(), l); err != nil {

@@ -36,6 +36,10 @@ type TaskStatus struct {
 	ID string
 	// State is the task's state.
 	State models.TaskState
+	// Upstream are the tasks it depends on: the registered DAG's, else
+	// those the run kept when it was created; nil when neither is known
+	// (a run stored before runs kept them, read without its DAG).
+	Upstream []string
 	// Attempts is the number of the last attempt started (0 if none).
 	Attempts int
 	// Reason says, in words, why the task is in its state; empty for a
@@ -79,8 +83,14 @@ func newRun(d *DAG, snap *wfstore.Snapshot, now time.Time) *Run {
 	for _, t := range snap.Tasks {
 		order = append(order, t.TaskID)
 	}
+	edges := snap.Run.Upstream
+	if d != nil {
+		edges = d.edges()
+	}
 	if d != nil && len(d.order) == len(order) {
 		order = d.order
+	} else if edges != nil {
+		order = dependencyOrder(order, edges)
 	}
 	for _, id := range order {
 		t := snap.Task(id)
@@ -89,6 +99,9 @@ func newRun(d *DAG, snap *wfstore.Snapshot, now time.Time) *Run {
 		}
 		ts := TaskStatus{ID: id, State: t.State, Attempts: t.Attempt, Reason: t.Reason, Error: t.Error,
 			NextAttemptAt: t.NextAttemptAt, DeadLetterID: t.DeadLetter, ReplayedFrom: t.ReplayOf}
+		if edges != nil {
+			ts.Upstream = append([]string{}, edges[id]...)
+		}
 		if t.Result != nil {
 			ts.Result = json.RawMessage(slices.Clone(t.Result))
 		}
@@ -102,7 +115,7 @@ func newRun(d *DAG, snap *wfstore.Snapshot, now time.Time) *Run {
 		case models.TaskStateSuccess:
 			ts.Reason = ""
 		case models.TaskStatePending:
-			ts.Reason = pendingReason(d, snap, id)
+			ts.Reason = pendingReason(edges, snap, id)
 		case models.TaskStateRunning:
 			ts.Reason = fmt.Sprintf("running: attempt %d on instance %s since %s", t.Attempt, t.Owner,
 				t.StartedAt.Format(time.RFC3339))
@@ -112,13 +125,64 @@ func newRun(d *DAG, snap *wfstore.Snapshot, now time.Time) *Run {
 	return r
 }
 
-// pendingReason says what a pending task waits for.
-func pendingReason(d *DAG, snap *wfstore.Snapshot, id string) string {
-	if d == nil {
+// dependencyOrder orders ids so that every task comes after its upstream
+// tasks, the lowest ID first among those ready (Kahn's algorithm); tasks
+// left in a cycle, or after an upstream ID the run does not have, follow by
+// ID.
+func dependencyOrder(ids []string, edges map[string][]string) []string {
+	have := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		have[id] = true
+	}
+	waiting := make(map[string]int, len(ids))
+	down := map[string][]string{}
+	var ready []string
+	for _, id := range ids {
+		for _, up := range edges[id] {
+			if have[up] {
+				waiting[id]++
+				down[up] = append(down[up], id)
+			} else {
+				waiting[id] = -len(ids) // never ready
+			}
+		}
+		if waiting[id] == 0 {
+			ready = append(ready, id)
+		}
+	}
+	slices.Sort(ready)
+	out := make([]string, 0, len(ids))
+	placed := make(map[string]bool, len(ids))
+	for len(ready) > 0 {
+		id := ready[0]
+		ready = ready[1:]
+		out = append(out, id)
+		placed[id] = true
+		for _, next := range down[id] {
+			if waiting[next]--; waiting[next] == 0 {
+				i, _ := slices.BinarySearch(ready, next)
+				ready = slices.Insert(ready, i, next)
+			}
+		}
+	}
+	rest := []string{}
+	for _, id := range ids {
+		if !placed[id] {
+			rest = append(rest, id)
+		}
+	}
+	slices.Sort(rest)
+	return append(out, rest...)
+}
+
+// pendingReason says what a pending task waits for, given the run's
+// edges (nil when they are not known).
+func pendingReason(edges map[string][]string, snap *wfstore.Snapshot, id string) string {
+	if edges == nil {
 		return "pending"
 	}
 	var waiting []string
-	for _, up := range d.upstream(id) {
+	for _, up := range edges[id] {
 		if t := snap.Task(up); t != nil && !t.State.Terminal() {
 			waiting = append(waiting, up)
 		}

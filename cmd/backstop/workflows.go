@@ -19,8 +19,8 @@ import (
 
 // workflowsOf opens the workflow store on st's database (creating its
 // tables when missing), for the admin API to read runs from. The server
-// knows no DAG definitions: runs are shown with their tasks by ID, and
-// dependencies only where the API runs inside the application.
+// knows no DAG definitions: runs are shown with the dependencies each kept
+// when it was created.
 func workflowsOf(ctx context.Context, st store.Store) (*admin.Workflows, error) {
 	switch s := st.(type) {
 	case *sqlite.Store:
@@ -103,7 +103,7 @@ func newWorkflowsCmd(g *globals) *cobra.Command {
 				}
 				if unknown {
 					row(tw)
-					row(tw, "(upstream ?: the DAG is not registered with this server; a run's tasks are stored without their dependencies)")
+					row(tw, "(upstream ?: the run was stored before runs kept their DAG's edges, and this server does not have the DAG)")
 				}
 			})
 		}),

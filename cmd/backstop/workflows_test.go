@@ -16,6 +16,8 @@ import (
 	eh "github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/store"
+	"github.com/backstophq/backstop/store/postgres"
+	"github.com/backstophq/backstop/store/sqlite"
 	"github.com/backstophq/backstop/workflow"
 )
 
@@ -59,6 +61,28 @@ func runETL(t *testing.T, db string) *workflow.DAG {
 		}
 	}
 	return d
+}
+
+// forgetUpstream makes run look stored before runs kept their DAG's edges.
+func forgetUpstream(t *testing.T, dbURL, run string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := openStore(ctx, dbURL, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	switch s := st.(type) {
+	case *sqlite.Store:
+		_, err = s.DB().ExecContext(ctx, `UPDATE backstop_wf_runs SET upstream = NULL WHERE id = ?`, run)
+	case *postgres.Store:
+		_, err = s.Pool().Exec(ctx, `UPDATE backstop_wf_runs SET upstream = NULL WHERE id = $1`, run)
+	default:
+		t.Fatalf("store %T", st)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // taskLine returns the line of the show table that starts with the task.
@@ -106,8 +130,8 @@ func testWorkflowsCLI(t *testing.T, dbURL string) {
 		t.Errorf("a page of one says there is more:\n%s", out)
 	}
 
-	// The binary knows no DAG definitions: dependencies show as unknown,
-	// states and reasons as stored.
+	// The binary knows no DAG definitions: dependencies show as each run
+	// kept them, states and reasons as stored.
 	out = mustCLI(t, db, "workflows", "runs", "show", "run-1")
 	if !regexp.MustCompile(`(?m)^state\s+failed$`).MatchString(out) {
 		t.Errorf("show: the run's state:\n%s", out)
@@ -118,8 +142,17 @@ func testWorkflowsCLI(t *testing.T, dbURL string) {
 	if f := taskLine(t, out, "load"); f[1] != "upstream_failed" || f[2] != "0" || !strings.Contains(strings.Join(f, " "), "validate") {
 		t.Errorf("load says why it did not run: %v", f)
 	}
-	if f := taskLine(t, out, "audit"); f[1] != "success" || f[3] != "?" || !strings.Contains(out, "(upstream ?: the DAG is not registered") {
+	if f := taskLine(t, out, "audit"); f[1] != "success" || f[3] != "extract" || strings.Contains(out, "upstream ?") {
 		t.Errorf("audit: %v\n%s", f, out)
+	}
+	if f := taskLine(t, out, "extract"); f[3] != "-" {
+		t.Errorf("extract, a root: %v\n%s", f, out)
+	}
+	// A run stored before runs kept their edges: unknown, and said so.
+	forgetUpstream(t, dbURL, "run-2")
+	out = mustCLI(t, db, "workflows", "runs", "show", "run-2")
+	if f := taskLine(t, out, "audit"); f[3] != "?" || !strings.Contains(out, "(upstream ?: the run was stored before") {
+		t.Errorf("a run without its edges: %v\n%s", f, out)
 	}
 
 	var run admin.WorkflowRun

@@ -13,8 +13,8 @@ import (
 )
 
 const (
-	insertRun = `INSERT INTO {{T}}wf_runs (id, dag_id, dag_hash, state, input, owner, lease_expiry, created_at)
-		VALUES ($1, $2, $3, 'running', $4, $5, coalesce($6, '-infinity'::timestamptz), $7)
+	insertRun = `INSERT INTO {{T}}wf_runs (id, dag_id, dag_hash, state, input, owner, lease_expiry, created_at,
+		upstream) VALUES ($1, $2, $3, 'running', $4, $5, coalesce($6, '-infinity'::timestamptz), $7, $8::jsonb)
 		ON CONFLICT (id) DO NOTHING`
 	insertTasks = `INSERT INTO {{T}}wf_tasks (run_id, task_id, state)
 		SELECT $1, t, 'pending' FROM unnest($2::text[]) AS t`
@@ -54,8 +54,12 @@ func (s *Store) CreateRun(ctx context.Context, run *wfstore.Run, tasks []string,
 	if l.Owner != "" {
 		lease = ts(l.Expiry())
 	}
+	up, err := wfstore.EncodeUpstream(run.Upstream)
+	if err != nil {
+		return fmt.Errorf("wfpostgres: create run %s: %w", run.ID, err)
+	}
 	return s.tx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, s.q(insertRun), run.ID, run.DAGID, run.DAGHash, run.Input, nullString(l.Owner), lease, l.Now)
+		tag, err := tx.Exec(ctx, s.q(insertRun), run.ID, run.DAGID, run.DAGHash, run.Input, nullString(l.Owner), lease, l.Now, up)
 		if err != nil {
 			return fmt.Errorf("wfpostgres: create run %s: %w", run.ID, err)
 		}

@@ -12,8 +12,8 @@ import (
 )
 
 const (
-	insertRun = `INSERT INTO {{prefix}}wf_runs (id, dag_id, dag_hash, state, input, owner, lease_expiry, created_at)
-		VALUES (?, ?, ?, 'running', ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
+	insertRun = `INSERT INTO {{prefix}}wf_runs (id, dag_id, dag_hash, state, input, owner, lease_expiry, created_at,
+		upstream) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 	insertTask = `INSERT INTO {{prefix}}wf_tasks (run_id, task_id, state) VALUES (?, ?, 'pending')`
 
 	// acquireRun takes a running run nobody holds, whose lease lapsed, or
@@ -50,9 +50,13 @@ func (s *Store) CreateRun(ctx context.Context, run *wfstore.Run, tasks []string,
 	if l.Owner != "" {
 		lease = l.Expiry().UnixMilli()
 	}
+	up, err := wfstore.EncodeUpstream(run.Upstream)
+	if err != nil {
+		return fmt.Errorf("wfsqlite: create run %s: %w", run.ID, err)
+	}
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		n, err := affected(tx.ExecContext(ctx, s.q(insertRun), run.ID, run.DAGID, run.DAGHash, run.Input,
-			nullString(l.Owner), lease, l.Now.UnixMilli()))
+			nullString(l.Owner), lease, l.Now.UnixMilli(), up))
 		if err != nil {
 			return fmt.Errorf("wfsqlite: create run %s: %w", run.ID, err)
 		}

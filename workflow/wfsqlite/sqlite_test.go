@@ -62,7 +62,7 @@ func TestMigrationsAreIdempotentAndPrefixed(t *testing.T) {
 		t.Errorf("prefixed schema objects: %d, %v", n, err)
 	}
 	var v int
-	if err := st.DB().QueryRow(`SELECT max(version) FROM app_wf_migrations`).Scan(&v); err != nil || v != 1 {
+	if err := st.DB().QueryRow(`SELECT max(version) FROM app_wf_migrations`).Scan(&v); err != nil || v != 2 {
 		t.Errorf("version = %d, %v", v, err)
 	}
 }

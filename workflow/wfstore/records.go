@@ -38,6 +38,9 @@ type Run struct {
 	Reason string
 	// Input is the run's input, JSON; nil when none.
 	Input []byte
+	// Upstream are the DAG's edges when the run was created: each task's
+	// upstream task IDs. Nil for a run stored before they were kept.
+	Upstream map[string][]string
 	// Owner is the instance holding the lease; empty when none.
 	Owner string
 	// LeaseExpiry is when the lease lapses; zero when none.

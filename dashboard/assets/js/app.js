@@ -8,6 +8,7 @@ import { deadLetters } from './deadletters.js';
 import { entry } from './entry.js';
 import { streams } from './streams.js';
 import { messages, message } from './messages.js';
+import { workflows, workflowRun } from './workflows.js';
 
 // POLL_MS is how often a live page refreshes; ?poll=500 in the URL
 // changes it.
@@ -24,6 +25,7 @@ function route() {
     case 'dead-letters': return { page: 'dead-letters', show: () => (parts[1] ? entry(main, parts[1]) : deadLetters(main)) };
     case 'streams': return { page: 'streams', show: () => streams(main, parts[1], parts.slice(2).join('/')) };
     case 'messages': return { page: 'messages', show: () => (parts[1] ? message(main, parts[1]) : messages(main)) };
+    case 'workflows': return { page: 'workflows', show: () => (parts[1] ? workflowRun(main, parts[1]) : workflows(main)) };
     default: return { page: '', show: () => main.replaceChildren(h('h1', {}, 'Not found'), h('p', {}, h('a', { href: '#/' }, 'Overview'))) };
   }
 }

@@ -7,6 +7,7 @@ package wfstoretest
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -53,7 +54,8 @@ func Run(t *testing.T, h Harness) {
 // newRun creates run "r" of tasks a, b, c held by "one" at t0.
 func newRun(t *testing.T, s wfstore.Store) {
 	t.Helper()
-	run := &wfstore.Run{ID: "r", DAGID: "dag", DAGHash: "h1", Input: []byte(`{"n":1}`)}
+	run := &wfstore.Run{ID: "r", DAGID: "dag", DAGHash: "h1", Input: []byte(`{"n":1}`),
+		Upstream: map[string][]string{"a": {}, "b": {"a"}, "c": {"a", "b"}}}
 	if err := s.CreateRun(context.Background(), run, []string{"b", "a", "c"}, lease("one", 0)); err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +94,9 @@ func testCreateAndLoad(t *testing.T, h Harness) {
 		r.Owner != "one" || !r.LeaseExpiry.Equal(t0.Add(time.Minute)) || !r.CreatedAt.Equal(t0) || !r.EndedAt.IsZero() {
 		t.Errorf("run = %+v", r)
 	}
+	if want := map[string][]string{"a": {}, "b": {"a"}, "c": {"a", "b"}}; !reflect.DeepEqual(r.Upstream, want) {
+		t.Errorf("upstream = %#v, want %#v", r.Upstream, want)
+	}
 	if len(snap.Tasks) != 3 || snap.Tasks[0].TaskID != "a" || snap.Tasks[2].TaskID != "c" || len(snap.Attempts) != 0 {
 		t.Fatalf("tasks = %+v", snap.Tasks)
 	}
@@ -108,7 +113,7 @@ func testCreateAndLoad(t *testing.T, h Harness) {
 	_, err = s.Load(ctx, "missing")
 	mustIs(t, "loading a missing run", err, wfstore.ErrNotFound)
 	must(t, "create unowned", s.CreateRun(ctx, &wfstore.Run{ID: "free", DAGID: "dag"}, []string{"a"}, lease("", 0)))
-	if r := load(t, s, "free").Run; r.Owner != "" || !r.LeaseExpiry.IsZero() || r.Input != nil {
+	if r := load(t, s, "free").Run; r.Owner != "" || !r.LeaseExpiry.IsZero() || r.Input != nil || r.Upstream != nil {
 		t.Errorf("unowned run = %+v", r)
 	}
 }

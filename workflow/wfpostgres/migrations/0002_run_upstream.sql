@@ -1,0 +1,6 @@
+-- Workflow runs, version 2: a run keeps its DAG's edges, each task's
+-- upstream task IDs as a JSON object ({"load": ["extract"]}), so that a
+-- reader without the DAG's definition (backstop serve's admin API and
+-- dashboard) can draw the run as a graph. NULL for runs created before
+-- version 2.
+ALTER TABLE {{T}}wf_runs ADD COLUMN upstream jsonb;
