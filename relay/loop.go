@@ -37,9 +37,12 @@ type loop struct {
 	storeHealth *tracker.Tracker
 	round       uint64 // the number of the current round
 	// gate is the store's store.WakeGate, nil when it has none; waiting
-	// says the relay is registered there as waiting for a wake-up.
+	// says the relay is registered there as waiting for a wake-up; busy,
+	// that its last claim came back full or found no room, so it does not
+	// register.
 	gate    store.WakeGate
 	waiting bool
+	busy    bool
 	pf      *prefetch
 }
 
@@ -78,15 +81,26 @@ func (l *loop) run(ctx context.Context, notify <-chan struct{}) {
 		case err != nil:
 			wait = l.errWait
 			l.errWait = min(2*l.errWait, cfg.MaxPollInterval)
-		case rd.limit > 0 && rd.claimed == rd.limit && l.free() >= l.claimMin():
-			// A full claim: more is probably waiting, and writers need
-			// not wake a relay that is busy.
+		case rd.limit > 0 && rd.claimed == rd.limit || rd.skipped:
+			// A full claim, or no room for one: the relay is busy and
+			// claims again as soon as it has room, so writers need not wake
+			// it; it registers again once a claim comes back short. Before,
+			// a full claim that left too little room kept the relay
+			// registered, and every writer went on notifying a relay that
+			// had no room to take what they wrote.
+			l.busy = true
 			l.setWaiting(storeCtx, false)
-			continue
-		case rd.claimed > 0 || rd.skipped:
+			if !rd.skipped && l.free() >= l.claimMin() {
+				continue // more is probably waiting
+			}
+			l.poll = cfg.PollInterval
+			wait = l.poll
+		case rd.claimed > 0:
+			l.busy = false
 			l.poll = cfg.PollInterval
 			wait = l.poll
 		default:
+			l.busy = false
 			wait = l.poll
 			l.poll = min(2*l.poll, cfg.MaxPollInterval)
 		}
@@ -102,7 +116,7 @@ func (l *loop) run(ctx context.Context, notify <-chan struct{}) {
 // channel is closed.
 func (l *loop) block(ctx context.Context, notify <-chan struct{}, wait time.Duration) <-chan struct{} {
 	r := l.r
-	if notify != nil && !l.waiting && l.setWaiting(context.WithoutCancel(ctx), true) {
+	if notify != nil && !l.waiting && !l.busy && l.setWaiting(context.WithoutCancel(ctx), true) {
 		wait = min(wait, waitGrace)
 	}
 	wait = min(wait, l.untilRenew(), l.untilProbe())
