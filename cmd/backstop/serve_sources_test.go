@@ -161,11 +161,30 @@ func postSigned(t *testing.T, url, id, typ, partner, body string) int {
 // both forwarding to a webhook destination, and has each source deliver
 // a message twice: each arrives once, with its stream key, in order.
 func TestServeSources(t *testing.T) {
+	forEachServeStore(t, testServeSources)
+}
+
+// forEachServeStore runs test with serve's db on SQLite, then on
+// PostgreSQL in a schema of the test's own (its search_path).
+func forEachServeStore(t *testing.T, test func(t *testing.T, db string)) {
+	t.Run("sqlite", func(t *testing.T) { test(t, "sqlite:"+filepath.Join(t.TempDir(), "b.db")) })
+	t.Run("postgres", func(t *testing.T) {
+		testenv.PostgresAdmin(t)
+		schema := testenv.NewSchema(t, "serve_")
+		u := testenv.PostgresURL()
+		sep := "?"
+		if strings.Contains(u, "?") {
+			sep = "&"
+		}
+		test(t, u+sep+"search_path="+schema)
+	})
+}
+
+func testServeSources(t *testing.T, db string) {
 	js, stream, prefix := natsSource(t)
 	hook := newHookRecorder(t)
-	db := "sqlite:" + filepath.Join(t.TempDir(), "b.db")
 	cl, base := startServe(t, fmt.Sprintf(`listen: 127.0.0.1:0
-db: %s
+db: '%s'
 relay: {poll_interval: 20ms}
 destinations:
   - name: partner-hook
@@ -266,6 +285,10 @@ tokens:
 // a webhook destination; the queue holds one message twice (a publisher
 // retrying): it arrives once, on the stream of its routing key.
 func TestServeRabbitMQSource(t *testing.T) {
+	forEachServeStore(t, testServeRabbitMQSource)
+}
+
+func testServeRabbitMQSource(t *testing.T, db string) {
 	conn, err := amqp.DialConfig(testenv.AMQPURL(), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
 	if err != nil {
 		testenv.Unreachable(t, "RabbitMQ at "+testenv.AMQPURL(), testenv.AMQPEnv, err)
@@ -289,7 +312,7 @@ func TestServeRabbitMQSource(t *testing.T) {
 	}
 	hook := newHookRecorder(t)
 	startServe(t, fmt.Sprintf(`listen: 127.0.0.1:0
-db: sqlite:%s
+db: '%s'
 relay: {poll_interval: 20ms}
 destinations:
   - {name: ledger, type: webhook, url: '%s', inner_retry: {attempts: 1}}
@@ -300,7 +323,7 @@ sources:
     queue: %s
     stream_key: routing_key
     forward: {to: [ledger]}
-`, filepath.Join(t.TempDir(), "b.db"), hook.srv.URL, testenv.AMQPURL(), queue))
+`, db, hook.srv.URL, testenv.AMQPURL(), queue))
 	for _, want := range []string{"r1", "r2"} {
 		// r2 comes after both copies of r1 in the queue and in the
 		// stream: a second r1 would arrive before it.
