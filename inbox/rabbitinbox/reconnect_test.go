@@ -123,3 +123,63 @@ func TestFirstSessionFails(t *testing.T) {
 		t.Fatal("Run on a missing queue returned nil, want an error")
 	}
 }
+
+// TestConsumerCancelledByTheBroker: the queue is deleted under the
+// receiver, so the broker cancels its consumer while the channel stays
+// open (as it does for a queue deleted by an operator or lost with its
+// node). The receiver must not wait for a channel close that never comes:
+// it consumes again, failing while the queue is missing, and takes the
+// messages of the queue declared again.
+func TestConsumerCancelledByTheBroker(t *testing.T) {
+	t.Parallel()
+	admin := connect(t)
+	inboxtest.ForEachStore(t, func(t *testing.T, k inboxtest.Kind) {
+		e := inboxtest.NewEnv(t, k)
+		queue, ch := newQueue(t, admin)
+		in := e.NewInbox(e.Config())
+		in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
+			return e.Record(ctx, tx, msg)
+		})
+		publish := func(id string) {
+			t.Helper()
+			if err := ch.PublishWithContext(e.Ctx, "", queue, false, false, amqp.Publishing{MessageId: id, Type: "order.created",
+				Headers: amqp.Table{HeaderStream: "order-1"}, Body: []byte("{}")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := New(Config{Inbox: in, URL: testenv.AMQPURL(), Queue: queue, Logger: inboxtest.Quiet,
+			ReconnectDelay: 5 * time.Millisecond, MaxReconnectDelay: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions := make(chan struct{}, 10)
+		retries := make(chan struct{}, 100)
+		r.consuming = func() { sessions <- struct{}{} }
+		r.reconnecting = func() {
+			select {
+			case retries <- struct{}{}:
+			default:
+			}
+		}
+		e.Go("receiver", r.Run)
+		e.Go("inbox", in.Run)
+		waitSessions(t, e.Ctx, sessions, 1)
+		publish("m1")
+		e.WaitFor("m1 handled", func() bool { return in.Relay().Stats().Delivered == 1 })
+
+		if _, err := ch.QueueDelete(queue, false, false, false); err != nil {
+			t.Fatal(err)
+		}
+		// The receiver tries again while the queue is missing.
+		waitSessions(t, e.Ctx, retries, 1)
+		if _, err := ch.QueueDeclare(queue, false, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		waitSessions(t, e.Ctx, sessions, 1)
+		publish("m2")
+		e.WaitFor("m2 handled", func() bool { return in.Relay().Stats().Delivered == 2 })
+		if got := e.Handled()["order-1"]; !slices.Equal(got, []string{"m1@1", "m2@1"}) {
+			t.Errorf("handled %v, want m1 then m2, once each", got)
+		}
+	})
+}

@@ -92,9 +92,17 @@ func (r *Receiver) session(ctx context.Context) (started bool, err error) {
 			return true, nil
 		case d, ok := <-deliveries:
 			if !ok {
+				// A closed channel has said so on closed before its
+				// deliveries end. A consumer the broker cancelled (its queue
+				// deleted) leaves the channel open and closed empty: waiting
+				// on it would hold the receiver for good.
 				err := errors.New("rabbitinbox: the broker cancelled the consumer")
-				if e := <-closed; e != nil {
-					err = fmt.Errorf("rabbitinbox: channel closed: %w", e)
+				select {
+				case e := <-closed:
+					if e != nil {
+						err = fmt.Errorf("rabbitinbox: channel closed: %w", e)
+					}
+				default:
 				}
 				if r.cfg.Conn != nil && conn.IsClosed() {
 					err = fmt.Errorf("%w: %w", ErrConnClosed, err)
