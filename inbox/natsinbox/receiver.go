@@ -44,6 +44,13 @@ const (
 // message the inbox could not store, when Config.NakDelay is zero.
 const DefaultNakDelay = time.Second
 
+// DefaultRetryDelay is the first wait before reading the consumer again
+// after it went away (deleted); it doubles up to DefaultMaxRetryDelay.
+const (
+	DefaultRetryDelay    = 100 * time.Millisecond
+	DefaultMaxRetryDelay = 30 * time.Second
+)
+
 // Config configures a Receiver.
 type Config struct {
 	// Inbox is where messages go. Required.
@@ -56,6 +63,16 @@ type Config struct {
 	// NakDelay is how long a message the inbox could not store waits
 	// before JetStream delivers it again. Zero means DefaultNakDelay.
 	NakDelay time.Duration
+	// RetryDelay is the first wait before reading the consumer again once
+	// it went away under the receiver (an operator deleted it, the stream
+	// was recreated): the receiver keeps trying, doubling the wait up to
+	// MaxRetryDelay, and goes on when a consumer of the name is back. It
+	// never creates one itself: a new durable consumer would deliver the
+	// stream from its start. Zero means DefaultRetryDelay (100 ms).
+	RetryDelay time.Duration
+	// MaxRetryDelay caps the wait between tries. Zero means
+	// DefaultMaxRetryDelay (30 s).
+	MaxRetryDelay time.Duration
 	// StreamKey, when set, returns a message's ordering key instead of
 	// its Backstop-Stream header (such as another header, or the
 	// subject); "" means no ordering.
@@ -72,8 +89,12 @@ type Receiver struct {
 	// Test hooks: afterStore runs once a message is stored (or found a
 	// duplicate), before it is acknowledged; ack, when set, decides
 	// whether to acknowledge it (false: Nak, so it comes again).
+	// reading runs when an iterator over the consumer starts, retrying
+	// before Run reads the consumer again.
 	afterStore func(m jetstream.Msg)
 	ack        func(m jetstream.Msg) bool
+	reading    func()
+	retrying   func()
 }
 
 // New returns a Receiver; the error names a missing field.
@@ -85,34 +106,94 @@ func New(cfg Config) (*Receiver, error) {
 		return nil, errors.New("natsinbox: Config.Consumer is required")
 	case cfg.NakDelay < 0:
 		return nil, fmt.Errorf("natsinbox: Config.NakDelay must not be negative, got %s", cfg.NakDelay)
+	case cfg.RetryDelay < 0:
+		return nil, fmt.Errorf("natsinbox: Config.RetryDelay must not be negative, got %s", cfg.RetryDelay)
+	case cfg.MaxRetryDelay < 0:
+		return nil, fmt.Errorf("natsinbox: Config.MaxRetryDelay must not be negative, got %s", cfg.MaxRetryDelay)
 	}
 	if cfg.NakDelay == 0 {
 		cfg.NakDelay = DefaultNakDelay
 	}
+	if cfg.RetryDelay == 0 {
+		cfg.RetryDelay = DefaultRetryDelay
+	}
+	if cfg.MaxRetryDelay == 0 {
+		cfg.MaxRetryDelay = DefaultMaxRetryDelay
+	}
+	cfg.MaxRetryDelay = max(cfg.MaxRetryDelay, cfg.RetryDelay)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	return &Receiver{cfg: cfg, log: cfg.Logger.With(slog.String("inbox", cfg.Inbox.Name()), slog.String("source", "nats"))}, nil
 }
 
-// Run receives messages until ctx is done, then returns nil; it returns an
-// error when it cannot read the consumer.
+// Run receives messages until ctx is done, then returns nil. It returns an
+// error when it cannot start reading the consumer. Once it has, a
+// consumer that goes away under it (deleted) is read again after
+// Config.RetryDelay, doubling up to MaxRetryDelay while it stays away,
+// with a warning each time.
 func (r *Receiver) Run(ctx context.Context) error {
+	delay := r.cfg.RetryDelay
+	for first := true; ; first = false {
+		started, err := r.read(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case first && !started:
+			return err
+		}
+		if started {
+			delay = r.cfg.RetryDelay
+		}
+		r.log.LogAttrs(ctx, slog.LevelWarn, "consumer lost; reading it again",
+			slog.Duration("after", delay), slog.String("error", err.Error()))
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		delay = min(2*delay, r.cfg.MaxRetryDelay)
+		if r.retrying != nil {
+			r.retrying()
+		}
+	}
+}
+
+// read receives from one iterator over the consumer until ctx is done or
+// the iterator ends (the consumer deleted). It reports whether the
+// iterator started, and why it ended.
+func (r *Receiver) read(ctx context.Context) (started bool, err error) {
+	// An iterator over a consumer that is not there does not fail: it
+	// waits out its pull (30 s). Asking first makes a retry quick.
+	if _, err := r.cfg.Consumer.Info(ctx); err != nil {
+		return false, fmt.Errorf("natsinbox: consumer: %w", err)
+	}
 	it, err := r.cfg.Consumer.Messages(jetstream.PullMaxMessages(64))
 	if err != nil {
-		return fmt.Errorf("natsinbox: %w", err)
+		return false, fmt.Errorf("natsinbox: %w", err)
 	}
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
 	defer it.Stop()
+	if r.reading != nil {
+		r.reading()
+	}
+	lost := errors.New("natsinbox: the consumer's iterator closed")
 	for {
 		m, err := it.Next()
 		switch {
-		case ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed):
-			return nil
+		case ctx.Err() != nil:
+			return true, nil
+		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
+			return true, lost
+		case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
+			return true, fmt.Errorf("natsinbox: %w", err)
 		case err != nil:
 			// Missed heartbeats and the like: the iterator recovers.
 			r.log.LogAttrs(ctx, slog.LevelDebug, "consumer read failed", slog.String("error", err.Error()))
+			lost = fmt.Errorf("natsinbox: the consumer's iterator closed after: %w", err)
 			continue
 		}
 		r.receive(ctx, m)

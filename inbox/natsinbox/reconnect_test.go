@@ -106,3 +106,62 @@ func waitSignal(t *testing.T, ctx context.Context, c <-chan struct{}) {
 		t.Fatalf("waiting for a reconnect: %v", ctx.Err())
 	}
 }
+
+// TestConsumerDeletedUnderTheReceiver: an operator deletes the durable
+// consumer while the receiver reads it. Before, Run returned nil and the
+// source stopped for good, silently. Now it keeps trying, and once the
+// consumer is back it takes the messages published meanwhile.
+func TestConsumerDeletedUnderTheReceiver(t *testing.T) {
+	t.Parallel()
+	_, js := connect(t)
+	inboxtest.ForEachStore(t, func(t *testing.T, k inboxtest.Kind) {
+		e := inboxtest.NewEnv(t, k)
+		src := newSource(t, e.Ctx, js, 2*time.Second)
+		in := e.NewInbox(e.Config())
+		in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
+			return e.Record(ctx, tx, msg)
+		})
+		publish := func(id string) {
+			t.Helper()
+			m := nats.NewMsg(src.prefix + ".order.created")
+			m.Header.Set(jetstream.MsgIDHeader, id)
+			m.Header.Set(HeaderType, "order.created")
+			m.Header.Set(HeaderStream, "order-1")
+			if _, err := js.PublishMsg(e.Ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := New(Config{Inbox: in, Consumer: src.consumer, Logger: inboxtest.Quiet,
+			RetryDelay: 5 * time.Millisecond, MaxRetryDelay: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		retries := make(chan struct{}, 1)
+		r.retrying = func() {
+			select {
+			case retries <- struct{}{}:
+			default:
+			}
+		}
+		e.Go("receiver", r.Run)
+		e.Go("inbox", in.Run)
+		publish("m0")
+		e.WaitFor("m0 handled", func() bool { return in.Relay().Stats().Delivered == 1 })
+
+		if err := js.DeleteConsumer(e.Ctx, src.stream, "inbox"); err != nil {
+			t.Fatal(err)
+		}
+		waitSignal(t, e.Ctx, retries)
+		publish("m1")
+		// The operator puts the consumer back, from m1 on.
+		if _, err := js.CreateOrUpdateConsumer(e.Ctx, src.stream, jetstream.ConsumerConfig{Durable: "inbox",
+			AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * time.Second, MaxAckPending: 1,
+			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: 2}); err != nil {
+			t.Fatal(err)
+		}
+		e.WaitFor("m1 handled", func() bool { return in.Relay().Stats().Delivered == 2 })
+		if got := e.Handled()["order-1"]; !slices.Equal(got, []string{"m0@1", "m1@1"}) {
+			t.Errorf("handled %v, want m0 then m1", got)
+		}
+	})
+}
