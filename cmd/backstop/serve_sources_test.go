@@ -161,22 +161,16 @@ func postSigned(t *testing.T, url, id, typ, partner, body string) int {
 // both forwarding to a webhook destination, and has each source deliver
 // a message twice: each arrives once, with its stream key, in order.
 func TestServeSources(t *testing.T) {
-	forEachServeStore(t, testServeSources)
+	forEachDB(t, testServeSources)
 }
 
-// forEachServeStore runs test with serve's db on SQLite, then on
-// PostgreSQL in a schema of the test's own (its search_path).
-func forEachServeStore(t *testing.T, test func(t *testing.T, db string)) {
+// forEachDB runs test with a --db on SQLite, then on PostgreSQL in a
+// schema of the test's own (its search_path).
+func forEachDB(t *testing.T, test func(t *testing.T, db string)) {
 	t.Run("sqlite", func(t *testing.T) { test(t, "sqlite:"+filepath.Join(t.TempDir(), "b.db")) })
 	t.Run("postgres", func(t *testing.T) {
 		testenv.PostgresAdmin(t)
-		schema := testenv.NewSchema(t, "serve_")
-		u := testenv.PostgresURL()
-		sep := "?"
-		if strings.Contains(u, "?") {
-			sep = "&"
-		}
-		test(t, u+sep+"search_path="+schema)
+		test(t, withSearchPath(testenv.PostgresURL(), testenv.NewSchema(t, "db_")))
 	})
 }
 
@@ -285,7 +279,7 @@ tokens:
 // a webhook destination; the queue holds one message twice (a publisher
 // retrying): it arrives once, on the stream of its routing key.
 func TestServeRabbitMQSource(t *testing.T) {
-	forEachServeStore(t, testServeRabbitMQSource)
+	forEachDB(t, testServeRabbitMQSource)
 }
 
 func testServeRabbitMQSource(t *testing.T, db string) {

@@ -7,14 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/backstophq/backstop/admin"
 	eh "github.com/backstophq/backstop/errorhandling"
-	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/store/postgres"
 	"github.com/backstophq/backstop/store/sqlite"
@@ -97,21 +95,7 @@ func taskLine(t *testing.T, out, task string) []string {
 	return nil
 }
 
-func TestWorkflowsCLI(t *testing.T) {
-	t.Run("sqlite", func(t *testing.T) {
-		testWorkflowsCLI(t, "sqlite:"+filepath.Join(t.TempDir(), "b.db"))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		testenv.PostgresAdmin(t)
-		schema := testenv.NewSchema(t, "wfcli_")
-		u := testenv.PostgresURL()
-		sep := "?"
-		if strings.Contains(u, "?") {
-			sep = "&"
-		}
-		testWorkflowsCLI(t, u+sep+"search_path="+schema)
-	})
-}
+func TestWorkflowsCLI(t *testing.T) { forEachDB(t, testWorkflowsCLI) }
 
 func testWorkflowsCLI(t *testing.T, dbURL string) {
 	d := runETL(t, dbURL)

@@ -31,6 +31,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/backstophq/backstop/inbox"
+	"github.com/backstophq/backstop/inbox/internal/resume"
 )
 
 // The headers read besides Nats-Msg-Id: those Backstop's NATS transport
@@ -133,32 +134,10 @@ func New(cfg Config) (*Receiver, error) {
 // Config.RetryDelay, doubling up to MaxRetryDelay while it stays away,
 // with a warning each time.
 func (r *Receiver) Run(ctx context.Context) error {
-	delay := r.cfg.RetryDelay
-	for first := true; ; first = false {
-		started, err := r.read(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case first && !started:
-			return err
-		}
-		if started {
-			delay = r.cfg.RetryDelay
-		}
-		r.log.LogAttrs(ctx, slog.LevelWarn, "consumer lost; reading it again",
-			slog.Duration("after", delay), slog.String("error", err.Error()))
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-		delay = min(2*delay, r.cfg.MaxRetryDelay)
-		if r.retrying != nil {
-			r.retrying()
-		}
-	}
+	return resume.Run(ctx, resume.Config{
+		Delay: r.cfg.RetryDelay, MaxDelay: r.cfg.MaxRetryDelay,
+		Log: r.log, Message: "consumer lost; reading it again", Retrying: r.retrying,
+	}, r.read)
 }
 
 // read receives from one iterator over the consumer until ctx is done or

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/backstophq/backstop/inbox/internal/resume"
 )
 
 // ErrConnClosed is matched by Run's error when the caller's Config.Conn
@@ -23,32 +25,12 @@ var ErrConnClosed = errors.New("rabbitinbox: connection closed")
 // queue and come again. With Config.Conn, Run returns an error matching
 // ErrConnClosed once that connection is closed.
 func (r *Receiver) Run(ctx context.Context) error {
-	delay := r.cfg.ReconnectDelay
-	for first := true; ; first = false {
-		started, err := r.session(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case errors.Is(err, ErrConnClosed), first && !started:
-			return err
-		}
-		if started {
-			delay = r.cfg.ReconnectDelay
-		}
-		r.log.LogAttrs(ctx, slog.LevelWarn, "consumer lost; consuming again",
-			slog.String("queue", r.cfg.Queue), slog.Duration("after", delay), slog.String("error", err.Error()))
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-		delay = min(2*delay, r.cfg.MaxReconnectDelay)
-		if r.reconnecting != nil {
-			r.reconnecting()
-		}
-	}
+	return resume.Run(ctx, resume.Config{
+		Delay: r.cfg.ReconnectDelay, MaxDelay: r.cfg.MaxReconnectDelay,
+		Log: r.log, Message: "consumer lost; consuming again", Attrs: []slog.Attr{slog.String("queue", r.cfg.Queue)},
+		Fatal:    func(err error) bool { return errors.Is(err, ErrConnClosed) },
+		Retrying: r.reconnecting,
+	}, r.session)
 }
 
 // session consumes on one connection (dialed for it unless the caller

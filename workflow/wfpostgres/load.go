@@ -16,7 +16,7 @@ import (
 // transaction so that the tasks and attempts agree.
 const (
 	selectRun = `SELECT id, dag_id, dag_hash, state, reason, input, coalesce(owner, ''),
-		nullif(lease_expiry, '-infinity'), created_at, ended_at, upstream::text FROM {{T}}wf_runs WHERE id = $1`
+		nullif(lease_expiry, '-infinity'), created_at, ended_at, coalesce(upstream::text, '') FROM {{T}}wf_runs WHERE id = $1`
 	selectTasks = `SELECT task_id, state, attempt, failures, next_attempt_at, coalesce(owner, ''), started_at,
 		ended_at, error, reason, cause, result, dead_letter, replay_of
 		FROM {{T}}wf_tasks WHERE run_id = $1 ORDER BY task_id`
@@ -47,17 +47,13 @@ func (s *Store) load(ctx context.Context, tx pgx.Tx, runID string) (*wfstore.Sna
 	r := &snap.Run
 	var state string
 	var lease, ended *time.Time
-	var up *string
+	var up string
 	var err error
 	if err = tx.QueryRow(ctx, s.q(selectRun), runID).Scan(&r.ID, &r.DAGID, &r.DAGHash, &state, &r.Reason,
 		&r.Input, &r.Owner, &lease, &r.CreatedAt, &ended, &up); err != nil {
 		return nil, err
 	}
-	var upText string
-	if up != nil {
-		upText = *up
-	}
-	if r.Upstream, err = wfstore.DecodeUpstream(upText); err != nil {
+	if r.Upstream, err = wfstore.DecodeUpstream(up); err != nil {
 		return nil, fmt.Errorf("wfpostgres: run %s: %w", runID, err)
 	}
 	r.State = models.RunState(state)

@@ -14,7 +14,7 @@ import (
 // that the tasks and attempts agree.
 const (
 	selectRun = `SELECT id, dag_id, dag_hash, state, reason, input, coalesce(owner, ''), lease_expiry,
-		created_at, ended_at, upstream FROM {{prefix}}wf_runs WHERE id = ?`
+		created_at, ended_at, coalesce(upstream, '') FROM {{prefix}}wf_runs WHERE id = ?`
 	selectTasks = `SELECT task_id, state, attempt, failures, next_attempt_at, coalesce(owner, ''), started_at,
 		ended_at, error, reason, cause, result, dead_letter, replay_of
 		FROM {{prefix}}wf_tasks WHERE run_id = ? ORDER BY task_id`
@@ -46,13 +46,13 @@ func (s *Store) load(ctx context.Context, tx *sql.Tx, runID string) (*wfstore.Sn
 	var lease int64
 	var created sql.NullInt64
 	var ended sql.NullInt64
-	var up sql.NullString
+	var up string
 	var err error
 	if err = tx.QueryRowContext(ctx, s.q(selectRun), runID).Scan(&r.ID, &r.DAGID, &r.DAGHash, &state, &r.Reason,
 		&r.Input, &r.Owner, &lease, &created, &ended, &up); err != nil {
 		return nil, err
 	}
-	if r.Upstream, err = wfstore.DecodeUpstream(up.String); err != nil {
+	if r.Upstream, err = wfstore.DecodeUpstream(up); err != nil {
 		return nil, fmt.Errorf("wfsqlite: run %s: %w", runID, err)
 	}
 	r.State = models.RunState(state)
