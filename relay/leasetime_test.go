@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -109,4 +110,51 @@ func startSteppedClock(t *testing.T) steppedClock {
 	// not known yet); both must be held before the store's clock steps.
 	sc.rn.waitFor("both messages claimed", func() bool { return sc.rn.r.Stats().InFlight == 2 })
 	return sc
+}
+
+// TestReclaimedStreamKeepsItsOrder: the leases of a strict stream's
+// claimed run lapse on the store's clock while the relay delivers its
+// first message, and a message is written behind them. The next claim
+// takes all three: the two in flight here (claimed again) and the new
+// one. The new one must not become a task of its own, which a free
+// worker would deliver before the run in flight finishes: it is given
+// back, and delivered after the run.
+func TestReclaimedStreamKeepsItsOrder(t *testing.T) {
+	t.Parallel()
+	storeClk := clock.NewFake(epoch)
+	e := newEnv(t, func(c *store.Config) { c.Clock = storeClk })
+	first, second, third := msg("orders", "a", 1), msg("orders", "a", 2), msg("orders", "a", 3)
+	e.enqueue(first, second)
+	started, proceed := make(chan struct{}), make(chan struct{})
+	rec := &recorder{fn: func(_ context.Context, _ *outbox.Message, call int) error {
+		if call == 1 {
+			close(started)
+			<-proceed
+		}
+		return nil
+	}}
+	cfg := e.config(map[string]Destination{"orders": {Transport: rec.transport(), Timeout: time.Hour, Concurrency: 2}})
+	cfg.Workers = 2
+	rn := e.start(cfg)
+	<-started
+	rn.waitFor("both messages claimed", func() bool { return rn.r.Stats().InFlight == 2 })
+
+	e.enqueue(third)
+	storeClk.Advance(45 * time.Second) // past the 30 s lease on the store's clock only
+	rn.waitFor("the run claimed again with the new message", func() bool { return rn.r.Stats().Reclaimed == 2 })
+	// The new message, made a task of its own, goes to the free worker
+	// and is delivered while the run's first delivery hangs; given back,
+	// it is recorded released.
+	rn.waitFor("the new message delivered or given back", func() bool {
+		s := rn.r.Stats()
+		return s.Delivered+s.Released > 0
+	})
+	close(proceed)
+	rn.waitFor("all three delivered", func() bool { return rn.r.Stats().Delivered == 3 })
+	rn.settle()
+
+	want := []string{string(first.Payload), string(second.Payload), string(third.Payload)}
+	if got := rec.got(); !slices.Equal(got, want) {
+		t.Fatalf("deliveries = %q, want %q", got, want)
+	}
 }

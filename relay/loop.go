@@ -364,12 +364,20 @@ func (l *loop) dispatch(claimed []*outbox.Message, probe bool, start, storeNow t
 	r.stats.claimed.Add(int64(len(claimed)))
 	r.metrics.claimed.Add(float64(len(claimed)))
 	streams := make(map[string]*task)
+	// held are the streams of which this claim returned a message this
+	// relay already had in flight (its lease had lapsed) or had just
+	// settled: the claim read the stream from there, so what it returned
+	// behind that message must wait for the flight here, not become a
+	// task of its own that a free worker would deliver first.
+	var held map[string]bool
 	var tasks []*task
 	var giveBack, unknown []outcome
 	r.fl.mu.Lock()
 	for _, m := range claimed {
 		d := r.dests[m.Destination]
 		until := leaseUntil(start, m.LeaseExpiry, storeNow, r.cfg.LeaseDuration)
+		ordered := m.Stream != "" && r.cfg.Store.EffectiveOrdering(m) != outbox.OrderingNone
+		key := m.Destination + "\x00" + m.Stream
 		if f, ok := r.fl.m[m.ID]; ok {
 			// Claimed again while in flight here: its lease had lapsed.
 			// The claim renewed it, for the flight that already has it.
@@ -379,6 +387,9 @@ func (l *loop) dispatch(claimed []*outbox.Message, probe bool, start, storeNow t
 				f.reclaimed = true
 			}
 			r.stats.reclaimed.Add(1)
+			if ordered {
+				held = hold(held, key)
+			}
 			continue
 		}
 		f := &flight{m: m, dest: d, probe: probe, until: until, expiry: m.LeaseExpiry}
@@ -389,6 +400,17 @@ func (l *loop) dispatch(claimed []*outbox.Message, probe bool, start, storeNow t
 			f.reported = true
 			giveBack = append(giveBack, outcome{m: m, dest: d, kind: released, cause: causeReclaimed})
 			r.stats.reclaimed.Add(1)
+			if ordered {
+				held = hold(held, key)
+			}
+			continue
+		}
+		if ordered && held[key] {
+			// Behind a message of its stream in flight here: given back,
+			// to be claimed once the flight ends (the store's claim stops
+			// at the renewed lease until then).
+			f.reported = true
+			giveBack = append(giveBack, outcome{m: m, dest: d, kind: released, cause: causeReclaimed})
 			continue
 		}
 		if d == nil {
@@ -396,11 +418,10 @@ func (l *loop) dispatch(claimed []*outbox.Message, probe bool, start, storeNow t
 			unknown = append(unknown, r.unknownDestination(m))
 			continue
 		}
-		if m.Stream == "" || r.cfg.Store.EffectiveOrdering(m) == outbox.OrderingNone {
+		if !ordered {
 			tasks = append(tasks, &task{dest: d, msgs: []*outbox.Message{m}, probe: probe})
 			continue
 		}
-		key := m.Destination + "\x00" + m.Stream
 		if t, ok := streams[key]; ok {
 			t.msgs = append(t.msgs, m)
 			continue
@@ -419,6 +440,15 @@ func (l *loop) dispatch(claimed []*outbox.Message, probe bool, start, storeNow t
 	}
 	r.log.LogAttrs(context.Background(), slog.LevelDebug, "claimed messages",
 		slog.Int("count", len(claimed)), slog.Bool("probe", probe))
+}
+
+// hold adds key to the set held, making it when nil.
+func hold(held map[string]bool, key string) map[string]bool {
+	if held == nil {
+		held = make(map[string]bool)
+	}
+	held[key] = true
+	return held
 }
 
 // untilRenew is the time left before the leases in flight are due for
