@@ -165,3 +165,67 @@ func TestConsumerDeletedUnderTheReceiver(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamDeletedAndCreatedAgain: an operator deletes the whole stream
+// (its consumer with it) and creates both again, as a redeploy of the
+// stream's definition does. The receiver keeps trying while they are
+// gone and reads the new consumer once they are back.
+func TestStreamDeletedAndCreatedAgain(t *testing.T) {
+	t.Parallel()
+	_, js := connect(t)
+	inboxtest.ForEachStore(t, func(t *testing.T, k inboxtest.Kind) {
+		e := inboxtest.NewEnv(t, k)
+		src := newSource(t, e.Ctx, js, 2*time.Second)
+		in := e.NewInbox(e.Config())
+		in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
+			return e.Record(ctx, tx, msg)
+		})
+		publish := func(id string) {
+			t.Helper()
+			m := nats.NewMsg(src.prefix + ".order.created")
+			m.Header.Set(jetstream.MsgIDHeader, id)
+			m.Header.Set(HeaderType, "order.created")
+			m.Header.Set(HeaderStream, "order-1")
+			if _, err := js.PublishMsg(e.Ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := New(Config{Inbox: in, Consumer: src.consumer, Logger: inboxtest.Quiet,
+			RetryDelay: 5 * time.Millisecond, MaxRetryDelay: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		retries := make(chan struct{}, 1)
+		r.retrying = func() {
+			select {
+			case retries <- struct{}{}:
+			default:
+			}
+		}
+		e.Go("receiver", r.Run)
+		e.Go("inbox", in.Run)
+		publish("m0")
+		e.WaitFor("m0 handled", func() bool { return in.Relay().Stats().Delivered == 1 })
+
+		if err := js.DeleteStream(e.Ctx, src.stream); err != nil {
+			t.Fatal(err)
+		}
+		waitSignal(t, e.Ctx, retries)
+		if _, err := js.CreateStream(e.Ctx, jetstream.StreamConfig{Name: src.stream, Subjects: []string{src.prefix + ".>"},
+			Storage: jetstream.MemoryStorage}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.CreateOrUpdateConsumer(e.Ctx, src.stream, jetstream.ConsumerConfig{Durable: "inbox",
+			AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * time.Second, MaxAckPending: 1}); err != nil {
+			t.Fatal(err)
+		}
+		// The new stream numbers from 1 again; m0's id is already in the
+		// inbox, so publishing it again must not handle it twice.
+		publish("m0")
+		publish("m1")
+		e.WaitFor("m1 handled", func() bool { return in.Relay().Stats().Delivered == 2 })
+		if got := e.Handled()["order-1"]; !slices.Equal(got, []string{"m0@1", "m1@1"}) {
+			t.Errorf("handled %v, want m0 then m1, each once", got)
+		}
+	})
+}
