@@ -8,8 +8,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/backstophq/backstop/workflow"
 	"github.com/backstophq/backstop/workflow/models"
@@ -115,20 +113,19 @@ func newWorkflows(w *Workflows) (*workflows, error) {
 // runID reads the path's run ID, or answers 400.
 func runID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
-	if !printableID(id) {
-		badField(w, "id", "a run id is printable UTF-8 of 1 to 200 bytes")
+	if !validID(id) {
+		badField(w, "id", "a run id is 1 to 255 bytes of UTF-8 without NUL")
 		return "", false
 	}
 	return id, true
 }
 
-// printableID reports whether s can be a run or DAG ID: printable UTF-8
-// of 1 to 200 bytes (so that NUL or invalid UTF-8 never reach the
-// database, which would refuse them).
-func printableID(s string) bool {
-	return s != "" && len(s) <= 200 && utf8.ValidString(s) && !strings.ContainsFunc(s, func(c rune) bool {
-		return !unicode.IsPrint(c)
-	})
+// validID reports whether s can be a run or DAG ID: not empty, and what
+// the workflow stores keep (wfstore.CheckID: at most 255 bytes of UTF-8
+// without NUL). Other control characters are valid IDs: a run named with
+// one must still be found, and listed past.
+func validID(s string) bool {
+	return s != "" && wfstore.CheckID(s) == nil
 }
 
 var runStates = []string{string(models.RunStateRunning), string(models.RunStateSuccess),
@@ -142,8 +139,8 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := RunFilter{DAGID: q.Get("dag_id"), State: q.Get("state"), Cursor: q.Get("cursor")}
 	for _, p := range [][2]string{{"dag_id", f.DAGID}, {"cursor", f.Cursor}} {
-		if p[1] != "" && !printableID(p[1]) {
-			badField(w, p[0], p[0]+" must be printable UTF-8 of at most 200 bytes")
+		if p[1] != "" && !validID(p[1]) {
+			badField(w, p[0], p[0]+" must be 1 to 255 bytes of UTF-8 without NUL")
 			return
 		}
 	}

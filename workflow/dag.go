@@ -12,6 +12,7 @@ import (
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/retry"
 	"github.com/backstophq/backstop/workflow/models"
+	"github.com/backstophq/backstop/workflow/wfstore"
 )
 
 // TaskFunc is the work of a task. It returns nil on success. A failed
@@ -72,10 +73,14 @@ type DAG struct {
 // IDs, dependencies on unknown tasks, cycles (named as a path, "a -> b ->
 // a", read "a depends on b, which depends on a"), AllowFailure entries not in Upstream, critical tasks that do not
 // exist, a task without Run, negative Retries or Timeout, and an invalid
-// prop.
+// prop. IDs must be valid UTF-8 without NUL: PostgreSQL's text stores
+// nothing else, and a DAG must run the same on either store.
 func NewDAG(id string, prop *errorhandling.PropagationConfig, tasks ...Task) (*DAG, error) {
 	if id == "" {
 		return nil, defErr(id, nil, "empty DAG ID")
+	}
+	if err := wfstore.CheckID(id); err != nil {
+		return nil, defErr(id, nil, "DAG ID: %v", err)
 	}
 	if err := prop.Validate(); err != nil {
 		return nil, &DefinitionError{DAGID: id, Detail: err.Error()}
@@ -90,6 +95,8 @@ func NewDAG(id string, prop *errorhandling.PropagationConfig, tasks ...Task) (*D
 		switch {
 		case t.ID == "":
 			return nil, defErr(id, nil, "task %d has an empty ID", i)
+		case wfstore.CheckID(t.ID) != nil:
+			return nil, defErr(id, nil, "task %q: ID %v", t.ID, wfstore.CheckID(t.ID))
 		case t.Run == nil:
 			return nil, defErr(id, nil, "task %s has no Run function", t.ID)
 		case t.Retries < 0:

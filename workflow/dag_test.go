@@ -40,6 +40,8 @@ func TestNewDAGRejectsBadDefinitions(t *testing.T) {
 		{"no run function", nil, []workflow.Task{noRun}, nil, "task a has no Run function"},
 		{"negative retries", nil, []workflow.Task{negative}, nil, "task a: Retries must not be negative"},
 		{"empty task ID", nil, []workflow.Task{tk("")}, nil, "task 0 has an empty ID"},
+		{"NUL in a task ID", nil, []workflow.Task{tk("a\x00b")}, nil, `task "a\x00b": ID holds a NUL byte`},
+		{"task ID not UTF-8", nil, []workflow.Task{tk("ok"), tk("l\xffoad", "ok")}, nil, `task "l\xffoad": ID is not valid UTF-8`},
 		{"bad policy", &eh.PropagationConfig{Policy: eh.PropagationPolicyFail, AllowPartialSuccess: true}, []workflow.Task{tk("a")},
 			nil, "PropagationConfig.AllowPartialSuccess"},
 	}
@@ -61,6 +63,15 @@ func TestNewDAGRejectsBadDefinitions(t *testing.T) {
 	}
 	if _, err := workflow.NewDAG("", nil, tk("a")); !errors.Is(err, workflow.ErrInvalidDAG) {
 		t.Errorf("empty DAG ID: err = %v", err)
+	}
+	for _, id := range []string{"e\x00tl", "e\xfftl"} {
+		if _, err := workflow.NewDAG(id, nil, tk("a")); !errors.Is(err, workflow.ErrInvalidDAG) || !strings.Contains(err.Error(), "DAG ID") {
+			t.Errorf("DAG ID %q: err = %v", id, err)
+		}
+	}
+	// Other control characters are valid IDs, shown quoted.
+	if _, err := workflow.NewDAG("etl\x1b[31m", nil, tk("a\tb")); err != nil {
+		t.Errorf("control characters: %v", err)
 	}
 }
 

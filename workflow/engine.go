@@ -147,6 +147,9 @@ func (e *Engine) create(ctx context.Context, dagID string, opts RunOptions, owne
 		return "", err
 	}
 	id := opts.ID
+	if err := wfstore.CheckID(id); err != nil {
+		return "", fmt.Errorf("%w: %q %v", ErrInvalidRunID, id, err)
+	}
 	if id == "" {
 		u, err := uuid.NewV7()
 		if err != nil {

@@ -15,6 +15,9 @@ import (
 var (
 	// ErrInvalidDAG is matched by every *DefinitionError.
 	ErrInvalidDAG = errors.New("workflow: invalid DAG")
+	// ErrInvalidRunID is matched by the error of Start or Run given a
+	// RunOptions.ID that wfstore.CheckID refuses.
+	ErrInvalidRunID = errors.New("workflow: invalid run ID")
 	// ErrDuplicateTask: two tasks of a DAG share an ID.
 	ErrDuplicateTask = errors.New("duplicate task ID")
 	// ErrUnknownDependency: a task depends on a task the DAG does not have.

@@ -11,6 +11,7 @@ import (
 	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/workflow"
 	"github.com/backstophq/backstop/workflow/models"
+	"github.com/backstophq/backstop/workflow/wfstore"
 )
 
 // Two engine instances working on one PostgreSQL database share the runs
@@ -154,5 +155,28 @@ func TestWorkDrivesStartedRuns(t *testing.T) {
 		if r, _ := h.engine.Get(h.ctx, id); r.State != models.RunStateSuccess {
 			t.Errorf("run %s is %s", id, r.State)
 		}
+	}
+}
+
+// TestRunIDsNoStoreKeeps: a run ID with a NUL or invalid UTF-8 is refused
+// before anything is stored (PostgreSQL could not keep it, SQLite would),
+// and a lookup of one finds no run.
+func TestRunIDsNoStoreKeeps(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, workflow.Config{})
+	h.register("w", nil, h.task("a", nil))
+	for _, id := range []string{"run\x00", "run\xff"} {
+		if _, err := h.engine.Start(h.ctx, "w", workflow.RunOptions{ID: id}); !errors.Is(err, workflow.ErrInvalidRunID) {
+			t.Errorf("Start(%q): err = %v, want ErrInvalidRunID", id, err)
+		}
+		if _, err := h.engine.Run(h.ctx, "w", workflow.RunOptions{ID: id}); !errors.Is(err, workflow.ErrInvalidRunID) {
+			t.Errorf("Run(%q): err = %v, want ErrInvalidRunID", id, err)
+		}
+		if _, err := h.engine.Get(h.ctx, id); !errors.Is(err, wfstore.ErrNotFound) {
+			t.Errorf("Get(%q): err = %v, want wfstore.ErrNotFound", id, err)
+		}
+	}
+	if _, err := h.engine.Start(h.ctx, "w", workflow.RunOptions{ID: "run\x1b[2J"}); err != nil {
+		t.Errorf("a run ID with another control character: %v", err)
 	}
 }

@@ -154,7 +154,7 @@ func testWorkflowsCLI(t *testing.T, dbURL string) {
 	if _, err := cli(t, db, "workflows", "runs", "show", "no-such-run"); err == nil || !strings.Contains(err.Error(), "no workflow run has this id") {
 		t.Errorf("unknown run: %v", err)
 	}
-	if _, err := cli(t, db, "workflows", "runs", "show", "bad\x01id"); err == nil || !strings.Contains(err.Error(), "printable") {
+	if _, err := cli(t, db, "workflows", "runs", "show", "bad\x00id"); err == nil || !strings.Contains(err.Error(), "without NUL") {
 		t.Errorf("bad id: %v", err)
 	}
 	if _, err := cli(t, db, "workflows", "runs", "list", "--state", "sleeping"); err == nil || !strings.Contains(err.Error(), "state") {

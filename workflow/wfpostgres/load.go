@@ -26,6 +26,9 @@ const (
 
 // Load implements wfstore.Store.
 func (s *Store) Load(ctx context.Context, runID string) (*wfstore.Snapshot, error) {
+	if err := wfstore.CheckID(runID); err != nil {
+		return nil, fmt.Errorf("%w: %q (%v)", wfstore.ErrNotFound, runID, err)
+	}
 	var snap *wfstore.Snapshot
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
@@ -34,10 +37,10 @@ func (s *Store) Load(ctx context.Context, runID string) (*wfstore.Snapshot, erro
 			return err
 		})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: %s", wfstore.ErrNotFound, runID)
+		return nil, fmt.Errorf("%w: %q", wfstore.ErrNotFound, runID)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("wfpostgres: load run %s: %w", runID, err)
+		return nil, fmt.Errorf("wfpostgres: load run %q: %w", runID, err)
 	}
 	return snap, nil
 }
@@ -54,7 +57,7 @@ func (s *Store) load(ctx context.Context, tx pgx.Tx, runID string) (*wfstore.Sna
 		return nil, err
 	}
 	if r.Upstream, err = wfstore.DecodeUpstream(up); err != nil {
-		return nil, fmt.Errorf("wfpostgres: run %s: %w", runID, err)
+		return nil, fmt.Errorf("wfpostgres: run %q: %w", runID, err)
 	}
 	r.State = models.RunState(state)
 	r.LeaseExpiry, r.CreatedAt, r.EndedAt = fromTs(lease), r.CreatedAt.UTC(), fromTs(ended)

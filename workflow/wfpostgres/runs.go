@@ -54,20 +54,23 @@ func (s *Store) CreateRun(ctx context.Context, run *wfstore.Run, tasks []string,
 	if l.Owner != "" {
 		lease = ts(l.Expiry())
 	}
+	if err := wfstore.CheckRun(run, tasks); err != nil {
+		return fmt.Errorf("wfpostgres: create run: %w", err)
+	}
 	up, err := wfstore.EncodeUpstream(run.Upstream)
 	if err != nil {
-		return fmt.Errorf("wfpostgres: create run %s: %w", run.ID, err)
+		return fmt.Errorf("wfpostgres: create run %q: %w", run.ID, err)
 	}
 	return s.tx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, s.q(insertRun), run.ID, run.DAGID, run.DAGHash, run.Input, nullString(l.Owner), lease, l.Now, up)
 		if err != nil {
-			return fmt.Errorf("wfpostgres: create run %s: %w", run.ID, err)
+			return fmt.Errorf("wfpostgres: create run %q: %w", run.ID, err)
 		}
 		if tag.RowsAffected() == 0 {
 			return fmt.Errorf("%w: %s", wfstore.ErrRunExists, run.ID)
 		}
 		if _, err := tx.Exec(ctx, s.q(insertTasks), run.ID, tasks); err != nil {
-			return fmt.Errorf("wfpostgres: create the tasks of run %s: %w", run.ID, err)
+			return fmt.Errorf("wfpostgres: create the tasks of run %q: %w", run.ID, err)
 		}
 		return nil
 	})
@@ -77,7 +80,7 @@ func (s *Store) CreateRun(ctx context.Context, run *wfstore.Run, tasks []string,
 func (s *Store) AcquireRun(ctx context.Context, runID string, l wfstore.Lease) error {
 	n, err := s.exec(ctx, acquireRun, l.Owner, l.Expiry(), runID, l.Now)
 	if err != nil {
-		return fmt.Errorf("wfpostgres: acquire run %s: %w", runID, err)
+		return fmt.Errorf("wfpostgres: acquire run %q: %w", runID, err)
 	}
 	if n == 1 {
 		return nil
@@ -95,11 +98,11 @@ func (s *Store) whyNotHeld(ctx context.Context, runID string, held error) error 
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("%w: %s", wfstore.ErrNotFound, runID)
 	case err != nil:
-		return fmt.Errorf("wfpostgres: run %s: %w", runID, err)
+		return fmt.Errorf("wfpostgres: run %q: %w", runID, err)
 	case models.RunState(state) != models.RunStateRunning:
-		return fmt.Errorf("%w: run %s is %s", wfstore.ErrRunEnded, runID, state)
+		return fmt.Errorf("%w: run %q is %s", wfstore.ErrRunEnded, runID, state)
 	}
-	return fmt.Errorf("%w: run %s is held by %q until %s", held, runID, owner,
+	return fmt.Errorf("%w: run %q is held by %q until %s", held, runID, owner,
 		fromTs(expiry).Format(time.RFC3339Nano))
 }
 
@@ -107,7 +110,7 @@ func (s *Store) whyNotHeld(ctx context.Context, runID string, held error) error 
 func (s *Store) RenewRun(ctx context.Context, runID string, l wfstore.Lease) error {
 	n, err := s.exec(ctx, renewRun, l.Expiry(), runID, l.Owner)
 	if err != nil {
-		return fmt.Errorf("wfpostgres: renew run %s: %w", runID, err)
+		return fmt.Errorf("wfpostgres: renew run %q: %w", runID, err)
 	}
 	if n == 0 {
 		return s.whyNotHeld(ctx, runID, wfstore.ErrLeaseLost)
@@ -118,7 +121,7 @@ func (s *Store) RenewRun(ctx context.Context, runID string, l wfstore.Lease) err
 // ReleaseRun implements wfstore.Store.
 func (s *Store) ReleaseRun(ctx context.Context, runID, owner string) error {
 	if _, err := s.exec(ctx, releaseRun, runID, owner); err != nil {
-		return fmt.Errorf("wfpostgres: release run %s: %w", runID, err)
+		return fmt.Errorf("wfpostgres: release run %q: %w", runID, err)
 	}
 	return nil
 }
@@ -127,7 +130,7 @@ func (s *Store) ReleaseRun(ctx context.Context, runID, owner string) error {
 func (s *Store) EndRun(ctx context.Context, runID string, l wfstore.Lease, state models.RunState, reason string) (bool, error) {
 	n, err := s.exec(ctx, endRun, string(state), reason, l.Now, runID, l.Owner)
 	if err != nil {
-		return false, fmt.Errorf("wfpostgres: end run %s: %w", runID, err)
+		return false, fmt.Errorf("wfpostgres: end run %q: %w", runID, err)
 	}
 	return n == 1, nil
 }
@@ -147,7 +150,7 @@ func (s *Store) Abandoned(ctx context.Context, now time.Time, limit int) ([]stri
 
 // Reopen implements wfstore.Store.
 func (s *Store) Reopen(ctx context.Context, r *wfstore.Reopen) error {
-	conflict := fmt.Errorf("%w: run %s has not ended, or task %s is not failed with dead letter %s",
+	conflict := fmt.Errorf("%w: run %q has not ended, or task %q is not failed with dead letter %s",
 		wfstore.ErrConflict, r.RunID, r.TaskID, r.EntryID)
 	return s.tx(ctx, func(tx pgx.Tx) error {
 		var one int
@@ -156,7 +159,7 @@ func (s *Store) Reopen(ctx context.Context, r *wfstore.Reopen) error {
 			return conflict
 		}
 		if err != nil {
-			return fmt.Errorf("wfpostgres: reopen run %s: %w", r.RunID, err)
+			return fmt.Errorf("wfpostgres: reopen run %q: %w", r.RunID, err)
 		}
 		tag, err := tx.Exec(ctx, s.q(reopenTask), r.EntryID, r.Reason, r.RunID, r.TaskID)
 		if err != nil {
@@ -169,7 +172,7 @@ func (s *Store) Reopen(ctx context.Context, r *wfstore.Reopen) error {
 			return fmt.Errorf("wfpostgres: reopen dependents of %s/%s: %w", r.RunID, r.TaskID, err)
 		}
 		if _, err := tx.Exec(ctx, s.q(reopenRun), r.Lease.Owner, r.Lease.Expiry(), r.RunID); err != nil {
-			return fmt.Errorf("wfpostgres: reopen run %s: %w", r.RunID, err)
+			return fmt.Errorf("wfpostgres: reopen run %q: %w", r.RunID, err)
 		}
 		return nil
 	})

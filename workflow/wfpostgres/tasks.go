@@ -39,7 +39,7 @@ const (
 
 // StartAttempt implements wfstore.Store.
 func (s *Store) StartAttempt(ctx context.Context, runID, taskID string, attempt int, l wfstore.Lease) error {
-	conflict := fmt.Errorf("%w: task %s of run %s cannot start attempt %d as %s",
+	conflict := fmt.Errorf("%w: task %q of run %q cannot start attempt %d as %s",
 		wfstore.ErrConflict, taskID, runID, attempt, l.Owner)
 	return s.tx(ctx, func(tx pgx.Tx) error {
 		var one int
@@ -80,12 +80,12 @@ func (s *Store) FinishAttempt(ctx context.Context, f *wfstore.Finish) error {
 			return fmt.Errorf("wfpostgres: finish %s/%s attempt %d: %w", f.RunID, f.TaskID, f.Attempt, err)
 		}
 		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("%w: task %s of run %s is not running attempt %d of %s",
+			return fmt.Errorf("%w: task %q of run %q is not running attempt %d of %s",
 				wfstore.ErrConflict, f.TaskID, f.RunID, f.Attempt, f.Owner)
 		}
 		if f.Outcome == wfstore.OutcomeSuccess {
 			if err := s.st.EnqueueTx(ctx, tx, f.Messages...); err != nil {
-				return fmt.Errorf("wfpostgres: task %s of run %s: %w", f.TaskID, f.RunID, err)
+				return fmt.Errorf("wfpostgres: task %q of run %q: %w", f.TaskID, f.RunID, err)
 			}
 			for _, fn := range f.TxFuncs {
 				if err := fn(ctx, tx); err != nil {
@@ -106,7 +106,7 @@ func (s *Store) Mark(ctx context.Context, runID string, l wfstore.Lease, marks [
 		var one int
 		err := tx.QueryRow(ctx, s.q(lockOwnedRun), runID, l.Owner).Scan(&one)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: run %s is not held by %s", wfstore.ErrLeaseLost, runID, l.Owner)
+			return fmt.Errorf("%w: run %q is not held by %s", wfstore.ErrLeaseLost, runID, l.Owner)
 		}
 		if err != nil {
 			return err

@@ -24,6 +24,9 @@ const (
 
 // Load implements wfstore.Store.
 func (s *Store) Load(ctx context.Context, runID string) (*wfstore.Snapshot, error) {
+	if err := wfstore.CheckID(runID); err != nil {
+		return nil, fmt.Errorf("%w: %q (%v)", wfstore.ErrNotFound, runID, err)
+	}
 	var snap *wfstore.Snapshot
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -31,10 +34,10 @@ func (s *Store) Load(ctx context.Context, runID string) (*wfstore.Snapshot, erro
 		return err
 	})
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("%w: %s", wfstore.ErrNotFound, runID)
+		return nil, fmt.Errorf("%w: %q", wfstore.ErrNotFound, runID)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("wfsqlite: load run %s: %w", runID, err)
+		return nil, fmt.Errorf("wfsqlite: load run %q: %w", runID, err)
 	}
 	return snap, nil
 }
@@ -53,7 +56,7 @@ func (s *Store) load(ctx context.Context, tx *sql.Tx, runID string) (*wfstore.Sn
 		return nil, err
 	}
 	if r.Upstream, err = wfstore.DecodeUpstream(up); err != nil {
-		return nil, fmt.Errorf("wfsqlite: run %s: %w", runID, err)
+		return nil, fmt.Errorf("wfsqlite: run %q: %w", runID, err)
 	}
 	r.State = models.RunState(state)
 	r.LeaseExpiry = fromMs(sql.NullInt64{Int64: lease, Valid: true})

@@ -50,22 +50,25 @@ func (s *Store) CreateRun(ctx context.Context, run *wfstore.Run, tasks []string,
 	if l.Owner != "" {
 		lease = l.Expiry().UnixMilli()
 	}
+	if err := wfstore.CheckRun(run, tasks); err != nil {
+		return fmt.Errorf("wfsqlite: create run: %w", err)
+	}
 	up, err := wfstore.EncodeUpstream(run.Upstream)
 	if err != nil {
-		return fmt.Errorf("wfsqlite: create run %s: %w", run.ID, err)
+		return fmt.Errorf("wfsqlite: create run %q: %w", run.ID, err)
 	}
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		n, err := affected(tx.ExecContext(ctx, s.q(insertRun), run.ID, run.DAGID, run.DAGHash, run.Input,
 			nullString(l.Owner), lease, l.Now.UnixMilli(), up))
 		if err != nil {
-			return fmt.Errorf("wfsqlite: create run %s: %w", run.ID, err)
+			return fmt.Errorf("wfsqlite: create run %q: %w", run.ID, err)
 		}
 		if n == 0 {
 			return fmt.Errorf("%w: %s", wfstore.ErrRunExists, run.ID)
 		}
 		for _, id := range tasks {
 			if _, err := tx.ExecContext(ctx, s.q(insertTask), run.ID, id); err != nil {
-				return fmt.Errorf("wfsqlite: create task %s of run %s: %w", id, run.ID, err)
+				return fmt.Errorf("wfsqlite: create task %q of run %q: %w", id, run.ID, err)
 			}
 		}
 		return nil
@@ -76,7 +79,7 @@ func (s *Store) CreateRun(ctx context.Context, run *wfstore.Run, tasks []string,
 func (s *Store) AcquireRun(ctx context.Context, runID string, l wfstore.Lease) error {
 	n, err := s.exec(ctx, acquireRun, l.Owner, l.Expiry().UnixMilli(), runID, l.Owner, l.Now.UnixMilli())
 	if err != nil {
-		return fmt.Errorf("wfsqlite: acquire run %s: %w", runID, err)
+		return fmt.Errorf("wfsqlite: acquire run %q: %w", runID, err)
 	}
 	if n == 1 {
 		return nil
@@ -94,11 +97,11 @@ func (s *Store) whyNotHeld(ctx context.Context, runID string, held error) error 
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("%w: %s", wfstore.ErrNotFound, runID)
 	case err != nil:
-		return fmt.Errorf("wfsqlite: run %s: %w", runID, err)
+		return fmt.Errorf("wfsqlite: run %q: %w", runID, err)
 	case models.RunState(state) != models.RunStateRunning:
-		return fmt.Errorf("%w: run %s is %s", wfstore.ErrRunEnded, runID, state)
+		return fmt.Errorf("%w: run %q is %s", wfstore.ErrRunEnded, runID, state)
 	}
-	return fmt.Errorf("%w: run %s is held by %q until %s", held, runID, owner,
+	return fmt.Errorf("%w: run %q is held by %q until %s", held, runID, owner,
 		time.UnixMilli(expiry).UTC().Format(time.RFC3339Nano))
 }
 
@@ -106,7 +109,7 @@ func (s *Store) whyNotHeld(ctx context.Context, runID string, held error) error 
 func (s *Store) RenewRun(ctx context.Context, runID string, l wfstore.Lease) error {
 	n, err := s.exec(ctx, renewRun, l.Expiry().UnixMilli(), runID, l.Owner)
 	if err != nil {
-		return fmt.Errorf("wfsqlite: renew run %s: %w", runID, err)
+		return fmt.Errorf("wfsqlite: renew run %q: %w", runID, err)
 	}
 	if n == 0 {
 		return s.whyNotHeld(ctx, runID, wfstore.ErrLeaseLost)
@@ -117,7 +120,7 @@ func (s *Store) RenewRun(ctx context.Context, runID string, l wfstore.Lease) err
 // ReleaseRun implements wfstore.Store.
 func (s *Store) ReleaseRun(ctx context.Context, runID, owner string) error {
 	if _, err := s.exec(ctx, releaseRun, runID, owner); err != nil {
-		return fmt.Errorf("wfsqlite: release run %s: %w", runID, err)
+		return fmt.Errorf("wfsqlite: release run %q: %w", runID, err)
 	}
 	return nil
 }
@@ -126,7 +129,7 @@ func (s *Store) ReleaseRun(ctx context.Context, runID, owner string) error {
 func (s *Store) EndRun(ctx context.Context, runID string, l wfstore.Lease, state models.RunState, reason string) (bool, error) {
 	n, err := s.exec(ctx, endRun, string(state), reason, l.Now.UnixMilli(), runID, l.Owner)
 	if err != nil {
-		return false, fmt.Errorf("wfsqlite: end run %s: %w", runID, err)
+		return false, fmt.Errorf("wfsqlite: end run %q: %w", runID, err)
 	}
 	return n == 1, nil
 }
@@ -157,14 +160,14 @@ func (s *Store) Reopen(ctx context.Context, r *wfstore.Reopen) error {
 			return fmt.Errorf("wfsqlite: reopen %s/%s: %w", r.RunID, r.TaskID, err)
 		}
 		if n == 0 {
-			return fmt.Errorf("%w: run %s has not ended, or task %s is not failed with dead letter %s",
+			return fmt.Errorf("%w: run %q has not ended, or task %q is not failed with dead letter %s",
 				wfstore.ErrConflict, r.RunID, r.TaskID, r.EntryID)
 		}
 		if _, err := tx.ExecContext(ctx, s.q(reopenDependents), r.RunID, r.TaskID); err != nil {
 			return fmt.Errorf("wfsqlite: reopen dependents of %s/%s: %w", r.RunID, r.TaskID, err)
 		}
 		if _, err := tx.ExecContext(ctx, s.q(reopenRun), r.Lease.Owner, r.Lease.Expiry().UnixMilli(), r.RunID); err != nil {
-			return fmt.Errorf("wfsqlite: reopen run %s: %w", r.RunID, err)
+			return fmt.Errorf("wfsqlite: reopen run %q: %w", r.RunID, err)
 		}
 		return nil
 	})

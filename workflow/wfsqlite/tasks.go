@@ -47,7 +47,7 @@ func (s *Store) StartAttempt(ctx context.Context, runID, taskID string, attempt 
 			return fmt.Errorf("wfsqlite: start %s/%s attempt %d: %w", runID, taskID, attempt, err)
 		}
 		if n == 0 {
-			return fmt.Errorf("%w: task %s of run %s cannot start attempt %d as %s",
+			return fmt.Errorf("%w: task %q of run %q cannot start attempt %d as %s",
 				wfstore.ErrConflict, taskID, runID, attempt, l.Owner)
 		}
 		_, err = tx.ExecContext(ctx, s.q(insertAttempt), runID, taskID, attempt, l.Owner, now)
@@ -74,12 +74,12 @@ func (s *Store) FinishAttempt(ctx context.Context, f *wfstore.Finish) error {
 			return fmt.Errorf("wfsqlite: finish %s/%s attempt %d: %w", f.RunID, f.TaskID, f.Attempt, err)
 		}
 		if n == 0 {
-			return fmt.Errorf("%w: task %s of run %s is not running attempt %d of %s",
+			return fmt.Errorf("%w: task %q of run %q is not running attempt %d of %s",
 				wfstore.ErrConflict, f.TaskID, f.RunID, f.Attempt, f.Owner)
 		}
 		if f.Outcome == wfstore.OutcomeSuccess {
 			if err := s.st.EnqueueTx(ctx, tx, f.Messages...); err != nil {
-				return fmt.Errorf("wfsqlite: task %s of run %s: %w", f.TaskID, f.RunID, err)
+				return fmt.Errorf("wfsqlite: task %q of run %q: %w", f.TaskID, f.RunID, err)
 			}
 			for _, fn := range f.TxFuncs {
 				if err := fn(ctx, tx); err != nil {
@@ -103,7 +103,7 @@ func (s *Store) Mark(ctx context.Context, runID string, l wfstore.Lease, marks [
 			return err
 		}
 		if held == 0 {
-			return fmt.Errorf("%w: run %s is not held by %s", wfstore.ErrLeaseLost, runID, l.Owner)
+			return fmt.Errorf("%w: run %q is not held by %s", wfstore.ErrLeaseLost, runID, l.Owner)
 		}
 		for _, m := range marks {
 			args := []any{string(m.To), m.Reason, m.Cause, ms(m.NextAttemptAt), runID, m.TaskID}

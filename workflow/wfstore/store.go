@@ -25,7 +25,10 @@ package wfstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/workflow/models"
@@ -113,3 +116,40 @@ var (
 	// requires; someone else changed it first.
 	ErrConflict = errors.New("wfstore: state changed by someone else")
 )
+
+// MaxIDLen is the longest ID, in bytes, of a DAG, a task or a run.
+const MaxIDLen = 255
+
+// CheckID reports why id cannot name a DAG, a task or a run: it is longer
+// than MaxIDLen, not valid UTF-8, or it holds a NUL. PostgreSQL's text keeps neither, and a
+// workflow must behave the same on every store, so no store keeps such
+// an ID: a lookup of one finds nothing. Other control characters are
+// valid (and quoted wherever an ID is shown).
+func CheckID(id string) error {
+	switch {
+	case len(id) > MaxIDLen:
+		return fmt.Errorf("is longer than %d bytes", MaxIDLen)
+	case !utf8.ValidString(id):
+		return errors.New("is not valid UTF-8")
+	case strings.IndexByte(id, 0) >= 0:
+		return errors.New("holds a NUL byte")
+	}
+	return nil
+}
+
+// CheckRun reports the first ID of a run to create (its own, its DAG's or
+// one of its tasks') that CheckID refuses.
+func CheckRun(run *Run, tasks []string) error {
+	if err := CheckID(run.ID); err != nil {
+		return fmt.Errorf("run ID %q %v", run.ID, err)
+	}
+	if err := CheckID(run.DAGID); err != nil {
+		return fmt.Errorf("DAG ID %q %v", run.DAGID, err)
+	}
+	for _, t := range tasks {
+		if err := CheckID(t); err != nil {
+			return fmt.Errorf("task ID %q %v", t, err)
+		}
+	}
+	return nil
+}

@@ -7,7 +7,9 @@ package wfstoretest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +44,7 @@ func Run(t *testing.T, h Harness) {
 		"FinishFailureAndLost":     testFinishFailureAndLost,
 		"Mark":                     testMark,
 		"EndAndReopen":             testEndAndReopen,
+		"IDsNoStoreKeeps":          testIDsNoStoreKeeps,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -193,3 +196,31 @@ func testStartAttemptFences(t *testing.T, h Harness) {
 
 // Outbox message types the suite writes.
 var msg = func(typ string) *outbox.Message { return &outbox.Message{Destination: "d", Type: typ} }
+
+// testIDsNoStoreKeeps: IDs with a NUL or invalid UTF-8, which PostgreSQL's
+// text cannot hold, are refused by every store alike (SQLite would keep
+// them), naming the ID, and a lookup of one finds nothing.
+func testIDsNoStoreKeeps(t *testing.T, h Harness) {
+	s, _ := h.New(t)
+	ctx := context.Background()
+	for _, bad := range []string{"r\x00un", "r\xffun"} {
+		runs := []struct {
+			run   *wfstore.Run
+			tasks []string
+		}{
+			{&wfstore.Run{ID: bad, DAGID: "dag"}, []string{"a"}},
+			{&wfstore.Run{ID: "ok", DAGID: bad}, []string{"a"}},
+			{&wfstore.Run{ID: "ok", DAGID: "dag"}, []string{"a", bad}},
+		}
+		for _, c := range runs {
+			err := s.CreateRun(ctx, c.run, c.tasks, lease("one", 0))
+			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", bad)) {
+				t.Errorf("CreateRun with %q: err = %v, want a refusal naming it", bad, err)
+			}
+		}
+		_, err := s.Load(ctx, bad)
+		mustIs(t, fmt.Sprintf("Load(%q)", bad), err, wfstore.ErrNotFound)
+	}
+	_, err := s.Load(ctx, "ok")
+	mustIs(t, "Load(ok) after the refusals", err, wfstore.ErrNotFound)
+}
