@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -107,6 +109,57 @@ func readOnly(t *testing.T, b context.Context, f *fixture) {
 		}
 	}
 	noActions("a workflow run")
+	// The hostile run: found by its ID, its tasks' IDs shown as text.
+	tb.page("workflows")
+	tb.until("the hostile run is listed", fmt.Sprintf(`[...document.querySelectorAll('a[data-run]')].some(a => a.dataset.run === %q)`, hostileRun))
+	tb.until("the hostile run opens", fmt.Sprintf(`([...document.querySelectorAll('a[data-run]')].find(a => a.dataset.run === %q).click(), true)`, hostileRun))
+	tb.until("its tasks show", `document.querySelectorAll('main tbody tr').length === 2`)
+	odd := eval[[]string](tb, `[...document.querySelectorAll('main tbody tr')].map(r => r.cells[0].textContent + '|' + r.cells[2].textContent)`)
+	if want := []string{hostileTask + "|—", "a\tb/c?d#e|" + hostileTask}; !slices.Equal(odd, want) {
+		t.Errorf("hostile task rows %q, want %q", odd, want)
+	}
+	if shown := eval[bool](tb, fmt.Sprintf(`document.querySelector('main').textContent.includes(%q)`, hostileRun)); !shown {
+		t.Error("the hostile run's ID is not shown as text")
+	}
+	if pwned := eval[bool](tb, `window.pwned !== undefined`); pwned {
+		t.Error("a workflow ID ran as markup")
+	}
+
+	// A page left while its poll is out stays left: the run page's next
+	// poll is held, the operator goes back to the list, then the poll's
+	// answer comes. It drew the run over the list before.
+	f.gate.hold("/v1/workflows/runs/etl-1")
+	// Count the answers to etl-1 the page has read: once the count goes
+	// up, what the page does with that answer runs before the next task.
+	eval[bool](tb, `(() => {
+		window.runReads = 0;
+		const fetch0 = window.fetch;
+		window.fetch = async (...args) => {
+			const resp = await fetch0(...args);
+			if (!String(args[0]).endsWith('/workflows/runs/etl-1')) return resp;
+			const text0 = resp.text.bind(resp);
+			resp.text = async () => { const t = await text0(); setTimeout(() => window.runReads++); return t; };
+			return resp;
+		};
+		return true;
+	})()`)
+	tb.do("open the list", chromedp.Click(chromedp.CSS(`nav a[data-page="workflows"]`)))
+	tb.until("the runs are listed again", `document.querySelector('a[data-run="etl-1"]') !== null`)
+	tb.do("open etl-1", chromedp.Click(chromedp.CSS(`a[data-run="etl-1"]`)))
+	select {
+	case <-f.gate.held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run page asked nothing of the API")
+	}
+	tb.do("go back to the list", chromedp.Click(chromedp.CSS(`nav a[data-page="workflows"]`)))
+	tb.until("the list shows", `document.querySelector('a[data-run="etl-1"]') !== null && location.hash === '#/workflows'`)
+	reads := eval[int](tb, `window.runReads`)
+	close(f.gate.release)
+	<-f.gate.done
+	tb.until("the page read the held answer", fmt.Sprintf(`window.runReads > %d`, reads))
+	if stale := eval[bool](tb, `document.querySelector('a[data-run="etl-1"]') === null`); stale {
+		t.Error("a run page's late answer drew the run over the list the operator had gone back to")
+	}
 	status := eval[int](tb, fmt.Sprintf(`fetch('/v1/dlq/%s/replay', {method: 'POST', headers: {Authorization: 'Bearer ' + sessionStorage.getItem('backstop.token')}}).then(r => r.status)`, f.hostile.ID))
 	if status != 403 {
 		t.Errorf("a replay with the read token: status %d, want 403", status)

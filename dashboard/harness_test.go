@@ -129,8 +129,29 @@ func workflows(t *testing.T, st store.Store) *admin.Workflows {
 	if _, err := eng.Start(ctx, "etl", workflow.RunOptions{ID: "etl-2"}); err != nil {
 		t.Fatalf("etl-2: %v", err)
 	}
+	// A run and tasks named as an application could name them: markup,
+	// URL syntax, control characters and a bidi override.
+	odd, err := workflow.NewDAG("odd<b>", nil,
+		workflow.Task{ID: hostileTask, Run: ok},
+		workflow.Task{ID: "a\tb/c?d#e", Upstream: []string{hostileTask}, Run: ok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Register(odd); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Start(ctx, "odd<b>", workflow.RunOptions{ID: hostileRun}); err != nil {
+		t.Fatalf("hostile run: %v", err)
+	}
 	return out
 }
+
+// The hostile run's and task's IDs: each would set window.pwned if the
+// dashboard made markup of it.
+const (
+	hostileRun  = "odd/1?x=%41#y<script>window.pwned=1</script>\x1b[2J\u202e"
+	hostileTask = "<img src=x onerror=\"window.pwned=2\">"
+)
 
 // receiver is the destination: a webhook endpoint that refuses some
 // message types with 422 (the message's fault: dead-lettered at once)
@@ -214,6 +235,7 @@ func (r *receiver) has(id string) bool {
 // dashboard at /) over a store whose relay delivers to the receiver, with
 // dead letters of three causes and a stream held behind one of them.
 type fixture struct {
+	gate gate
 	st   store.Store
 	hook *receiver
 	url  string
@@ -286,7 +308,7 @@ func newFixture(t *testing.T, st store.Store) *fixture {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", api.Handler())
+	mux.Handle("/v1/", f.gate.wrap(api.Handler()))
 	mux.Handle("/", dashboard.Handler())
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -399,4 +421,48 @@ func (f *fixture) trickle(t *testing.T) (stop func()) {
 	stop = func() { once.Do(func() { close(done); <-finished }) }
 	t.Cleanup(stop)
 	return stop
+}
+
+// gate holds the API's answer to one path on demand, so that a test can
+// move on in the dashboard while a page's request is still out.
+type gate struct {
+	mu      sync.Mutex
+	path    string        // the path held; "" holds nothing
+	held    chan struct{} // closed when a request to path arrives
+	release chan struct{} // closed by the test to let it through
+	done    chan struct{} // closed once its answer is written
+}
+
+// hold arms g for the next request to path.
+func (g *gate) hold(path string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.path, g.held, g.release, g.done = path, make(chan struct{}), make(chan struct{}), make(chan struct{})
+}
+
+func (g *gate) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.mu.Lock()
+		armed := g.path != "" && r.URL.Path == g.path
+		var held, release, done chan struct{}
+		if armed {
+			g.path = ""
+			held, release, done = g.held, g.release, g.done
+		}
+		g.mu.Unlock()
+		if !armed {
+			next.ServeHTTP(w, r)
+			return
+		}
+		close(held)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		next.ServeHTTP(w, r)
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+		close(done)
+	})
 }

@@ -18,15 +18,16 @@ const main = document.getElementById('content');
 const header = document.querySelector('header.top');
 let timer = null;
 
-function route() {
+// route reads the page from the URL; its show draws it into view.
+function route(view) {
   const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
   switch (parts[0]) {
-    case '': case 'overview': return { page: 'overview', show: () => overview(main) };
-    case 'dead-letters': return { page: 'dead-letters', show: () => (parts[1] ? entry(main, parts[1]) : deadLetters(main)) };
-    case 'streams': return { page: 'streams', show: () => streams(main, parts[1], parts.slice(2).join('/')) };
-    case 'messages': return { page: 'messages', show: () => (parts[1] ? message(main, parts[1]) : messages(main)) };
-    case 'workflows': return { page: 'workflows', show: () => (parts[1] ? workflowRun(main, parts[1]) : workflows(main)) };
-    default: return { page: '', show: () => main.replaceChildren(h('h1', {}, 'Not found'), h('p', {}, h('a', { href: '#/' }, 'Overview'))) };
+    case '': case 'overview': return { page: 'overview', show: () => overview(view) };
+    case 'dead-letters': return { page: 'dead-letters', show: () => (parts[1] ? entry(view, parts[1]) : deadLetters(view)) };
+    case 'streams': return { page: 'streams', show: () => streams(view, parts[1], parts.slice(2).join('/')) };
+    case 'messages': return { page: 'messages', show: () => (parts[1] ? message(view, parts[1]) : messages(view)) };
+    case 'workflows': return { page: 'workflows', show: () => (parts[1] ? workflowRun(view, parts[1]) : workflows(view)) };
+    default: return { page: '', show: () => view.replaceChildren(h('h1', {}, 'Not found'), h('p', {}, h('a', { href: '#/' }, 'Overview'))) };
   }
 }
 
@@ -37,7 +38,12 @@ function render() {
   if (!session.token) { login(); return; }
   header.hidden = false;
   document.getElementById('role').textContent = session.canOperate ? 'operate' : 'read only';
-  const r = route();
+  // Each page draws into a view of its own: a poll that was waiting for
+  // its answer when the operator moved on then fills a view no longer
+  // shown, instead of drawing the page left over the one now open.
+  const view = h('div', { class: 'view' });
+  main.replaceChildren(view);
+  const r = route(view);
   for (const a of header.querySelectorAll('nav a')) {
     if (a.dataset.page === r.page) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
   }
