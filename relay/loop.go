@@ -377,7 +377,10 @@ func (l *loop) dispatch(claimed []*outbox.Message, probe bool, start, storeNow t
 		d := r.dests[m.Destination]
 		until := leaseUntil(start, m.LeaseExpiry, storeNow, r.cfg.LeaseDuration)
 		ordered := m.Stream != "" && r.cfg.Store.EffectiveOrdering(m) != outbox.OrderingNone
-		key := m.Destination + "\x00" + m.Stream
+		var key string
+		if ordered {
+			key = m.Destination + "\x00" + m.Stream
+		}
 		if f, ok := r.fl.m[m.ID]; ok {
 			// Claimed again while in flight here: its lease had lapsed.
 			// The claim renewed it, for the flight that already has it.
