@@ -2,14 +2,20 @@ package wfpostgres_test
 
 import (
 	"context"
+	"errors"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/backstophq/backstop/clock"
 	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/store/postgres"
+	"github.com/backstophq/backstop/workflow"
 	"github.com/backstophq/backstop/workflow/wfpostgres"
 	"github.com/backstophq/backstop/workflow/wfstore"
 	"github.com/backstophq/backstop/workflow/wfstore/wfstoretest"
@@ -39,7 +45,9 @@ func open(t *testing.T, cfg store.Config) (*postgres.Store, *wfpostgres.Store, s
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	wfstoretest.Run(t, wfstoretest.Harness{New: func(t *testing.T) (wfstore.Store, func(string) int) {
-		st, ws, schema := open(t, store.Config{})
+		// The suite gives each lease its time (Lease.Now), which the store
+		// takes only when it runs on a clock of its own.
+		st, ws, schema := open(t, store.Config{Clock: clock.Real})
 		return ws, func(typ string) int {
 			var n int
 			q := `SELECT count(*) FROM ` + schema + `.backstop_outbox WHERE type = $1`
@@ -100,5 +108,75 @@ func TestAbandonedUsesItsIndex(t *testing.T) {
 	plan := strings.Join(lines, "\n")
 	if !strings.Contains(plan, "backstop_wf_runs_abandoned_idx") {
 		t.Errorf("plan does not use the partial index:\n%s", plan)
+	}
+}
+
+// TestLeasesAreJudgedOnTheDatabaseClock: with the default configuration
+// (no store clock) an instance's own clock does not decide whether a
+// lease lapsed. Before, an instance whose clock ran two minutes ahead of
+// the one driving a run found its lease lapsed, took the run over and ran
+// the task in progress a second time, at once (the engine-level case
+// below reproduced it on PostgreSQL). Now the lease runs on the
+// database's clock, whatever the instances' clocks say.
+func TestLeasesAreJudgedOnTheDatabaseClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, ws, _ := open(t, store.Config{})
+	wall := time.Now()
+	behind := wfstore.Lease{Owner: "behind", Now: wall.Add(-2 * time.Minute), TTL: 30 * time.Second}
+	ahead := wfstore.Lease{Owner: "ahead", Now: wall.Add(2 * time.Minute), TTL: 30 * time.Second}
+	if err := ws.CreateRun(ctx, &wfstore.Run{ID: "r", DAGID: "d"}, []string{"a"}, behind); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.AcquireRun(ctx, "r", ahead); !errors.Is(err, wfstore.ErrLeased) {
+		t.Fatalf("an instance with its clock ahead took a live run: %v, want ErrLeased", err)
+	}
+	if ids, err := ws.Abandoned(ctx, ahead.Now.Add(time.Hour), 10); err != nil || len(ids) != 0 {
+		t.Fatalf("Abandoned with a clock ahead = %v, %v; want none", ids, err)
+	}
+	// The holder, its clock behind, still holds it: renewing and starting
+	// a task are not refused as if its lease had lapsed.
+	if err := ws.RenewRun(ctx, "r", behind); err != nil {
+		t.Fatalf("renew with a clock behind: %v", err)
+	}
+	if err := ws.StartAttempt(ctx, "r", "a", 1, behind); err != nil {
+		t.Fatalf("start an attempt with a clock behind: %v", err)
+	}
+	snap, err := ws.Load(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := snap.Run.LeaseExpiry.Sub(wall); d < 20*time.Second || d > 40*time.Second {
+		t.Errorf("lease expires %v after the wall clock, want about the 30 s TTL from the database's now", d)
+	}
+
+	// The engines: the one driving the run is two minutes behind the one
+	// that would take it over.
+	ok := func(context.Context, *workflow.TaskContext) error { return nil }
+	d, err := workflow.NewDAG("slow", nil, workflow.Task{ID: "x", Run: ok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := func(name string, at time.Time) *workflow.Engine {
+		e, err := workflow.NewEngine(ws, workflow.Config{InstanceID: name, Clock: clock.NewFake(at),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Register(d); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	slow, fast := engine("slow", wall.Add(-2*time.Minute)), engine("fast", wall.Add(2*time.Minute))
+	if _, err := slow.Start(ctx, "slow", workflow.RunOptions{ID: "held"}); err != nil {
+		t.Fatal(err)
+	}
+	// Start leaves the run to Work: take it as the slow engine would.
+	if err := ws.AcquireRun(ctx, "held", wfstore.Lease{Owner: "slow", Now: wall.Add(-2 * time.Minute), TTL: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fast.Resume(ctx, "held"); !errors.Is(err, wfstore.ErrLeased) {
+		t.Fatalf("the engine with its clock ahead resumed a held run: %v, want ErrLeased", err)
 	}
 }

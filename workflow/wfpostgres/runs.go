@@ -12,9 +12,23 @@ import (
 	"github.com/backstophq/backstop/workflow/wfstore"
 )
 
+// Leases are judged on the database's clock, as the outbox's are: each
+// instance's own clock could be ahead of the others' (or jump), and an
+// instance whose clock ran ahead would take over runs that another still
+// drives, running their tasks twice at once. The engine's clock (Lease.Now)
+// is used only when the outbox store has a clock of its own (tests); see
+// leaseNow. leaseUntil2 and leaseUntil6 are a lease's expiry from the time
+// in $2 or $6 (NULL: the database's) and the TTL in $4 or $9, in
+// microseconds.
+const (
+	leaseUntil2 = `coalesce($2::timestamptz, now()) + $4::bigint * interval '1 microsecond'`
+	leaseUntil6 = `coalesce($6::timestamptz, now()) + $9::bigint * interval '1 microsecond'`
+)
+
 const (
 	insertRun = `INSERT INTO {{T}}wf_runs (id, dag_id, dag_hash, state, input, owner, lease_expiry, created_at,
-		upstream) VALUES ($1, $2, $3, 'running', $4, $5, coalesce($6, '-infinity'::timestamptz), $7, $8::jsonb)
+		upstream) VALUES ($1, $2, $3, 'running', $4, $5,
+			CASE WHEN $5::text IS NULL THEN '-infinity'::timestamptz ELSE ` + leaseUntil6 + ` END, $7, $8::jsonb)
 		ON CONFLICT (id) DO NOTHING`
 	insertTasks = `INSERT INTO {{T}}wf_tasks (run_id, task_id, state)
 		SELECT $1, t, 'pending' FROM unnest($2::text[]) AS t`
@@ -22,9 +36,9 @@ const (
 	// acquireRun takes a running run nobody holds, whose lease lapsed, or
 	// that the caller holds (by primary key; the row lock orders it with
 	// the fenced changes that lock the run).
-	acquireRun = `UPDATE {{T}}wf_runs SET owner = $1, lease_expiry = $2
-		WHERE id = $3 AND state = 'running' AND (owner IS NULL OR owner = $1 OR lease_expiry < $4)`
-	renewRun = `UPDATE {{T}}wf_runs SET lease_expiry = $1
+	acquireRun = `UPDATE {{T}}wf_runs SET owner = $1, lease_expiry = ` + leaseUntil2 + `
+		WHERE id = $3 AND state = 'running' AND (owner IS NULL OR owner = $1 OR lease_expiry < coalesce($2::timestamptz, now()))`
+	renewRun = `UPDATE {{T}}wf_runs SET lease_expiry = coalesce($1::timestamptz, now()) + $4::bigint * interval '1 microsecond'
 		WHERE id = $2 AND state = 'running' AND owner = $3`
 	releaseRun = `UPDATE {{T}}wf_runs SET owner = NULL, lease_expiry = '-infinity'
 		WHERE id = $1 AND state = 'running' AND owner = $2`
@@ -34,7 +48,7 @@ const (
 
 	// selectAbandoned is served by the partial index wf_runs_abandoned_idx.
 	selectAbandoned = `SELECT id FROM {{T}}wf_runs
-		WHERE state = 'running' AND lease_expiry < $1 ORDER BY lease_expiry, id LIMIT $2`
+		WHERE state = 'running' AND lease_expiry < coalesce($1::timestamptz, now()) ORDER BY lease_expiry, id LIMIT $2`
 
 	// The steps of Reopen: lock the run, then by primary key and, for the
 	// dependents, within one run's rows.
@@ -44,16 +58,12 @@ const (
 		WHERE run_id = $3 AND task_id = $4 AND state = 'failed' AND dead_letter = $1`
 	reopenDependents = `UPDATE {{T}}wf_tasks SET state = 'pending', reason = '', cause = ''
 		WHERE run_id = $1 AND cause = $2 AND state IN ('upstream_failed', 'skipped')`
-	reopenRun = `UPDATE {{T}}wf_runs SET state = 'running', reason = '', ended_at = NULL, owner = $1, lease_expiry = $2
-		WHERE id = $3`
+	reopenRun = `UPDATE {{T}}wf_runs SET state = 'running', reason = '', ended_at = NULL, owner = $1,
+		lease_expiry = ` + leaseUntil2 + ` WHERE id = $3`
 )
 
 // CreateRun implements wfstore.Store.
 func (s *Store) CreateRun(ctx context.Context, run *wfstore.Run, tasks []string, l wfstore.Lease) error {
-	var lease *time.Time
-	if l.Owner != "" {
-		lease = ts(l.Expiry())
-	}
 	if err := wfstore.CheckRun(run, tasks); err != nil {
 		return fmt.Errorf("wfpostgres: create run: %w", err)
 	}
@@ -62,7 +72,8 @@ func (s *Store) CreateRun(ctx context.Context, run *wfstore.Run, tasks []string,
 		return fmt.Errorf("wfpostgres: create run %q: %w", run.ID, err)
 	}
 	return s.tx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, s.q(insertRun), run.ID, run.DAGID, run.DAGHash, run.Input, nullString(l.Owner), lease, l.Now, up)
+		tag, err := tx.Exec(ctx, s.q(insertRun), run.ID, run.DAGID, run.DAGHash, run.Input, nullString(l.Owner), s.leaseNow(l.Now), l.Now, up,
+			l.TTL.Microseconds())
 		if err != nil {
 			return fmt.Errorf("wfpostgres: create run %q: %w", run.ID, err)
 		}
@@ -78,7 +89,7 @@ func (s *Store) CreateRun(ctx context.Context, run *wfstore.Run, tasks []string,
 
 // AcquireRun implements wfstore.Store.
 func (s *Store) AcquireRun(ctx context.Context, runID string, l wfstore.Lease) error {
-	n, err := s.exec(ctx, acquireRun, l.Owner, l.Expiry(), runID, l.Now)
+	n, err := s.exec(ctx, acquireRun, l.Owner, s.leaseNow(l.Now), runID, l.TTL.Microseconds())
 	if err != nil {
 		return fmt.Errorf("wfpostgres: acquire run %q: %w", runID, err)
 	}
@@ -108,7 +119,7 @@ func (s *Store) whyNotHeld(ctx context.Context, runID string, held error) error 
 
 // RenewRun implements wfstore.Store.
 func (s *Store) RenewRun(ctx context.Context, runID string, l wfstore.Lease) error {
-	n, err := s.exec(ctx, renewRun, l.Expiry(), runID, l.Owner)
+	n, err := s.exec(ctx, renewRun, s.leaseNow(l.Now), runID, l.Owner, l.TTL.Microseconds())
 	if err != nil {
 		return fmt.Errorf("wfpostgres: renew run %q: %w", runID, err)
 	}
@@ -137,7 +148,7 @@ func (s *Store) EndRun(ctx context.Context, runID string, l wfstore.Lease, state
 
 // Abandoned implements wfstore.Store.
 func (s *Store) Abandoned(ctx context.Context, now time.Time, limit int) ([]string, error) {
-	rows, err := s.pool.Query(ctx, s.q(selectAbandoned), now, limit)
+	rows, err := s.pool.Query(ctx, s.q(selectAbandoned), s.leaseNow(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("wfpostgres: abandoned runs: %w", err)
 	}
@@ -171,9 +182,20 @@ func (s *Store) Reopen(ctx context.Context, r *wfstore.Reopen) error {
 		if _, err := tx.Exec(ctx, s.q(reopenDependents), r.RunID, r.TaskID); err != nil {
 			return fmt.Errorf("wfpostgres: reopen dependents of %s/%s: %w", r.RunID, r.TaskID, err)
 		}
-		if _, err := tx.Exec(ctx, s.q(reopenRun), r.Lease.Owner, r.Lease.Expiry(), r.RunID); err != nil {
+		if _, err := tx.Exec(ctx, s.q(reopenRun), r.Lease.Owner, s.leaseNow(r.Lease.Now), r.RunID,
+			r.Lease.TTL.Microseconds()); err != nil {
 			return fmt.Errorf("wfpostgres: reopen run %q: %w", r.RunID, err)
 		}
 		return nil
 	})
+}
+
+// leaseNow is the time a lease is judged at: nil, the database's clock,
+// unless the outbox store runs on a clock of its own (store.Config.Clock,
+// for tests), whose readings the engine's clock then stands for.
+func (s *Store) leaseNow(t time.Time) *time.Time {
+	if s.st.Config().Clock == nil {
+		return nil
+	}
+	return &t
 }

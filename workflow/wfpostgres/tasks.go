@@ -16,7 +16,7 @@ import (
 // cannot interleave with an instance taking the run over.
 const (
 	lockHeldRun = `SELECT 1 FROM {{T}}wf_runs
-		WHERE id = $1 AND state = 'running' AND owner = $2 AND lease_expiry >= $3 FOR SHARE`
+		WHERE id = $1 AND state = 'running' AND owner = $2 AND lease_expiry >= coalesce($3::timestamptz, now()) FOR SHARE`
 	startTask = `UPDATE {{T}}wf_tasks SET state = 'running', attempt = $1, owner = $2, started_at = $3,
 		ended_at = NULL, next_attempt_at = NULL, reason = ''
 		WHERE run_id = $4 AND task_id = $5 AND attempt = $6 AND state IN ('pending', 'up_for_retry')`
@@ -43,7 +43,7 @@ func (s *Store) StartAttempt(ctx context.Context, runID, taskID string, attempt 
 		wfstore.ErrConflict, taskID, runID, attempt, l.Owner)
 	return s.tx(ctx, func(tx pgx.Tx) error {
 		var one int
-		err := tx.QueryRow(ctx, s.q(lockHeldRun), runID, l.Owner, l.Now).Scan(&one)
+		err := tx.QueryRow(ctx, s.q(lockHeldRun), runID, l.Owner, s.leaseNow(l.Now)).Scan(&one)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return conflict
 		}
