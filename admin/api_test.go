@@ -1,7 +1,9 @@
 package admin_test
 
 import (
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -266,4 +268,72 @@ func TestMessagesAndStreams(t *testing.T) {
 			t.Errorf("breakers %+v %v", b, err)
 		}
 	})
+}
+
+// TestNamesThatCannotExistAreBadRequests: a destination, stream or type
+// holding a NUL or invalid UTF-8, in a path or a filter, is a 400 naming
+// the field on both stores. On PostgreSQL such a value reached the store
+// and came back as a 500 (its text cannot hold either); on SQLite a
+// release of such a "stream" was recorded in the audit log. A control
+// character is a valid name (plain SQL may write one) and is looked up.
+func TestNamesThatCannotExistAreBadRequests(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		a := newAPI(t, st)
+		hc := &http.Client{Transport: &validating{t: t, next: http.DefaultTransport, n: new(int)}}
+		send := func(method, path, body string) (int, problemBody) {
+			t.Helper()
+			var rd io.Reader
+			if body != "" {
+				rd = strings.NewReader(body)
+			}
+			req, err := http.NewRequest(method, a.srv.URL+path, rd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+operateToken)
+			if body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var p problemBody
+			_ = json.NewDecoder(resp.Body).Decode(&p)
+			return resp.StatusCode, p
+		}
+		for _, c := range []struct{ method, path, body, field string }{
+			{"GET", "/v1/streams/billing/a%00b", "", "stream"},
+			{"GET", "/v1/streams/billing/%FF", "", "stream"},
+			{"GET", "/v1/streams/%00/x", "", "destination"},
+			{"POST", "/v1/streams/billing/%FFx/release", "", "stream"},
+			{"GET", "/v1/messages?stream=a%00", "", "stream"},
+			{"GET", "/v1/messages?type=%FE", "", "type"},
+			{"GET", "/v1/dlq?destination=a%00", "", "destination"},
+			{"GET", "/v1/dlq?fingerprint=%FF", "", "fingerprint"},
+			{"POST", "/v1/dlq/replay", `{"stream":"a\u0000b","dry_run":true}`, "stream"},
+			{"POST", "/v1/dlq/recover", `{"destination":"bill\u0000ing","since":"2026-01-01T00:00:00Z","dry_run":true}`, "destination"},
+		} {
+			status, p := send(c.method, c.path, c.body)
+			if status != http.StatusBadRequest || p.Field != c.field {
+				t.Errorf("%s %s: %d, field %q; want 400 naming %q", c.method, c.path, status, p.Field, c.field)
+			}
+		}
+		if status, _ := send("GET", "/v1/streams/billing/a%01b", ""); status != http.StatusOK {
+			t.Errorf("a stream name with a control character: %d, want 200", status)
+		}
+		audit, err := a.rd.Audit(a.ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(audit.Items) != 0 {
+			t.Errorf("refused requests were audited: %+v", audit.Items)
+		}
+	})
+}
+
+// problemBody is the part of a problem document the tests read.
+type problemBody struct {
+	Field string `json:"field"`
 }

@@ -68,7 +68,10 @@ func (s *Server) recover(w http.ResponseWriter, r *http.Request) {
 	}
 	since := req.Since
 	br := BulkRequest{Filter: Filter{Destination: req.Destination, After: &since}, DryRun: req.DryRun, Notes: req.Notes}
-	f, _ := br.Filter.filters(w)
+	f, ok := br.Filter.filters(w)
+	if !ok {
+		return
+	}
 	s.runBulk(w, r, "recover", br, f)
 }
 

@@ -76,6 +76,9 @@ type Filter struct {
 // filters turns f into the queue's filters, or answers 400 naming the
 // field.
 func (f Filter) filters(w http.ResponseWriter) (*dlq.Filters, bool) {
+	if !textFields(w, [2]string{"destination", f.Destination}, [2]string{"stream", f.Stream}, [2]string{"fingerprint", f.Fingerprint}) {
+		return nil, false
+	}
 	out := &dlq.Filters{Destination: f.Destination, Stream: f.Stream, Fingerprint: f.Fingerprint,
 		Status: dlq.Status(f.Status), After: f.After, Before: f.Before}
 	if f.Reason != "" {

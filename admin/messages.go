@@ -267,6 +267,9 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := store.MessageFilter{Destination: q.Get("destination"), Stream: q.Get("stream"), Type: q.Get("type"),
 		State: store.MessageState(q.Get("state"))}
+	if !textFields(w, [2]string{"destination", f.Destination}, [2]string{"stream", f.Stream}, [2]string{"type", f.Type}) {
+		return
+	}
 	switch f.State {
 	case "", store.StateReady, store.StateRetrying, store.StateLeased, store.StateDeadLettered, store.StateDelivered:
 	default:

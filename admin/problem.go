@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/store"
@@ -40,6 +42,21 @@ func problem(w http.ResponseWriter, status int, title, detail, field string) {
 // badField answers 400 naming the field.
 func badField(w http.ResponseWriter, field, detail string) {
 	problem(w, http.StatusBadRequest, "invalid request", detail, field)
+}
+
+// textFields answers 400 naming the first of fields ({name, value}) whose
+// value holds a NUL or is not valid UTF-8, and reports whether none does.
+// No destination, stream or other name can hold either (PostgreSQL's text
+// cannot, and Backstop refuses them on write), so such a value is a bad
+// request, not a lookup that fails inside the store.
+func textFields(w http.ResponseWriter, fields ...[2]string) bool {
+	for _, f := range fields {
+		if !utf8.ValidString(f[1]) || strings.IndexByte(f[1], 0) >= 0 {
+			badField(w, f[0], f[0]+" must be UTF-8 without NUL")
+			return false
+		}
+	}
+	return true
 }
 
 // fail answers for a store error: not found, conflicts, or 500 with nothing

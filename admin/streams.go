@@ -15,7 +15,11 @@ type Stream struct {
 }
 
 func (s *Server) getStream(w http.ResponseWriter, r *http.Request) {
-	st, err := s.st.StreamStatus(r.Context(), r.PathValue("destination"), r.PathValue("stream"))
+	dest, stream := r.PathValue("destination"), r.PathValue("stream")
+	if !textFields(w, [2]string{"destination", dest}, [2]string{"stream", stream}) {
+		return
+	}
+	st, err := s.st.StreamStatus(r.Context(), dest, stream)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -34,6 +38,9 @@ func (s *Server) releaseStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	dest, stream := r.PathValue("destination"), r.PathValue("stream")
+	if !textFields(w, [2]string{"destination", dest}, [2]string{"stream", stream}) {
+		return
+	}
 	n, err := s.st.ReleaseStream(r.Context(), dest, stream)
 	if err != nil {
 		s.fail(w, r, err)
