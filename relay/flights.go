@@ -28,6 +28,11 @@ type flight struct {
 	expiry  time.Time
 	lost    bool // a renewal found the lease gone
 	started bool // a worker started delivering it
+	// due is when, on the relay's clock, a delivery started should have
+	// returned: its start plus the destination's Timeout and overdueGrace.
+	// overdue is set once the relay said it had not.
+	due     time.Time
+	overdue bool
 	// reported is set once the outcome is handed to the recorder.
 	reported bool
 	bytes    int64 // what it counts against PrefetchBytes
@@ -86,7 +91,7 @@ func (fs *flights) end(id uuid.UUID, f *flight) {
 // startable reports whether a delivery of m may start at now, and marks
 // it started if so: the relay still holds it, its lease was not lost, and
 // it does not lapse within margin.
-func (fs *flights) startable(id uuid.UUID, now time.Time, margin time.Duration) bool {
+func (fs *flights) startable(id uuid.UUID, now time.Time, margin, timeout time.Duration) bool {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	f, ok := fs.m[id]
@@ -94,7 +99,32 @@ func (fs *flights) startable(id uuid.UUID, now time.Time, margin time.Duration) 
 		return false
 	}
 	f.started = true
+	f.due = now.Add(timeout + overdueGrace)
 	return true
+}
+
+// overdueGrace is how long past its Timeout a delivery may take to return
+// before the relay says it is overdue: a transport honours its context's
+// deadline well within it.
+const overdueGrace = 5 * time.Second
+
+// overdue returns the flights whose delivery started and has not returned
+// by its due time, and not yet said so, marking them; and how many are
+// overdue in all.
+func (fs *flights) overdueAt(now time.Time) (fresh []*flight, n int) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for _, f := range fs.m {
+		if !f.started || f.reported || f.due.IsZero() || now.Before(f.due) {
+			continue
+		}
+		n++
+		if !f.overdue {
+			f.overdue = true
+			fresh = append(fresh, f)
+		}
+	}
+	return fresh, n
 }
 
 // bound brings each flight's until forward to start + (expiry − storeNow)

@@ -201,6 +201,7 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 	if now.Sub(l.lastRenew) >= l.renewEvery {
 		renewed = r.fl.renewable()
 		b.RenewLeases = renewed
+		l.watchOverdue(now)
 	}
 	var probes []*destination
 	var rd round
@@ -443,6 +444,29 @@ func (l *loop) dispatch(claimed []*outbox.Message, probe bool, start, storeNow t
 	}
 	r.log.LogAttrs(context.Background(), slog.LevelDebug, "claimed messages",
 		slog.Int("count", len(claimed)), slog.Bool("probe", probe))
+}
+
+// watchOverdue says, once each, which deliveries have not returned
+// overdueGrace past their Timeout, and counts those that have not yet.
+// The relay cannot stop a transport that ignores its context: the worker
+// stays held and the lease renewed (giving it up would let another
+// instance deliver the message while this one may still), so the
+// operator has to be told.
+func (l *loop) watchOverdue(now time.Time) {
+	r := l.r
+	fresh, n := r.fl.overdueAt(now)
+	r.stats.overdue.Store(int64(n))
+	for _, f := range fresh {
+		timeout := time.Duration(0)
+		if f.dest != nil {
+			timeout = f.dest.timeout
+		}
+		r.log.LogAttrs(context.Background(), slog.LevelWarn,
+			"delivery overdue: the transport has not returned well past its timeout; it may ignore its context (the worker stays held and the lease renewed until it returns)",
+			slog.String("message_id", f.m.ID.String()), slog.String("destination", f.m.Destination),
+			slog.String("stream", f.m.Stream), slog.Duration("timeout", timeout),
+			slog.Duration("running_for", now.Sub(f.due.Add(-timeout-overdueGrace))))
+	}
 }
 
 // hold adds key to the set held, making it when nil.

@@ -143,7 +143,7 @@ func (m *metrics) register(reg prometheus.Registerer, r *Relay) error {
 type monitor struct {
 	r                                                       *Relay
 	inFlight, breaker, depth, oldest, backlog, poi, blocked *prometheus.Desc
-	paused, unknown, leader, leased, prefetch               *prometheus.Desc
+	paused, unknown, leader, leased, prefetch, overdue      *prometheus.Desc
 }
 
 func newMonitor(r *Relay) *monitor {
@@ -154,11 +154,13 @@ func newMonitor(r *Relay) *monitor {
 		r:        r,
 		inFlight: desc("in_flight", "Messages claimed and not yet recorded."),
 		prefetch: desc("prefetch_target", "Messages the relay aims to hold leased: its BatchSize, grown towards MaxBatchSize while deliveries are fast."),
-		breaker:  desc("breaker_state", "Circuit breaker state: 0 closed, 1 half-open, 2 open.", "destination"),
-		depth:    desc("dlq_depth", "Pending entries in the dead-letter queue (store-wide; exported by the fleet's leader)."),
-		oldest:   desc("dlq_oldest_age_seconds", "Age of the oldest pending dead letter (store-wide; exported by the fleet's leader)."),
-		backlog:  desc("scheduled_backlog", "Messages waiting for a later try (store-wide; exported by the fleet's leader)."),
-		poi:      desc("poison_candidates", "Failed messages still retrying with many attempts (store-wide; exported by the fleet's leader)."),
+		overdue: desc("deliveries_overdue",
+			"Deliveries still running 5 s past their destination's Timeout: a transport that ignores its context holds a worker until it returns."),
+		breaker: desc("breaker_state", "Circuit breaker state: 0 closed, 1 half-open, 2 open.", "destination"),
+		depth:   desc("dlq_depth", "Pending entries in the dead-letter queue (store-wide; exported by the fleet's leader)."),
+		oldest:  desc("dlq_oldest_age_seconds", "Age of the oldest pending dead letter (store-wide; exported by the fleet's leader)."),
+		backlog: desc("scheduled_backlog", "Messages waiting for a later try (store-wide; exported by the fleet's leader)."),
+		poi:     desc("poison_candidates", "Failed messages still retrying with many attempts (store-wide; exported by the fleet's leader)."),
 		blocked: desc("blocked_streams",
 			"Strict streams held back by a message waiting for its retry or dead-lettered (store-wide; exported by the fleet's leader)."),
 		leased:  desc("leased_messages", "Messages under an unexpired lease (store-wide; exported by the fleet's leader)."),
@@ -171,7 +173,7 @@ func newMonitor(r *Relay) *monitor {
 // Describe sends the gauges' descriptors.
 func (c *monitor) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.inFlight, c.breaker, c.depth, c.oldest, c.backlog, c.poi, c.blocked, c.leased,
-		c.paused, c.unknown, c.leader, c.prefetch} {
+		c.paused, c.unknown, c.leader, c.prefetch, c.overdue} {
 		ch <- d
 	}
 }
@@ -184,6 +186,7 @@ func (c *monitor) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(c.inFlight, float64(c.r.stats.inFlight.Load()))
 	gauge(c.prefetch, float64(c.r.stats.prefetch.Load()))
+	gauge(c.overdue, float64(c.r.stats.overdue.Load()))
 	now := c.r.clk.Now()
 	for _, d := range c.r.destList {
 		gauge(c.breaker, breakerValue(d.state(now)), d.name)

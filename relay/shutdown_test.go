@@ -147,3 +147,43 @@ func TestLeaseIsRenewedAndItsLossLogged(t *testing.T) {
 		t.Fatal("the completion of a lost lease was not recorded")
 	}
 }
+
+// TestOverdueDeliveryIsReported: a transport that ignores its context
+// holds its worker past the destination's Timeout. The relay cannot stop
+// it, and keeps its lease (another instance must not deliver the message
+// while this one may still): it says so once, in a warning, and counts it
+// in Stats().Overdue (backstop_deliveries_overdue) until it returns.
+func TestOverdueDeliveryIsReported(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	m := msg("orders", "a", 1)
+	e.enqueue(m)
+	started, release := make(chan struct{}), make(chan struct{})
+	rec := &recorder{fn: func(context.Context, *outbox.Message, int) error {
+		close(started)
+		<-release // ignores its context
+		return nil
+	}}
+	cfg := e.config(map[string]Destination{"orders": {Transport: rec.transport(), Timeout: 10 * time.Second}})
+	cfg.Workers = 1
+	rn := e.start(cfg)
+	<-started
+	if n := rn.r.Stats().Overdue; n != 0 {
+		t.Fatalf("overdue at the start: %d", n)
+	}
+	e.clk.Advance(16 * time.Second) // past Timeout + 5 s, and a renewal is due
+	rn.waitFor("the delivery counted overdue", func() bool { return rn.r.Stats().Overdue == 1 })
+	e.clk.Advance(11 * time.Second)
+	before := rn.r.rounds.Load()
+	rn.waitFor("another renewal", func() bool { return rn.r.rounds.Load() > before+1 })
+	if got := e.logs.find("delivery overdue"); len(got) != 1 {
+		t.Fatalf("%d overdue warnings, want one: %+v", len(got), got)
+	}
+	if rn.r.Stats().Overdue != 1 || e.get(m.ID).InstanceID == "" {
+		t.Fatalf("while it runs: stats %+v, message %+v; want it overdue and still leased", rn.r.Stats(), e.get(m.ID))
+	}
+	close(release)
+	rn.waitFor("the delivery recorded", func() bool { return rn.r.Stats().Delivered == 1 })
+	e.clk.Advance(11 * time.Second)
+	rn.waitFor("no delivery overdue", func() bool { return rn.r.Stats().Overdue == 0 })
+}

@@ -54,6 +54,11 @@ type Stats struct {
 	// Stalls is the number of times the relay found it had been stalled
 	// (paused past its timers).
 	Stalls int64
+	// Overdue is the number of deliveries that have not returned
+	// overdueGrace (5 s) past their destination's Timeout, at the last
+	// look (every renewal): a transport that ignores its context's
+	// deadline holds a worker, and the message's lease, until it returns.
+	Overdue int64
 	// Leader says whether this instance leads the fleet's maintenance
 	// (store.Fleet stores only).
 	Leader bool
@@ -93,7 +98,7 @@ type counters struct {
 	claimed, delivered, failed, released, deadLettered  atomic.Int64
 	retries, rejected, leasesLost, storeErrors, batches atomic.Int64
 	inFlight, reclaimed, unrecorded, stalls, swept      atomic.Int64
-	prefetch                                            atomic.Int64
+	prefetch, overdue                                   atomic.Int64
 }
 
 // destCounters are a destination's counts behind DestinationStats.
@@ -117,6 +122,7 @@ func (r *Relay) Stats() Stats {
 		Batches:        r.stats.batches.Load(),
 		InFlight:       r.stats.inFlight.Load(),
 		Prefetch:       r.stats.prefetch.Load(),
+		Overdue:        r.stats.overdue.Load(),
 		Reclaimed:      r.stats.reclaimed.Load(),
 		Unrecorded:     r.stats.unrecorded.Load(),
 		Stalls:         r.stats.stalls.Load(),
