@@ -3,10 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -242,6 +244,7 @@ func TestTwoStoresOnOneFile(t *testing.T) {
 		mu   sync.Mutex
 		seen = map[uuid.UUID]bool{}
 		wg   sync.WaitGroup
+		busy atomic.Int64
 	)
 	errs := make(chan error, 4)
 	for w, s := range []*Store{a, b, a, b} {
@@ -252,6 +255,13 @@ func TestTwoStoresOnOneFile(t *testing.T) {
 			for range 2000 {
 				r, err := s.ProcessBatch(ctx, &store.Batch{Instance: store.Instance{ID: fmt.Sprint("w", w)},
 					Completions: done, Claim: store.ClaimRequest{Limit: 3}})
+				if errors.Is(err, ErrBusy) {
+					// The lock wait ran out (a loaded machine): the
+					// documented answer, which a relay retries, with its
+					// completions. Nothing of the batch was written.
+					busy.Add(1)
+					continue
+				}
 				if err != nil {
 					errs <- err
 					return
@@ -280,6 +290,9 @@ func TestTwoStoresOnOneFile(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+	if n := busy.Load(); n > 0 {
+		t.Logf("%d batches ran out of lock wait and were tried again", n)
 	}
 }
 
