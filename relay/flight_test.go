@@ -21,14 +21,7 @@ func TestNoDoubleFlightUnderSteppedClock(t *testing.T) {
 	e := newEnv(t)
 	m := msg("orders", "s", 1)
 	e.enqueue(m)
-	started, proceed := make(chan struct{}), make(chan struct{})
-	rec := &recorder{fn: func(_ context.Context, _ *outbox.Message, call int) error {
-		if call == 1 {
-			close(started)
-			<-proceed
-		}
-		return nil
-	}}
+	rec, started, proceed := firstHangs()
 	rn := e.start(e.config(map[string]Destination{"orders": {Transport: rec.transport(), Timeout: time.Hour}}))
 	<-started
 	for range 3 {
@@ -60,14 +53,7 @@ func TestLapsedLeaseIsNotStarted(t *testing.T) {
 	e := newEnv(t, withOrdering(outbox.OrderingNone))
 	first, second := msg("orders", "a", 1), msg("orders", "b", 2)
 	e.enqueue(first, second)
-	started, proceed := make(chan struct{}), make(chan struct{})
-	rec := &recorder{fn: func(_ context.Context, _ *outbox.Message, call int) error {
-		if call == 1 {
-			close(started)
-			<-proceed
-		}
-		return nil
-	}}
+	rec, started, proceed := firstHangs()
 	cfg := e.config(map[string]Destination{"orders": {Transport: rec.transport(), Timeout: time.Hour}})
 	cfg.Workers = 1
 	rn := e.start(cfg)

@@ -28,11 +28,11 @@ type flight struct {
 	expiry  time.Time
 	lost    bool // a renewal found the lease gone
 	started bool // a worker started delivering it
-	// due is when, on the relay's clock, a delivery started should have
-	// returned: its start plus the destination's Timeout and overdueGrace.
-	// overdue is set once the relay said it had not.
-	due     time.Time
-	overdue bool
+	// startedAt is when, on the relay's clock, its delivery started;
+	// overdue is set once the relay said it ran overdueGrace past its
+	// destination's Timeout.
+	startedAt time.Time
+	overdue   bool
 	// reported is set once the outcome is handed to the recorder.
 	reported bool
 	bytes    int64 // what it counts against PrefetchBytes
@@ -91,15 +91,14 @@ func (fs *flights) end(id uuid.UUID, f *flight) {
 // startable reports whether a delivery of m may start at now, and marks
 // it started if so: the relay still holds it, its lease was not lost, and
 // it does not lapse within margin.
-func (fs *flights) startable(id uuid.UUID, now time.Time, margin, timeout time.Duration) bool {
+func (fs *flights) startable(id uuid.UUID, now time.Time, margin time.Duration) bool {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	f, ok := fs.m[id]
 	if !ok || f.lost || !now.Add(margin).Before(f.until) {
 		return false
 	}
-	f.started = true
-	f.due = now.Add(timeout + overdueGrace)
+	f.started, f.startedAt = true, now
 	return true
 }
 
@@ -108,14 +107,14 @@ func (fs *flights) startable(id uuid.UUID, now time.Time, margin, timeout time.D
 // deadline well within it.
 const overdueGrace = 5 * time.Second
 
-// overdue returns the flights whose delivery started and has not returned
-// by its due time, and not yet said so, marking them; and how many are
-// overdue in all.
+// overdueAt returns the flights whose delivery has not returned
+// overdueGrace past its destination's Timeout and was not yet said to,
+// marking them; and how many are overdue in all.
 func (fs *flights) overdueAt(now time.Time) (fresh []*flight, n int) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	for _, f := range fs.m {
-		if !f.started || f.reported || f.due.IsZero() || now.Before(f.due) {
+		if !f.started || f.reported || f.dest == nil || now.Before(f.startedAt.Add(f.dest.timeout+overdueGrace)) {
 			continue
 		}
 		n++

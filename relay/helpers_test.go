@@ -183,6 +183,21 @@ func (rn *running) waitFor(what string, cond func() bool) {
 	}
 }
 
+// firstHangs returns a recorder whose first delivery closes started and
+// then waits, ignoring its context, until proceed is closed; the others
+// succeed at once.
+func firstHangs() (rec *recorder, started, proceed chan struct{}) {
+	started, proceed = make(chan struct{}), make(chan struct{})
+	rec = &recorder{fn: func(_ context.Context, _ *outbox.Message, call int) error {
+		if call == 1 {
+			close(started)
+			<-proceed
+		}
+		return nil
+	}}
+	return rec, started, proceed
+}
+
 // recorder is a Func transport that records the payloads it is given and
 // answers with fn (nil fn: success).
 type recorder struct {

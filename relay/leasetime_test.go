@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -90,18 +89,12 @@ type steppedClock struct {
 
 func startSteppedClock(t *testing.T) steppedClock {
 	t.Helper()
-	sc := steppedClock{storeClk: clock.NewFake(epoch), proceed: make(chan struct{})}
+	sc := steppedClock{storeClk: clock.NewFake(epoch)}
 	sc.e = newEnv(t, withOrdering(outbox.OrderingNone), func(c *store.Config) { c.Clock = sc.storeClk })
 	sc.first, sc.second = msg("orders", "a", 1), msg("orders", "b", 2)
 	sc.e.enqueue(sc.first, sc.second)
-	started := make(chan struct{})
-	sc.rec = &recorder{fn: func(_ context.Context, _ *outbox.Message, call int) error {
-		if call == 1 {
-			close(started)
-			<-sc.proceed
-		}
-		return nil
-	}}
+	var started chan struct{}
+	sc.rec, started, sc.proceed = firstHangs()
 	cfg := sc.e.config(map[string]Destination{"orders": {Transport: sc.rec.transport(), Timeout: time.Hour}})
 	cfg.Workers = 1
 	sc.rn = sc.e.start(cfg)
@@ -125,14 +118,7 @@ func TestReclaimedStreamKeepsItsOrder(t *testing.T) {
 	e := newEnv(t, func(c *store.Config) { c.Clock = storeClk })
 	first, second, third := msg("orders", "a", 1), msg("orders", "a", 2), msg("orders", "a", 3)
 	e.enqueue(first, second)
-	started, proceed := make(chan struct{}), make(chan struct{})
-	rec := &recorder{fn: func(_ context.Context, _ *outbox.Message, call int) error {
-		if call == 1 {
-			close(started)
-			<-proceed
-		}
-		return nil
-	}}
+	rec, started, proceed := firstHangs()
 	cfg := e.config(map[string]Destination{"orders": {Transport: rec.transport(), Timeout: time.Hour, Concurrency: 2}})
 	cfg.Workers = 2
 	rn := e.start(cfg)

@@ -457,15 +457,11 @@ func (l *loop) watchOverdue(now time.Time) {
 	fresh, n := r.fl.overdueAt(now)
 	r.stats.overdue.Store(int64(n))
 	for _, f := range fresh {
-		timeout := time.Duration(0)
-		if f.dest != nil {
-			timeout = f.dest.timeout
-		}
 		r.log.LogAttrs(context.Background(), slog.LevelWarn,
 			"delivery overdue: the transport has not returned well past its timeout; it may ignore its context (the worker stays held and the lease renewed until it returns)",
 			slog.String("message_id", f.m.ID.String()), slog.String("destination", f.m.Destination),
-			slog.String("stream", f.m.Stream), slog.Duration("timeout", timeout),
-			slog.Duration("running_for", now.Sub(f.due.Add(-timeout-overdueGrace))))
+			slog.String("stream", f.m.Stream), slog.Duration("timeout", f.dest.timeout),
+			slog.Duration("running_for", now.Sub(f.startedAt)))
 	}
 }
 

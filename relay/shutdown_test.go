@@ -18,14 +18,7 @@ func TestShutdownFinishesDeliveriesAndReleasesTheRest(t *testing.T) {
 		msgs = append(msgs, msg("orders", fmt.Sprint(i), i))
 	}
 	e.enqueue(msgs...)
-	started, proceed := make(chan struct{}), make(chan struct{})
-	rec := &recorder{fn: func(_ context.Context, m *outbox.Message, call int) error {
-		if call == 1 {
-			close(started)
-			<-proceed
-		}
-		return nil
-	}}
+	rec, started, proceed := firstHangs()
 	cfg := e.config(map[string]Destination{"orders": {Transport: rec.transport()}})
 	cfg.Workers, cfg.BatchSize = 1, 4
 	r := e.newRelay(cfg)
@@ -158,12 +151,7 @@ func TestOverdueDeliveryIsReported(t *testing.T) {
 	e := newEnv(t)
 	m := msg("orders", "a", 1)
 	e.enqueue(m)
-	started, release := make(chan struct{}), make(chan struct{})
-	rec := &recorder{fn: func(context.Context, *outbox.Message, int) error {
-		close(started)
-		<-release // ignores its context
-		return nil
-	}}
+	rec, started, release := firstHangs() // it ignores its context
 	cfg := e.config(map[string]Destination{"orders": {Transport: rec.transport(), Timeout: 10 * time.Second}})
 	cfg.Workers = 1
 	rn := e.start(cfg)

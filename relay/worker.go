@@ -133,7 +133,7 @@ func (r *Relay) runTask(t *task) {
 			r.report(shutdownRelease(t.dest, t.msgs[i:])...)
 			return
 		}
-		if !r.fl.startable(m.ID, r.clk.Now(), r.startMargin, t.dest.timeout) {
+		if !r.fl.startable(m.ID, r.clk.Now(), r.startMargin) {
 			// The lease lapsed (the relay stalled, or a renewal was
 			// refused): another instance may hold the message now.
 			r.report(lapsedRelease(t.dest, t.msgs[i:])...)

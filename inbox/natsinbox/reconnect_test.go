@@ -115,38 +115,8 @@ func TestConsumerDeletedUnderTheReceiver(t *testing.T) {
 	t.Parallel()
 	_, js := connect(t)
 	inboxtest.ForEachStore(t, func(t *testing.T, k inboxtest.Kind) {
-		e := inboxtest.NewEnv(t, k)
-		src := newSource(t, e.Ctx, js, 2*time.Second)
-		in := e.NewInbox(e.Config())
-		in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
-			return e.Record(ctx, tx, msg)
-		})
-		publish := func(id string) {
-			t.Helper()
-			m := nats.NewMsg(src.prefix + ".order.created")
-			m.Header.Set(jetstream.MsgIDHeader, id)
-			m.Header.Set(HeaderType, "order.created")
-			m.Header.Set(HeaderStream, "order-1")
-			if _, err := js.PublishMsg(e.Ctx, m); err != nil {
-				t.Fatal(err)
-			}
-		}
-		r, err := New(Config{Inbox: in, Consumer: src.consumer, Logger: inboxtest.Quiet,
-			RetryDelay: 5 * time.Millisecond, MaxRetryDelay: 50 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		retries := make(chan struct{}, 1)
-		r.retrying = func() {
-			select {
-			case retries <- struct{}{}:
-			default:
-			}
-		}
-		e.Go("receiver", r.Run)
-		e.Go("inbox", in.Run)
-		publish("m0")
-		e.WaitFor("m0 handled", func() bool { return in.Relay().Stats().Delivered == 1 })
+		rs := startResuming(t, k, js)
+		e, src, in, publish, retries := rs.e, rs.src, rs.in, rs.publish, rs.retries
 
 		if err := js.DeleteConsumer(e.Ctx, src.stream, "inbox"); err != nil {
 			t.Fatal(err)
@@ -174,38 +144,8 @@ func TestStreamDeletedAndCreatedAgain(t *testing.T) {
 	t.Parallel()
 	_, js := connect(t)
 	inboxtest.ForEachStore(t, func(t *testing.T, k inboxtest.Kind) {
-		e := inboxtest.NewEnv(t, k)
-		src := newSource(t, e.Ctx, js, 2*time.Second)
-		in := e.NewInbox(e.Config())
-		in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
-			return e.Record(ctx, tx, msg)
-		})
-		publish := func(id string) {
-			t.Helper()
-			m := nats.NewMsg(src.prefix + ".order.created")
-			m.Header.Set(jetstream.MsgIDHeader, id)
-			m.Header.Set(HeaderType, "order.created")
-			m.Header.Set(HeaderStream, "order-1")
-			if _, err := js.PublishMsg(e.Ctx, m); err != nil {
-				t.Fatal(err)
-			}
-		}
-		r, err := New(Config{Inbox: in, Consumer: src.consumer, Logger: inboxtest.Quiet,
-			RetryDelay: 5 * time.Millisecond, MaxRetryDelay: 50 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		retries := make(chan struct{}, 1)
-		r.retrying = func() {
-			select {
-			case retries <- struct{}{}:
-			default:
-			}
-		}
-		e.Go("receiver", r.Run)
-		e.Go("inbox", in.Run)
-		publish("m0")
-		e.WaitFor("m0 handled", func() bool { return in.Relay().Stats().Delivered == 1 })
+		rs := startResuming(t, k, js)
+		e, src, in, publish, retries := rs.e, rs.src, rs.in, rs.publish, rs.retries
 
 		if err := js.DeleteStream(e.Ctx, src.stream); err != nil {
 			t.Fatal(err)
@@ -228,4 +168,52 @@ func TestStreamDeletedAndCreatedAgain(t *testing.T) {
 			t.Errorf("handled %v, want m0 then m1, each once", got)
 		}
 	})
+}
+
+// resuming is a receiver retrying fast on a test's source, with its inbox
+// recording order.created messages of stream order-1, both running, and
+// m0 already handled.
+type resuming struct {
+	e       *inboxtest.Env
+	src     *source
+	in      *inbox.Inbox
+	publish func(id string)
+	retries chan struct{} // signalled when the receiver starts retrying
+}
+
+func startResuming(t *testing.T, k inboxtest.Kind, js jetstream.JetStream) *resuming {
+	t.Helper()
+	e := inboxtest.NewEnv(t, k)
+	src := newSource(t, e.Ctx, js, 2*time.Second)
+	in := e.NewInbox(e.Config())
+	in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
+		return e.Record(ctx, tx, msg)
+	})
+	publish := func(id string) {
+		t.Helper()
+		m := nats.NewMsg(src.prefix + ".order.created")
+		m.Header.Set(jetstream.MsgIDHeader, id)
+		m.Header.Set(HeaderType, "order.created")
+		m.Header.Set(HeaderStream, "order-1")
+		if _, err := js.PublishMsg(e.Ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := New(Config{Inbox: in, Consumer: src.consumer, Logger: inboxtest.Quiet,
+		RetryDelay: 5 * time.Millisecond, MaxRetryDelay: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retries := make(chan struct{}, 1)
+	r.retrying = func() {
+		select {
+		case retries <- struct{}{}:
+		default:
+		}
+	}
+	e.Go("receiver", r.Run)
+	e.Go("inbox", in.Run)
+	publish("m0")
+	e.WaitFor("m0 handled", func() bool { return in.Relay().Stats().Delivered == 1 })
+	return &resuming{e: e, src: src, in: in, publish: publish, retries: retries}
 }
