@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/outbox"
@@ -129,7 +130,7 @@ func (s *Store) processBatch(ctx context.Context, b *store.Batch) (*store.Result
 				locked = append(locked, r)
 			}
 			return nil
-		}, s.sql.lockFailures, uuidStrings(sortedIDs(failureIDs(b.Failures))))
+		}, s.sql.lockFailures, pgUUIDs(sortedIDs(failureIDs(b.Failures))))
 		if err := first.run(conn.SendBatch(ctx, &first.b)); err != nil {
 			return err
 		}
@@ -186,12 +187,12 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, fs *fail
 	}
 	if len(b.Releases) > 0 {
 		rs := sortedReleases(b.Releases)
-		ids := make([]string, len(rs))
+		ids := make([]pgtype.UUID, len(rs))
 		after := make([]int64, len(rs))
 		flags := make([]int32, len(rs))
 		errs := make([]string, len(rs))
 		for i, r := range rs {
-			ids[i], after[i], flags[i] = r.ID.String(), micros(r.After), int32(r.CompletedStatus)
+			ids[i], after[i], flags[i] = pgUUID(r.ID), micros(r.After), int32(r.CompletedStatus)
 			errs[i] = outbox.TruncateError(r.Error)
 		}
 		p.query(staleReader(rs, releaseID, res), s.sql.release, now, me, ids, after, flags, errs)
@@ -210,7 +211,7 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, fs *fail
 	}
 	if len(b.RenewLeases) > 0 {
 		ids := sortedIDs(b.RenewLeases)
-		p.query(renewReader(ids, res), s.sql.renew, now, me, uuidStrings(ids), micros(lease))
+		p.query(renewReader(ids, res), s.sql.renew, now, me, pgUUIDs(ids), micros(lease))
 	}
 	if b.Claim.Limit > 0 {
 		p.query(sweepReader(bad), s.life.sweep, now, me, sweepLimit)
@@ -248,19 +249,20 @@ func (s *Store) queueCompletions(p *pipeline, cs []store.Completion, now *time.T
 		ids = append(ids, id)
 	}
 	ids = sortedIDs(ids)
-	var del, upd, delivered, leased []string
+	var del, upd, leased []pgtype.UUID
+	var delivered []string
 	var st, leasedSt []int32
 	var leasedIDs []uuid.UUID
 	for _, id := range ids {
 		f := merged[id]
 		switch {
 		case !f.Has(outbox.StatusPublished):
-			leased, leasedSt, leasedIDs = append(leased, id.String()), append(leasedSt, int32(f)), append(leasedIDs, id)
+			leased, leasedSt, leasedIDs = append(leased, pgUUID(id)), append(leasedSt, int32(f)), append(leasedIDs, id)
 			continue
 		case s.cfg.Retention == 0:
-			del = append(del, id.String())
+			del = append(del, pgUUID(id))
 		default:
-			upd, st = append(upd, id.String()), append(st, int32(f))
+			upd, st = append(upd, pgUUID(id)), append(st, int32(f))
 		}
 		delivered = append(delivered, id.String())
 	}

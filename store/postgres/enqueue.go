@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/backstophq/backstop/outbox"
 )
@@ -66,12 +67,11 @@ func (s *Store) queryInsert(ctx context.Context, q querier, msgs []*outbox.Messa
 		if err != nil {
 			return nil, err
 		}
-		return q.Query(ctx, s.sql.insertOne, s.now(), m.ID, m.Destination, m.Stream, m.Type,
+		return q.Query(ctx, s.sql.insertOne, s.now(), pgUUID(m.ID), m.Destination, m.Stream, m.Type,
 			nonNilBytes(m.Payload), h, nullString(string(m.Ordering)), nullTime(m.ScheduledFor))
 	}
-	// The ids go as uuid.UUID: pgx sends them in binary, where strings
-	// would make a text array the server parses.
-	ids := make([]uuid.UUID, n)
+	// The ids go as pgtype.UUID, which pgx sends in binary (see pgUUID).
+	ids := make([]pgtype.UUID, n)
 	dests, streams, types := make([]string, n), make([]string, n), make([]string, n)
 	payloads, headers := make([][]byte, n), make([]string, n)
 	orderings, scheduled := make([]*string, n), make([]*time.Time, n)
@@ -80,7 +80,7 @@ func (s *Store) queryInsert(ctx context.Context, q querier, msgs []*outbox.Messa
 		if err != nil {
 			return nil, err
 		}
-		ids[i], dests[i], streams[i], types[i] = m.ID, m.Destination, m.Stream, m.Type
+		ids[i], dests[i], streams[i], types[i] = pgUUID(m.ID), m.Destination, m.Stream, m.Type
 		payloads[i], headers[i] = nonNilBytes(m.Payload), h
 		orderings[i], scheduled[i] = nullString(string(m.Ordering)), nullTime(m.ScheduledFor)
 	}

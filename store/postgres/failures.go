@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
@@ -19,7 +20,7 @@ type lockedRow struct {
 
 // failureArrays are the parameters of failSQL and deadLetterSQL.
 type failureArrays struct {
-	ids          []string
+	ids          []pgtype.UUID
 	flags        []int32
 	attempts     []int32
 	reasons      []int32
@@ -61,7 +62,7 @@ func (s *Store) decideFailures(b *store.Batch, locked []lockedRow, res *store.Re
 			continue
 		}
 		out := s.cfg.DecideFailure(r.destination, r.attempts, f)
-		fa.ids = append(fa.ids, f.ID.String())
+		fa.ids = append(fa.ids, pgUUID(f.ID))
 		fa.flags = append(fa.flags, int32(f.CompletedStatus))
 		fa.attempts = append(fa.attempts, int32(out.Attempts))
 		fa.reasons = append(fa.reasons, int32(out.Reason))

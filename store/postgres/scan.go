@@ -256,6 +256,22 @@ func retryTx(ctx context.Context, fn func() error) error {
 	return err
 }
 
+// pgUUID converts id for a uuid parameter. pgx encodes a pgtype.UUID
+// straight into the binary format; a uuid.UUID is a driver.Valuer, which
+// pgx first tries to encode as its text, building and discarding an error,
+// before it parses the text: for an array of 100 ids that was a third of
+// the CPU of an Enqueue.
+func pgUUID(id uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: true} }
+
+// pgUUIDs converts ids for a uuid[] parameter (see pgUUID).
+func pgUUIDs(ids []uuid.UUID) []pgtype.UUID {
+	out := make([]pgtype.UUID, len(ids))
+	for i, id := range ids {
+		out[i] = pgUUID(id)
+	}
+	return out
+}
+
 // uuidStrings formats ids for a uuid[] parameter.
 func uuidStrings(ids []uuid.UUID) []string {
 	out := make([]string, len(ids))
