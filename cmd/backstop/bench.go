@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -40,8 +41,8 @@ type benchCase struct {
 
 func newBenchCmd(g *globals) *cobra.Command {
 	var (
-		scenarios, systems, scale string
-		rounds                    int
+		scenarios, systems, scale, cpuProfile string
+		rounds                                int
 		analyze                   bool
 	)
 	cmd := &cobra.Command{
@@ -95,6 +96,13 @@ depend on River).`,
 			prev := slog.Default()
 			slog.SetDefault(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn})))
 			defer slog.SetDefault(prev)
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer stop()
+			}
 			b := &bench{out: cmd.OutOrStdout(), store: store, url: url, scale: sc, analyze: analyze}
 			return b.run(cmd.Context(), names, syss, rounds)
 		},
@@ -104,8 +112,26 @@ depend on River).`,
 	f.StringVar(&systems, "systems", benchBackstop+","+benchRaw, "comma-separated systems: backstop (defaults), backstop-tuned, raw")
 	f.StringVar(&scale, "scale", "default", "small (seconds), default or large")
 	f.IntVar(&rounds, "rounds", 1, "how many times each case runs")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process over the whole run, set-up included, to this file (go tool pprof reads it)")
 	f.BoolVar(&analyze, "analyze", true, "VACUUM ANALYZE a PostgreSQL drain's backlog before timing it, as autovacuum would")
 	return cmd
+}
+
+// startCPUProfile starts profiling this process's CPU into path and
+// returns what stops it and closes the file.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // benchRuns says whether system runs scenario (rawsys.Runs for raw SQL).

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -52,10 +54,29 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		{[]string{"bench", "--scale", "huge"}, `--scale: unknown scale "huge"`},
 		{[]string{"bench", "--rounds", "0"}, "--rounds must be at least 1"},
 		{[]string{"bench", "--scenarios", ","}, "--scenarios is empty"},
+		{[]string{"bench", "--scale", "small", "--scenarios", "enqueue-1", "--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir", "cpu.prof")}, "--cpuprofile: open"},
 	} {
 		_, err := cli(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// --cpuprofile writes a profile go tool pprof reads: gzip-compressed, as
+// runtime/pprof writes it.
+func TestBenchWritesACPUProfile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "cpu.prof")
+	out := mustCLI(t, "bench", "--scale", "small", "--scenarios", "enqueue-1", "--systems", "backstop", "--cpuprofile", path)
+	if !regexp.MustCompile(`enqueue-1\s+backstop\s+\d+.*\bok\b`).MatchString(out) {
+		t.Errorf("no enqueue-1 row with its checks ok in:\n%s", out)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("%s is not a gzip-compressed profile: %d bytes, starting %q", path, len(b), b[:min(len(b), 8)])
 	}
 }
