@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -43,7 +43,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	var (
 		scenarios, systems, scale, cpuProfile string
 		rounds                                int
-		analyze                   bool
+		analyze                               bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
