@@ -68,7 +68,7 @@ func (s *Store) SweepReceived(ctx context.Context, inbox string, window time.Dur
 // error matching store.ErrLeaseLost; roll tx back then. After tx commits,
 // the relay's own completion of the message changes nothing.
 func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, instanceID string) error {
-	q, args := `DELETE FROM `+s.n.outbox+` WHERE id = $1 AND instance_id = $2 AND status & 4 = 0`, []any{id, instanceID}
+	q, args := `DELETE FROM `+s.n.outbox+` WHERE id = $1 AND instance_id = $2 AND status & 4 = 0`, []any{pgUUID(id), instanceID}
 	if s.cfg.Retention > 0 {
 		q = `UPDATE ` + s.n.outbox + ` SET status = status | 4, published_at = coalesce($3::timestamptz, now()),
 			instance_id = NULL, lease_expiry = NULL WHERE id = $1 AND instance_id = $2 AND status & 4 = 0`

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/store/storetest"
 )
@@ -46,6 +48,19 @@ var poison = &storetest.Poison{
 		}
 		if err := execPoison(t, st, `CREATE TRIGGER test_refuse BEFORE UPDATE ON {prefix}outbox
 			FOR EACH ROW EXECUTE FUNCTION {prefix}test_refuse()`); err != nil {
+			t.Fatal(err)
+		}
+	},
+	RefuseDelete: func(t *testing.T, st store.Store, id uuid.UUID) {
+		if err := execPoison(t, st, `CREATE FUNCTION {prefix}test_refuse_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN
+				IF OLD.id = '`+id.String()+`' THEN RAISE EXCEPTION 'refused by the test'; END IF;
+				RETURN OLD;
+			END $$`); err != nil {
+			t.Fatal(err)
+		}
+		if err := execPoison(t, st, `CREATE TRIGGER test_refuse_delete BEFORE DELETE ON {prefix}outbox
+			FOR EACH ROW EXECUTE FUNCTION {prefix}test_refuse_delete()`); err != nil {
 			t.Fatal(err)
 		}
 	},

@@ -174,6 +174,15 @@ func (s *Store) buryDeadInstances(ctx context.Context, tx *sql.Tx, b *store.Batc
 }
 
 func (s *Store) applyCompletions(ctx context.Context, tx *sql.Tx, b *store.Batch, res *store.Result, now time.Time) error {
+	if ids := s.onlyDeletes(b.Completions); len(ids) > 1 {
+		deleted, err := s.deleteDelivered(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		if deleted {
+			return s.resolveDelivered(ctx, tx, ids, b.Instance.ID, now)
+		}
+	}
 	var delivered []string
 	for _, c := range b.Completions {
 		stale, applied := false, false
@@ -209,6 +218,43 @@ func (s *Store) applyCompletions(ctx context.Context, tx *sql.Tx, b *store.Batch
 		}
 	}
 	return s.resolveDelivered(ctx, tx, delivered, b.Instance.ID, now)
+}
+
+// onlyDeletes returns the ids of cs when every one of them deletes its
+// message (delivered, and no retention), the relay's usual batch; nil
+// otherwise.
+func (s *Store) onlyDeletes(cs []store.Completion) []string {
+	if s.cfg.Retention != 0 {
+		return nil
+	}
+	ids := make([]string, len(cs))
+	for i, c := range cs {
+		if !c.Status.Has(outbox.StatusPublished) {
+			return nil
+		}
+		ids[i] = c.ID.String()
+	}
+	return ids
+}
+
+// deleteDelivered deletes the messages ids in one statement, in a
+// savepoint of its own: three statements for the batch instead of three
+// for each message. It reports false, having changed nothing, when the
+// database refused the statement (a trigger of the user's, say); the
+// caller then records each completion alone, so that only the refused one
+// is rejected.
+func (s *Store) deleteDelivered(ctx context.Context, tx *sql.Tx, ids []string) (bool, error) {
+	list, err := jsonList(ids)
+	if err != nil {
+		return false, err
+	}
+	refused, fatal := s.savepoint(ctx, tx, func() error {
+		return s.execCached(ctx, tx, `DELETE FROM {{prefix}}outbox WHERE id IN (SELECT value FROM json_each(?))`, list)
+	})
+	if fatal != nil {
+		return false, fmt.Errorf("completions: %w", fatal)
+	}
+	return refused == nil, nil
 }
 
 // resolveDelivered resolves, in one statement, the pending dead-letter

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/store/sqlite"
 	"github.com/backstophq/backstop/store/storetest"
@@ -52,6 +54,13 @@ var poison = &storetest.Poison{
 	RefuseError: func(t *testing.T, st store.Store, text string) {
 		if err := exec(t, st, `CREATE TRIGGER {prefix}test_refuse BEFORE UPDATE OF error ON {prefix}outbox
 			WHEN NEW.error = '`+strings.ReplaceAll(text, "'", "''")+`'
+			BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`); err != nil {
+			t.Fatal(err)
+		}
+	},
+	RefuseDelete: func(t *testing.T, st store.Store, id uuid.UUID) {
+		if err := exec(t, st, `CREATE TRIGGER {prefix}test_refuse_delete BEFORE DELETE ON {prefix}outbox
+			WHEN OLD.id = '`+id.String()+`'
 			BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`); err != nil {
 			t.Fatal(err)
 		}

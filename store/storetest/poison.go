@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
@@ -30,6 +32,10 @@ type Poison struct {
 	// text on a message (a trigger), so that one outcome of a batch is
 	// refused. nil skips that test.
 	RefuseError func(t *testing.T, s store.Store, text string)
+	// RefuseDelete makes the database refuse to delete the outbox row of
+	// message id (a trigger), so that one delivered message of a batch
+	// cannot be recorded. nil skips that test.
+	RefuseDelete func(t *testing.T, s store.Store, id uuid.UUID)
 }
 
 // BadRow is one row the store cannot decode.
@@ -53,6 +59,7 @@ var poisonCases = []testCase{
 	{"EachUndecodableRowAlone", testQuarantineEach},
 	{"SchemaRefusesUndecodableRows", testSchemaRefuses},
 	{"RefusedOutcomeDoesNotBlockTheOthers", testRejectedOutcome},
+	{"RefusedDeleteDoesNotBlockTheOthers", testRejectedDelete},
 	{"CompletionWithoutPublishedNeedsTheLease", testLeaseSafeCompletion},
 	{"DirtyTextsAreRecordedClean", testDirtyOutcomeTexts},
 	{"DirtyInstanceIsRefusedOrCleaned", testDirtyInstance},
@@ -208,6 +215,32 @@ func testRejectedOutcome(t *testing.T, h Harness) {
 	r2 := e.batch("relay", store.Batch{Failures: []store.Failure{{ID: m[1].ID, Error: "poison outcome, reworded"}}})
 	eq(t, "rejected on retry", len(r2.Rejected), 0)
 	eq(t, "attempts after retry", e.get(m[1].ID).Attempts, 1)
+}
+
+// testRejectedDelete: a batch of deliveries, all recorded in one
+// statement where the store can, whose one row the database refuses to
+// delete: the others are deleted, that one is rejected and keeps its
+// lease.
+func testRejectedDelete(t *testing.T, h Harness) {
+	p := needPoison(t, h)
+	if p.RefuseDelete == nil {
+		t.Skip("Poison.RefuseDelete not set")
+	}
+	e := newEnv(t, h, withOrdering(outbox.OrderingNone))
+	m := e.enqueue(msg("d", ""), msg("d", ""), msg("d", ""), msg("d", ""))
+	e.claimExactly("relay", 4, m...)
+	p.RefuseDelete(t, e.s, m[2].ID)
+	var cs []store.Completion
+	for _, x := range m {
+		cs = append(cs, store.Completion{ID: x.ID, Status: outbox.StatusPublished})
+	}
+	res := e.batch("relay", store.Batch{Completions: cs})
+	eq(t, "rejected", len(res.Rejected), 1)
+	eq(t, "rejected id", res.Rejected[0].ID, m[2].ID)
+	for _, x := range []*outbox.Message{m[0], m[1], m[3]} {
+		e.mustBeGone(x.ID)
+	}
+	eq(t, "the refused message keeps its lease", e.get(m[2].ID).InstanceID, "relay")
 }
 
 func testLeaseSafeCompletion(t *testing.T, h Harness) {
