@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -68,3 +69,32 @@ func FormatValue(v any) string {
 // MaxStatus is the largest status a stored message may have: the flags of
 // the work-coordination design use bits 0 to 15 (StatusFailed is bit 15).
 const MaxStatus = 1<<16 - 1
+
+// DecodeHeaders reads an outbox row's headers column, a JSON object: nil
+// for an empty column or object; values that are not strings are kept in
+// their JSON spelling. Anything but an object is an error whose text
+// completes a ColumnError ("is not a JSON object").
+func DecodeHeaders(b []byte) (map[string]string, error) {
+	if len(b) == 0 || string(b) == "{}" {
+		// no headers, the usual case, and how both stores spell an empty
+		// object: unmarshalling it was a third of decoding a claimed row
+		return nil, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(b, &obj); err != nil || obj == nil {
+		return nil, errors.New("is not a JSON object")
+	}
+	if len(obj) == 0 {
+		return nil, nil
+	}
+	h := make(map[string]string, len(obj))
+	for k, v := range obj {
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			h[k] = s
+		} else {
+			h[k] = string(v)
+		}
+	}
+	return h, nil
+}

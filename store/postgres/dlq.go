@@ -13,6 +13,7 @@ import (
 	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
 )
 
 // deadLetters is the dlq.Operator on the <prefix>dead_letters table.
@@ -51,7 +52,7 @@ func scanEntry(row pgx.Row) (*dlq.Entry, error) {
 	}
 	e.Reason = errorhandling.FailureReason(reason)
 	e.Status = dlq.Status(status)
-	e.Headers, _ = decodeHeaders(headers)
+	e.Headers, _ = store.DecodeHeaders(headers)
 	if len(meta) > 0 && string(meta) != "{}" {
 		if err := json.Unmarshal(meta, &e.Metadata); err != nil {
 			return nil, fmt.Errorf("decode metadata: %w", err)

@@ -47,7 +47,7 @@ func (s *Store) quarantine(ctx context.Context, instance string, bad []badMessag
 		if errors.As(b.err, &ce) {
 			meta["column"], meta["value"] = ce.Column, store.FormatValue(ce.Value)
 		}
-		if _, err := decodeHeaders(b.raw.headers); err != nil {
+		if _, err := store.DecodeHeaders(b.raw.headers); err != nil {
 			meta["raw_headers"] = outbox.TruncateError(string(b.raw.headers))
 		}
 		j, _ := json.Marshal(meta)

@@ -111,7 +111,7 @@ func (r *rawMessage) decode() (*outbox.Message, error) {
 	if m.Payload == nil {
 		m.Payload = []byte{}
 	}
-	if m.Headers, err = decodeHeaders(r.headers); err != nil {
+	if m.Headers, err = store.DecodeHeaders(r.headers); err != nil {
 		return nil, bad("headers", string(r.headers), err.Error())
 	}
 	m.Ordering = outbox.Ordering(r.ordering.String)
@@ -160,32 +160,6 @@ func collectMessages(rows pgx.Rows) ([]*outbox.Message, error) {
 		out = append(out, m)
 	}
 	return out, rows.Err()
-}
-
-// decodeHeaders reads a headers object; nil when empty. Rows written
-// with plain SQL may hold non-string values; they are kept in their JSON
-// spelling. Anything but an object is an error.
-func decodeHeaders(b []byte) (map[string]string, error) {
-	if len(b) == 0 {
-		return nil, nil
-	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil || raw == nil {
-		return nil, errors.New("is not a JSON object")
-	}
-	if len(raw) == 0 {
-		return nil, nil
-	}
-	out := make(map[string]string, len(raw))
-	for k, v := range raw {
-		var s string
-		if json.Unmarshal(v, &s) == nil {
-			out[k] = s
-		} else {
-			out[k] = string(v)
-		}
-	}
-	return out, nil
 }
 
 // encodeHeaders writes headers as a JSON object ("{}" when empty).

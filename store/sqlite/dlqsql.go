@@ -13,6 +13,7 @@ import (
 
 	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/store"
 )
 
 // querier is a *sql.DB or a *sql.Tx.
@@ -91,7 +92,7 @@ func scanEntry(sc scanner) (*dlq.Entry, error) {
 		&e.Replayed, &e.ReplayedBy, &e.ReplayNotes, &replayed); err != nil {
 		return nil, err
 	}
-	e.Headers, _ = decodeHeaders([]byte(headers))
+	e.Headers, _ = store.DecodeHeaders([]byte(headers))
 	if meta != "" && meta != "{}" {
 		if err := json.Unmarshal([]byte(meta), &e.Metadata); err != nil {
 			return nil, fmt.Errorf("entry %s: metadata: %w", e.ID, err)

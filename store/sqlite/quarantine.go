@@ -91,7 +91,7 @@ func quarantineEntry(raw *rawRow, cause error, instance string) *dlq.Entry {
 	}
 	var d decoder
 	e.Payload = d.bytes(raw, 5)
-	if h, err := decodeHeaders([]byte(lenientText(raw[6]))); err == nil {
+	if h, err := store.DecodeHeaders([]byte(lenientText(raw[6]))); err == nil {
 		e.Headers = h
 	} else {
 		e.Metadata["raw_headers"] = lenientText(raw[6])

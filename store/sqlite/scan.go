@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -256,36 +255,11 @@ func (d *decoder) headers(r *rawRow, i int) map[string]string {
 		d.fail(r, i, "is not a JSON object")
 		return nil
 	}
-	h, err := decodeHeaders(raw)
+	h, err := store.DecodeHeaders(raw)
 	if err != nil {
 		d.fail(r, i, err.Error())
 	}
 	return h
-}
-
-// decodeHeaders reads a JSON object of headers; nil for "{}" or empty.
-// Values that are not strings are kept in their JSON spelling.
-func decodeHeaders(b []byte) (map[string]string, error) {
-	if len(b) == 0 {
-		return nil, nil
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(b, &obj); err != nil || obj == nil {
-		return nil, fmt.Errorf("is not a JSON object")
-	}
-	if len(obj) == 0 {
-		return nil, nil
-	}
-	h := make(map[string]string, len(obj))
-	for k, v := range obj {
-		var s string
-		if json.Unmarshal(v, &s) == nil {
-			h[k] = s
-		} else {
-			h[k] = string(v)
-		}
-	}
-	return h, nil
 }
 
 // scanMessages reads every row and closes rows.
