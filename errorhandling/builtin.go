@@ -97,10 +97,14 @@ func refusalCode(status int) string {
 		return "not_found"
 	case 405:
 		return "method_not_allowed"
+	case 407:
+		return "proxy_auth_required"
 	case 410:
 		return "gone"
 	case 421:
 		return "misdirected_request"
+	case 426:
+		return "upgrade_required"
 	}
 	return ""
 }

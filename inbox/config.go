@@ -72,7 +72,10 @@ type Config struct {
 
 	// Limits bound the messages Receive accepts; zero fields mean
 	// outbox's defaults (a payload of at most 1 MiB, 64 headers). A
-	// message over a limit is refused with ErrInvalid.
+	// message over a limit is refused with ErrInvalid. The inbox's own
+	// two headers (HeaderID, HeaderSource) do not count against them.
+	// They may be raised up to outbox.MaxLimits (less the room of those
+	// two headers).
 	Limits outbox.Limits
 
 	// Metrics, when not nil, is where the inbox registers its counters
@@ -124,6 +127,16 @@ func (c Config) validate() error {
 	}
 	if err := c.Limits.Validate(); err != nil {
 		return bad("Limits: %v", err)
+	}
+	// The inbox's own two headers come on top of the source's (see row),
+	// and the row must still be within what a store keeps.
+	if most := outbox.MaxLimits.MaxHeaders - 2; c.Limits.MaxHeaders > most {
+		return bad("Limits: MaxHeaders is %d, over the most an inbox takes (%d: a store keeps %d, and the inbox adds 2)",
+			c.Limits.MaxHeaders, most, outbox.MaxLimits.MaxHeaders)
+	}
+	if most := outbox.MaxLimits.MaxHeaderBytes - ownHeaderBytes; c.Limits.MaxHeaderBytes > most {
+		return bad("Limits: MaxHeaderBytes is %d, over the most an inbox takes (%d: a store keeps %d, and the inbox adds up to %d)",
+			c.Limits.MaxHeaderBytes, most, outbox.MaxLimits.MaxHeaderBytes, ownHeaderBytes)
 	}
 	return nil
 }

@@ -54,11 +54,12 @@ const (
 // It answers 202 Accepted once the message is stored, 200 OK for a
 // duplicate, and writes nothing otherwise: 401 for a missing, bad or stale
 // signature; 400 for a message without a type or that cannot be stored
-// (ErrInvalid); 413 for a body over MaxBody; 405 for a method other than
-// POST; 503 when the store fails (the sender tries again later). The
-// webhook transport treats 2xx as delivered, 401 and 503 as faults of the
-// destination (its messages wait), and 400 and 413 as faults of the
-// message (dead-lettered on the sender's side).
+// (ErrInvalid); 413 for a body over MaxBody; 408 for a body that did not
+// arrive whole (the server's ReadTimeout, a broken connection); 405 for a
+// method other than POST; 503 when the store fails (the sender tries
+// again later). The webhook transport treats 2xx as delivered, 401, 408
+// and 503 as faults of the destination (its messages wait), and 400 and
+// 413 as faults of the message (dead-lettered on the sender's side).
 func (in *Inbox) HTTPHandler(cfg HTTPConfig) (http.Handler, error) {
 	if len(cfg.Secrets) == 0 {
 		return nil, fmt.Errorf("%w: HTTPConfig.Secrets: at least one is required", ErrInvalidConfig)
@@ -70,6 +71,9 @@ func (in *Inbox) HTTPHandler(cfg HTTPConfig) (http.Handler, error) {
 	}
 	if cfg.Tolerance < 0 {
 		return nil, fmt.Errorf("%w: HTTPConfig.Tolerance must not be negative, got %s", ErrInvalidConfig, cfg.Tolerance)
+	}
+	if cfg.MaxBody < 0 {
+		return nil, fmt.Errorf("%w: HTTPConfig.MaxBody must not be negative, got %d", ErrInvalidConfig, cfg.MaxBody)
 	}
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = in.cfg.Limits.MaxPayloadBytes
@@ -96,7 +100,11 @@ func (h *httpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, int64(h.cfg.MaxBody)+1))
 	if err != nil {
-		http.Error(w, "inbox: cannot read body", http.StatusBadRequest)
+		// The body did not arrive whole: the server's ReadTimeout cut a
+		// slow sender, or the connection broke. Nothing is wrong with the
+		// message, so the answer is one a sender retries (a 400 would
+		// have Backstop's webhook transport dead-letter it).
+		http.Error(w, "inbox: the body did not arrive whole; send it again", http.StatusRequestTimeout)
 		return
 	}
 	if len(body) > h.cfg.MaxBody {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/backstophq/backstop/clock"
+	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/relay"
 	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/transport"
@@ -173,6 +174,11 @@ func (in *Inbox) Receive(ctx context.Context, r Received) (duplicate bool, err e
 		return false, err
 	}
 	dup, err := in.inbox.Receive(ctx, in.name, r.ID, m)
+	if errors.Is(err, outbox.ErrInvalidMessage) {
+		// the store cannot keep it, now or ever: refused, not retried
+		in.metrics.rejected(source)
+		return false, fmt.Errorf("%w: inbox %q: receive %q: %w", ErrInvalid, in.name, r.ID, err)
+	}
 	if err != nil {
 		return false, fmt.Errorf("inbox %q: receive %q: %w", in.name, r.ID, err)
 	}

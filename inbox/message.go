@@ -6,6 +6,8 @@ import (
 	"maps"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -73,10 +75,24 @@ type Message struct {
 // (terminate, reject, 400) instead of asking for it again.
 var ErrInvalid = errors.New("inbox: invalid message")
 
-// row makes the outbox row of r for the inbox named name.
+// MaxSourceLen is the longest Received.Source, in bytes.
+const MaxSourceLen = 64
+
+// ownHeaderBytes is the most the inbox's own two headers add to a row's
+// header bytes.
+const ownHeaderBytes = len(HeaderID) + MaxIDLen + len(HeaderSource) + MaxSourceLen
+
+// row makes the outbox row of r for the inbox named name. The source's
+// message is checked against limits before the inbox adds its own two
+// headers, which count against no limit: a message that a Backstop outbox
+// sent with the most headers its limits allow is taken.
 func (r *Received) row(name string, limits outbox.Limits) (*outbox.Message, error) {
-	if r.ID == "" || len(r.ID) > MaxIDLen {
-		return nil, fmt.Errorf("%w: id must be 1 to %d bytes, got %d", ErrInvalid, MaxIDLen, len(r.ID))
+	if problem := checkPrintable(r.ID, MaxIDLen); problem != "" {
+		return nil, fmt.Errorf("%w: id %s", ErrInvalid, problem)
+	}
+	source := r.source()
+	if problem := checkPrintable(source, MaxSourceLen); problem != "" {
+		return nil, fmt.Errorf("%w: source %s", ErrInvalid, problem)
 	}
 	h := make(map[string]string, len(r.Headers)+2)
 	for k, v := range r.Headers {
@@ -84,8 +100,6 @@ func (r *Received) row(name string, limits outbox.Limits) (*outbox.Message, erro
 			h[k] = v
 		}
 	}
-	h[HeaderID] = r.ID
-	h[HeaderSource] = r.source()
 	m := &outbox.Message{
 		Destination: Destination(name), Stream: r.Stream, Type: r.Type,
 		Payload: r.Payload, Headers: h,
@@ -93,7 +107,27 @@ func (r *Received) row(name string, limits outbox.Limits) (*outbox.Message, erro
 	if err := m.PrepareLimits(limits); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	h[HeaderID] = r.ID
+	h[HeaderSource] = source
 	return m, nil
+}
+
+// checkPrintable returns what is wrong with s, an id or a source name, or
+// "": it must be 1 to max bytes of UTF-8 without control characters (tab
+// included).
+func checkPrintable(s string, max int) string {
+	if s == "" || len(s) > max {
+		return fmt.Sprintf("must be 1 to %d bytes, got %d", max, len(s))
+	}
+	if !utf8.ValidString(s) {
+		return "is not valid UTF-8"
+	}
+	for i, c := range s {
+		if unicode.IsControl(c) {
+			return fmt.Sprintf("holds control character U+%04X at byte %d", c, i)
+		}
+	}
+	return ""
 }
 
 func (r *Received) source() string {

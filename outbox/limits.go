@@ -22,13 +22,29 @@ const (
 	DefaultMaxTypeLen = 200
 )
 
+// MaxLimits are the largest values a Limits field may take: what both
+// stores can keep and index. A longer destination or stream would not fit
+// a PostgreSQL index entry (at most about 2.7 KB for the two together),
+// and larger payloads or headers would make a batch of claimed messages
+// a memory hazard. A store checks what an inbox hands it against these,
+// the inbox having checked its own, lower, Limits.
+var MaxLimits = Limits{
+	MaxPayloadBytes:   64 << 20,
+	MaxHeaders:        1024,
+	MaxHeaderBytes:    1 << 20,
+	MaxDestinationLen: 1024,
+	MaxStreamLen:      1024,
+	MaxTypeLen:        1024,
+}
+
 // ErrInvalidLimits is matched (errors.Is) by the error of a Limits with a
-// negative field.
+// negative field or one over MaxLimits.
 var ErrInvalidLimits = errors.New("outbox: invalid limits")
 
 // Limits bounds what one message may hold. Every length is in bytes. The
 // zero value means every default, and each zero field means that field's
-// default; a negative field is invalid (Validate). A message over a limit
+// default; a negative field, or one over MaxLimits, is invalid
+// (Validate). A message over a limit
 // is refused at enqueue and, when a relay checks it again at claim, is a
 // permanent fault of the message: it is dead-lettered, never dropped.
 type Limits struct {
@@ -61,12 +77,17 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-// Validate reports a negative field, naming it, with an error matching
-// ErrInvalidLimits.
+// Validate reports a negative field, or one over MaxLimits, naming it,
+// with an error matching ErrInvalidLimits.
 func (l Limits) Validate() error {
-	for _, f := range l.fields() {
+	ceiling := MaxLimits
+	top := ceiling.fields()
+	for i, f := range l.fields() {
 		if *f.v < 0 {
 			return fmt.Errorf("%w: Limits.%s is negative (%d)", ErrInvalidLimits, f.name, *f.v)
+		}
+		if *f.v > *top[i].v {
+			return fmt.Errorf("%w: Limits.%s is %d, over the most a store keeps (%d)", ErrInvalidLimits, f.name, *f.v, *top[i].v)
 		}
 	}
 	return nil

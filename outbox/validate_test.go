@@ -155,6 +155,36 @@ func TestValidateLimits(t *testing.T) {
 	}
 }
 
+// Limits over what a store keeps are refused, naming the field; the
+// ceiling itself is valid, and a message at it passes.
+func TestLimitsCeiling(t *testing.T) {
+	if err := outbox.MaxLimits.Validate(); err != nil {
+		t.Fatalf("MaxLimits.Validate() = %v", err)
+	}
+	for _, tc := range []struct {
+		l    outbox.Limits
+		name string
+	}{
+		{outbox.Limits{MaxPayloadBytes: outbox.MaxLimits.MaxPayloadBytes + 1}, "Limits.MaxPayloadBytes"},
+		{outbox.Limits{MaxHeaders: outbox.MaxLimits.MaxHeaders + 1}, "Limits.MaxHeaders"},
+		{outbox.Limits{MaxHeaderBytes: outbox.MaxLimits.MaxHeaderBytes + 1}, "Limits.MaxHeaderBytes"},
+		{outbox.Limits{MaxDestinationLen: 5000}, "Limits.MaxDestinationLen"},
+		{outbox.Limits{MaxStreamLen: 2000}, "Limits.MaxStreamLen"},
+		{outbox.Limits{MaxTypeLen: 1025}, "Limits.MaxTypeLen"},
+	} {
+		err := tc.l.Validate()
+		if !errors.Is(err, outbox.ErrInvalidLimits) || !strings.Contains(err.Error(), tc.name) {
+			t.Errorf("%+v: %v, want ErrInvalidLimits naming %s", tc.l, err, tc.name)
+		}
+	}
+	m := valid()
+	m.Stream = strings.Repeat("s", outbox.MaxLimits.MaxStreamLen)
+	m.Payload = make([]byte, 2<<20)
+	if err := m.ValidateLimits(outbox.MaxLimits); err != nil {
+		t.Fatalf("a message at MaxLimits: %v", err)
+	}
+}
+
 func TestLimitsDefaults(t *testing.T) {
 	t.Parallel()
 	got := outbox.Limits{MaxStreamLen: 7}.WithDefaults()

@@ -3,8 +3,9 @@
 //
 // The message id, the inbox's de-duplication key, is the Nats-Msg-Id
 // header, which Backstop's NATS transport sets to the outbox message id;
-// a message without one is identified by its stream and stream sequence
-// ("ORDERS:42"), which a redelivery keeps. The type is the Backstop-Type
+// a message without one is identified by its stream, stream sequence and
+// the time the stream stored it ("ORDERS:42:1795454266199941992"), which a
+// redelivery keeps and a stream created again does not. The type is the Backstop-Type
 // header, else the subject; the ordering key the Backstop-Stream header.
 // The other headers are kept (their first value), except the Nats-* ones
 // and Backstop's own.
@@ -224,7 +225,12 @@ func received(m jetstream.Msg) (inbox.Received, error) {
 		if err != nil {
 			return inbox.Received{}, fmt.Errorf("%w: no Nats-Msg-Id and no metadata: %v", inbox.ErrInvalid, err)
 		}
-		id = fmt.Sprintf("%s:%d", meta.Stream, meta.Sequence.Stream)
+		// The stream's sequence alone is not enough: a stream deleted and
+		// created again numbers its messages from 1 again, and new
+		// messages would be dropped as duplicates of old ones for the
+		// whole DedupWindow. The time the stream stored the message is
+		// kept by a redelivery and differs in the new stream.
+		id = fmt.Sprintf("%s:%d:%d", meta.Stream, meta.Sequence.Stream, meta.Timestamp.UnixNano())
 	}
 	typ := h.Get(HeaderType)
 	if typ == "" {

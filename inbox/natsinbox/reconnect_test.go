@@ -170,6 +170,43 @@ func TestStreamDeletedAndCreatedAgain(t *testing.T) {
 	})
 }
 
+// A publisher that sets no Nats-Msg-Id: the receiver's id for a message
+// must not be taken again by a message of the stream created anew, which
+// numbers from 1 again (with "<stream>:<sequence>" the second new message
+// was dropped as a duplicate of the old second one, for the DedupWindow).
+func TestStreamCreatedAgainWithoutMessageIDs(t *testing.T) {
+	t.Parallel()
+	_, js := connect(t)
+	inboxtest.ForEachStore(t, func(t *testing.T, k inboxtest.Kind) {
+		rs := startResuming(t, k, js) // m0, sequence 1, handled
+		e, src, in, publish, retries := rs.e, rs.src, rs.in, rs.publish, rs.retries
+		publish("") // sequence 2
+		e.WaitFor("the second message handled", func() bool { return in.Relay().Stats().Delivered == 2 })
+		if err := js.DeleteStream(e.Ctx, src.stream); err != nil {
+			t.Fatal(err)
+		}
+		waitSignal(t, e.Ctx, retries)
+		if _, err := js.CreateStream(e.Ctx, jetstream.StreamConfig{Name: src.stream, Subjects: []string{src.prefix + ".>"},
+			Storage: jetstream.MemoryStorage}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.CreateOrUpdateConsumer(e.Ctx, src.stream, jetstream.ConsumerConfig{Durable: "inbox",
+			AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * time.Second, MaxAckPending: 1}); err != nil {
+			t.Fatal(err)
+		}
+		publish("") // sequence 1 of the new stream
+		publish("") // sequence 2, as the old second message
+		e.WaitFor("both new messages handled", func() bool { return in.Relay().Stats().Delivered == 4 })
+		ids := map[string]bool{}
+		for _, h := range e.Handled()["order-1"] {
+			ids[h] = true
+		}
+		if len(ids) != 4 {
+			t.Errorf("handled %v, want four messages, each once", e.Handled()["order-1"])
+		}
+	})
+}
+
 // resuming is a receiver retrying fast on a test's source, with its inbox
 // recording order.created messages of stream order-1, both running, and
 // m0 already handled.
@@ -192,7 +229,9 @@ func startResuming(t *testing.T, k inboxtest.Kind, js jetstream.JetStream) *resu
 	publish := func(id string) {
 		t.Helper()
 		m := nats.NewMsg(src.prefix + ".order.created")
-		m.Header.Set(jetstream.MsgIDHeader, id)
+		if id != "" { // else the receiver makes one of the stream, its sequence and time
+			m.Header.Set(jetstream.MsgIDHeader, id)
+		}
 		m.Header.Set(HeaderType, "order.created")
 		m.Header.Set(HeaderStream, "order-1")
 		if _, err := js.PublishMsg(e.Ctx, m); err != nil {

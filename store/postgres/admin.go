@@ -40,7 +40,7 @@ func (s *Store) EnqueueIdempotentTx(ctx context.Context, tx pgx.Tx, key string, 
 	if key == "" {
 		return nil, false, errors.New("postgres: empty idempotency key")
 	}
-	if err := prepareAll(msgs); err != nil {
+	if err := prepareAll(msgs, outbox.Limits{}); err != nil {
 		return nil, false, err
 	}
 	ids := make([]uuid.UUID, len(msgs))

@@ -28,7 +28,7 @@ const enqueueChunk = 1000
 // own (autocommit): atomic like a transaction, one round trip instead of
 // three.
 func (s *Store) Enqueue(ctx context.Context, msgs ...*outbox.Message) error {
-	return s.enqueue(ctx, s.pool, msgs)
+	return s.enqueue(ctx, s.pool, msgs, outbox.Limits{})
 }
 
 // EnqueueTx writes msgs inside the caller's pgx transaction, so that they
@@ -37,14 +37,14 @@ func (s *Store) Enqueue(ctx context.Context, msgs ...*outbox.Message) error {
 // Messages are inserted in argument order by one statement (insertSQL)
 // whatever their number, so its prepared form is reused.
 func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, msgs ...*outbox.Message) error {
-	return s.enqueue(ctx, tx, msgs)
+	return s.enqueue(ctx, tx, msgs, outbox.Limits{})
 }
 
-// enqueue validates and prepares msgs, then writes them (queryInsert)
-// through q.
-func (s *Store) enqueue(ctx context.Context, q querier, msgs []*outbox.Message) error {
+// enqueue validates msgs against limits and prepares them, then writes
+// them (queryInsert) through q.
+func (s *Store) enqueue(ctx context.Context, q querier, msgs []*outbox.Message, limits outbox.Limits) error {
 	outbox.AttachTraceParent(ctx, msgs...)
-	if err := prepareAll(msgs); err != nil || len(msgs) == 0 {
+	if err := prepareAll(msgs, limits); err != nil || len(msgs) == 0 {
 		return err
 	}
 	rows, err := s.queryInsert(ctx, q, msgs)
@@ -94,7 +94,7 @@ func (s *Store) queryInsert(ctx context.Context, q querier, msgs []*outbox.Messa
 // PostgreSQL drivers.
 func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, msgs ...*outbox.Message) error {
 	outbox.AttachTraceParent(ctx, msgs...)
-	if err := prepareAll(msgs); err != nil {
+	if err := prepareAll(msgs, outbox.Limits{}); err != nil {
 		return err
 	}
 	for start := 0; start < len(msgs); start += enqueueChunk {
@@ -114,9 +114,9 @@ func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, msgs ...*outbox.Me
 	return nil
 }
 
-func prepareAll(msgs []*outbox.Message) error {
+func prepareAll(msgs []*outbox.Message, limits outbox.Limits) error {
 	for _, m := range msgs {
-		if err := m.Prepare(); err != nil {
+		if err := m.PrepareLimits(limits); err != nil {
 			return err
 		}
 	}

@@ -20,11 +20,13 @@ func (s *Store) receivedTable() string { return s.n.qual + "inbox_received" }
 
 // Receive implements store.Inbox: it writes m and the de-duplication
 // record (inbox, messageID) in one transaction, or nothing when the record
-// exists already (duplicate true). Two receivers of one message id at
+// exists already (duplicate true). m is checked against outbox.MaxLimits,
+// what the store can keep: the caller (inbox.Inbox.Receive) has checked it
+// against its own Limits, which may be above the defaults. Two receivers of one message id at
 // once are serialised by the record's primary key: the second waits for
 // the first to commit and then sees a duplicate.
 func (s *Store) Receive(ctx context.Context, inbox, messageID string, m *outbox.Message) (bool, error) {
-	if err := m.Prepare(); err != nil {
+	if err := m.PrepareLimits(outbox.MaxLimits); err != nil {
 		return false, err
 	}
 	var dup bool
@@ -37,7 +39,7 @@ func (s *Store) Receive(ctx context.Context, inbox, messageID string, m *outbox.
 		if dup = tag.RowsAffected() == 0; dup {
 			return nil
 		}
-		return s.EnqueueTx(ctx, tx, m)
+		return s.enqueue(ctx, tx, []*outbox.Message{m}, outbox.MaxLimits)
 	})
 	return dup, err
 }

@@ -17,9 +17,11 @@ var _ store.Inbox = (*Store)(nil)
 
 // Receive implements store.Inbox: it writes m and the de-duplication
 // record (inbox, messageID) in one transaction, or nothing when the record
-// exists already (duplicate true).
+// exists already (duplicate true). m is checked against outbox.MaxLimits,
+// what the store can keep: the caller (inbox.Inbox.Receive) has checked it
+// against its own Limits, which may be above the defaults.
 func (s *Store) Receive(ctx context.Context, inbox, messageID string, m *outbox.Message) (bool, error) {
-	if err := m.Prepare(); err != nil {
+	if err := m.PrepareLimits(outbox.MaxLimits); err != nil {
 		return false, err
 	}
 	var dup bool
@@ -32,7 +34,7 @@ func (s *Store) Receive(ctx context.Context, inbox, messageID string, m *outbox.
 		if dup = n == 0; dup {
 			return nil
 		}
-		return s.EnqueueTx(ctx, tx, m)
+		return s.enqueueTx(ctx, tx, []*outbox.Message{m}, true, outbox.MaxLimits)
 	})
 	return dup, err
 }

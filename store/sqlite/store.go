@@ -191,18 +191,20 @@ const insertMessage = `INSERT INTO {{prefix}}outbox
 // follows it. On success each message has its Seq, CreatedAt and Status
 // (Stored) set. The messages exist if and only if tx commits.
 func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, msgs ...*outbox.Message) error {
-	return s.enqueueTx(ctx, tx, msgs, false)
+	return s.enqueueTx(ctx, tx, msgs, false, outbox.Limits{})
 }
 
 // enqueueTx is EnqueueTx; writer says tx is a transaction of the store's
 // writer connection, which has the INSERT prepared once for all (see
 // cachedStmt): preparing it compiles the outbox's triggers into it, which
 // cost more than the insert of a row. A caller's tx may be on another
-// connection, and prepares it for the call.
-func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, msgs []*outbox.Message, writer bool) error {
+// connection, and prepares it for the call. Messages are checked against
+// limits: the defaults for Enqueue, outbox.MaxLimits for an inbox's
+// Receive, whose caller checked its own.
+func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, msgs []*outbox.Message, writer bool, limits outbox.Limits) error {
 	outbox.AttachTraceParent(ctx, msgs...)
 	for _, m := range msgs {
-		if err := m.Prepare(); err != nil {
+		if err := m.PrepareLimits(limits); err != nil {
 			return err
 		}
 	}
@@ -255,7 +257,7 @@ func (s *Store) Enqueue(ctx context.Context, msgs ...*outbox.Message) error {
 			return err
 		}
 	}
-	return s.write(ctx, func(tx *sql.Tx) error { return s.enqueueTx(ctx, tx, msgs, true) })
+	return s.write(ctx, func(tx *sql.Tx) error { return s.enqueueTx(ctx, tx, msgs, true, outbox.Limits{}) })
 }
 
 // Get returns the message with id, or an error matching store.ErrNotFound.
