@@ -114,6 +114,18 @@ func checkHeaders(h map[string]string, l Limits) error {
 	return nil
 }
 
+// CheckHeader returns nil when a message may carry a header name with
+// value (a name that is an HTTP token, a value of UTF-8 without control
+// characters other than tab), else a *FieldError saying why. Receivers use
+// it to leave out a source's headers a message cannot carry instead of
+// refusing the message.
+func CheckHeader(name, value string) error {
+	if err := checkHeader(name, value); err != nil {
+		return err
+	}
+	return nil
+}
+
 // checkHeader checks one header's name and value.
 func checkHeader(name, value string) *FieldError {
 	if name == "" {

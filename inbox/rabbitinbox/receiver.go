@@ -7,8 +7,11 @@
 // rejected (to the queue's dead-letter exchange, if it has one). The type
 // is the type property, else the Backstop-Type header, else the routing
 // key; the ordering key the Backstop-Stream header. String-valued headers
-// are kept, except the ones RabbitMQ reserves and Backstop's own, and the
-// content-type property as Content-Type.
+// are kept under their canonical HTTP spelling, except the ones RabbitMQ
+// reserves, Backstop's own and those a message cannot carry (a name that
+// is not an HTTP token, a value with a control character, a second
+// spelling of one name), which are left out with a warning; the
+// content-type property is kept as Content-Type.
 //
 // Each delivery is stored, then acknowledged: a redelivery after a lost
 // acknowledgement, a closed channel or a crash is recognised and dropped.
@@ -29,12 +32,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/backstophq/backstop/inbox"
+	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/transport/rabbitmq"
 )
 
@@ -164,7 +170,12 @@ func New(cfg Config) (*Receiver, error) {
 // receive stores d and acknowledges it, or gives it back.
 func (r *Receiver) receive(ctx context.Context, d *amqp.Delivery) {
 	// A delivery without a message-id is refused by Receive, and counted.
-	msg := received(d)
+	msg, dropped := received(d)
+	if len(dropped) > 0 {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "headers left out: a message cannot carry them",
+			slog.String("routing_key", d.RoutingKey), slog.String("message_id", outbox.CleanText(d.MessageId, 100)),
+			slog.Any("headers", cleanNames(dropped)))
+	}
 	if r.cfg.StreamKey != nil {
 		msg.Stream = r.cfg.StreamKey(d)
 	}
@@ -201,8 +212,18 @@ func (r *Receiver) receive(ctx context.Context, d *amqp.Delivery) {
 	}
 }
 
-// received maps a delivery to the inbox's form.
-func received(d *amqp.Delivery) inbox.Received {
+// received maps a delivery to the inbox's form, and names the headers it
+// left out.
+//
+// AMQP headers are a table any publisher fills: a name with a space, a
+// value with a line break (a stack trace a framework adds), two names that
+// differ only in case. The message keeps the string-valued headers it can
+// carry, under their canonical HTTP spelling (the first in name order
+// wins a collision; the content-type property wins over a header), and
+// leaves out the others, so that one header no handler reads does not
+// refuse the whole message (rejected without requeue, it is gone unless
+// the queue has a dead-letter exchange).
+func received(d *amqp.Delivery) (inbox.Received, []string) {
 	typ := d.Type
 	if typ == "" {
 		typ = stringHeader(d.Headers, HeaderType)
@@ -211,15 +232,30 @@ func received(d *amqp.Delivery) inbox.Received {
 		typ = d.RoutingKey
 	}
 	var headers map[string]string
-	for k, v := range d.Headers {
-		s, ok := v.(string)
+	var dropped []string
+	names := make([]string, 0, len(d.Headers))
+	for k := range d.Headers {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		s, ok := d.Headers[k].(string)
 		if !ok || rabbitmq.IsReservedHeader(k) || hasPrefixFold(k, "backstop-") {
+			continue
+		}
+		name := http.CanonicalHeaderKey(k)
+		if _, taken := headers[name]; taken || (name == "Content-Type" && d.ContentType != "") {
+			dropped = append(dropped, k)
+			continue
+		}
+		if outbox.CheckHeader(name, s) != nil {
+			dropped = append(dropped, k)
 			continue
 		}
 		if headers == nil {
 			headers = map[string]string{}
 		}
-		headers[k] = s
+		headers[name] = s
 	}
 	if d.ContentType != "" {
 		if headers == nil {
@@ -230,7 +266,16 @@ func received(d *amqp.Delivery) inbox.Received {
 	return inbox.Received{
 		ID: d.MessageId, Type: typ, Stream: stringHeader(d.Headers, HeaderStream),
 		Payload: d.Body, Headers: headers, Source: "amqp",
+	}, dropped
+}
+
+// cleanNames makes header names fit for a log record.
+func cleanNames(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = outbox.CleanText(n, 100)
 	}
+	return out
 }
 
 func stringHeader(t amqp.Table, name string) string {
