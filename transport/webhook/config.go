@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/backstophq/backstop/clock"
@@ -71,8 +72,10 @@ type Config struct {
 	// Client sends the requests. Nil means a client of this package's own:
 	// no cookie jar, a connection pool sized for concurrent deliveries to
 	// one host, proxies from the environment, and redirects not followed
-	// (see ErrRedirect). A client given here is used as is, and Close
-	// leaves it open.
+	// (see ErrRedirect). A client given here is used for its transport,
+	// jar and timeout, except that it does not follow redirects either
+	// (the transport sends with a copy whose CheckRedirect is replaced);
+	// Close leaves it open.
 	Client *http.Client
 	// MaxResponseBody is how many bytes of an error response's body are
 	// kept in the error's text, to say what the destination objected to.
@@ -104,6 +107,16 @@ func (c Config) validate() (*url.URL, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		// The URL is not echoed: it may hold a token.
 		return nil, fmt.Errorf("%w: Config.URL must be an absolute http:// or https:// URL", ErrInvalidConfig)
+	}
+	if u.Hostname() == "" {
+		// "http://:8080/": a host variable that came out empty. Go would
+		// send to the local machine.
+		return nil, fmt.Errorf("%w: Config.URL has no host name", ErrInvalidConfig)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("%w: Config.URL has port %q, not 1 to 65535", ErrInvalidConfig, p)
+		}
 	}
 	if c.Timeout < 0 {
 		return nil, fmt.Errorf("%w: Config.Timeout is negative (%v)", ErrInvalidConfig, c.Timeout)
@@ -169,10 +182,9 @@ func defaultClient() *http.Client {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
-	return &http.Client{
-		Transport: tr,
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		},
-	}
+	return &http.Client{Transport: tr, CheckRedirect: noRedirects}
 }
+
+// noRedirects is the CheckRedirect of the clients the transport sends
+// with: a 3xx is the answer (ErrRedirect), never followed.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -166,6 +167,38 @@ func TestRedirectNamesLocationWithoutQuery(t *testing.T) {
 	_, err := deliver(t, tr)
 	if text := err.Error(); !strings.Contains(text, "https://new.example.com/hooks") || strings.Contains(text, "key=abc") {
 		t.Fatalf("error %q: want the Location without its query", text)
+	}
+}
+
+// A client of the caller's (for mTLS or a private CA) follows no redirect
+// either: Go's client turned the POST answered 302 into a GET without the
+// body, whose 200 counted as delivered while the payload never arrived.
+func TestCallersClientFollowsNoRedirect(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{301, 302, 303, 307, 308} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			t.Parallel()
+			var moved atomic.Int32
+			mux := http.NewServeMux()
+			mux.HandleFunc("/hooks", func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, "/moved", status)
+			})
+			mux.HandleFunc("/moved", func(w http.ResponseWriter, r *http.Request) {
+				moved.Add(1)
+				w.WriteHeader(http.StatusOK)
+			})
+			srv := httptest.NewServer(mux)
+			t.Cleanup(srv.Close)
+			client := srv.Client()
+			tr := newTransport(t, webhook.Config{URL: srv.URL + "/hooks", Client: client})
+			err := tr.Deliver(context.Background(), message())
+			if !errors.Is(err, webhook.ErrRedirect) || moved.Load() != 0 {
+				t.Fatalf("Deliver = %v, %d requests to the new location; want ErrRedirect and none", err, moved.Load())
+			}
+			if client.CheckRedirect != nil {
+				t.Fatal("the caller's client was changed")
+			}
+		})
 	}
 }
 

@@ -69,6 +69,14 @@ func New(cfg Config) (*Transport, error) {
 	}
 	if t.client == nil {
 		t.client, t.ownClient = defaultClient(), true
+	} else {
+		// A copy of the caller's client that follows no redirect: Go's
+		// client turns a POST answered 301, 302 or 303 into a GET without
+		// the body, and its 2xx would be taken for a delivery that never
+		// happened. Transport, jar and timeout are the caller's.
+		c := *t.client
+		c.CheckRedirect = noRedirects
+		t.client = &c
 	}
 	return t, nil
 }
