@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -11,6 +12,7 @@ import (
 	"github.com/backstophq/backstop/circuitbreaker"
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/transport"
 )
 
 // task is what one worker delivers in one go: a single message, or the
@@ -219,9 +221,11 @@ func (r *Relay) deliver(d *destination, m *outbox.Message, probe bool) outcome {
 	completed, tries, last := r.attempt(d, m)
 	end := r.clk.Now()
 	stalled := last != nil && r.stalls.overlaps(start, end)
+	// The transport refused the message before sending anything.
+	unsent := errors.Is(last, transport.ErrNotSent)
 	if !probe {
 		switch {
-		case tries == 0 || stalled:
+		case tries == 0 || stalled || unsent:
 			// No call was made, or the relay itself stalled during the
 			// attempt: nothing was learnt about the destination.
 			permit.Done(context.Canceled)
@@ -239,7 +243,7 @@ func (r *Relay) deliver(d *destination, m *outbox.Message, probe bool) outcome {
 		o = outcome{m: m, dest: d, kind: released, cause: causeStall, completed: completed, err: last}
 		r.logAttempt(slog.LevelWarn, "the relay stalled during the delivery; not counted against the destination", &o)
 	}
-	if probe && tries > 0 && !stalled {
+	if probe && tries > 0 && !stalled && !unsent {
 		r.probeResult(d, end, !(o.kind == released && o.cause == causeDestination))
 	}
 	return o

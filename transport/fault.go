@@ -1,6 +1,17 @@
 package transport
 
-import "github.com/backstophq/backstop/errorhandling"
+import (
+	"errors"
+
+	"github.com/backstophq/backstop/errorhandling"
+)
+
+// ErrNotSent is matched by the error of a delivery that sent nothing:
+// the transport refused the message before it reached the destination
+// (Unsendable). Nothing was learnt about the destination, so the relay's
+// breaker does not count it, and a probe of an open circuit that ends so
+// neither closes the circuit nor keeps it open: another message probes.
+var ErrNotSent = errors.New("transport: nothing was sent")
 
 // DestinationFault marks err as a transient fault of the destination (an
 // outage, a refusal to take anything right now, a misconfiguration an
@@ -30,3 +41,19 @@ func MessageFault(err error, reason errorhandling.FailureReason, code string) er
 	}
 	return errorhandling.Permanent(errorhandling.WithBlame(errorhandling.WithReason(err, reason), errorhandling.BlameMessage))
 }
+
+// Unsendable is MessageFault for a message the transport refused before
+// sending anything (a header HTTP cannot carry, a subject NATS refuses):
+// its error also matches ErrNotSent. Its text is err's.
+func Unsendable(err error, reason errorhandling.FailureReason, code string) error {
+	if err == nil {
+		return nil
+	}
+	return MessageFault(notSent{err}, reason, code)
+}
+
+// notSent is an error that matches ErrNotSent besides its own chain.
+type notSent struct{ err error }
+
+func (e notSent) Error() string   { return e.err.Error() }
+func (e notSent) Unwrap() []error { return []error{e.err, ErrNotSent} }

@@ -29,3 +29,23 @@ func TestFaultMarkers(t *testing.T) {
 		t.Error("a nil error must stay nil")
 	}
 }
+
+// Unsendable is a message's permanent fault whose error also says that
+// nothing was sent, with err's text.
+func TestUnsendable(t *testing.T) {
+	base := errors.New("header Host is managed by HTTP")
+	err := transport.Unsendable(base, errorhandling.ReasonValidationFailure, "invalid_message")
+	if !errors.Is(err, transport.ErrNotSent) || !errors.Is(err, base) || err.Error() != base.Error() {
+		t.Fatalf("Unsendable = %v: want ErrNotSent and base matched, base's text", err)
+	}
+	v := errorhandling.NewErrorClassifier().Classify(err)
+	if v.Class != errorhandling.ClassPermanent || v.Blame != errorhandling.BlameMessage || v.Code != "invalid_message" {
+		t.Fatalf("verdict %+v: want permanent, the message's, code invalid_message", v)
+	}
+	if errors.Is(transport.MessageFault(base, errorhandling.ReasonValidationFailure, ""), transport.ErrNotSent) {
+		t.Fatal("MessageFault matches ErrNotSent")
+	}
+	if transport.Unsendable(nil, errorhandling.ReasonValidationFailure, "") != nil {
+		t.Fatal("Unsendable(nil) is not nil")
+	}
+}

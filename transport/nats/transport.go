@@ -156,12 +156,12 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 		return classify(ctx, fmt.Errorf("natstransport: deliver %s: %w", m.ID, err))
 	}
 	if err := m.ValidateLimits(t.cfg.Limits); err != nil {
-		return transport.MessageFault(fmt.Errorf("natstransport: message %s cannot be published: %w", m.ID, err),
+		return transport.Unsendable(fmt.Errorf("natstransport: message %s cannot be published: %w", m.ID, err),
 			errorhandling.ReasonValidationFailure, "invalid_message")
 	}
 	subject := t.subject(m)
 	if err := checkSubject(subject); err != nil {
-		return transport.MessageFault(fmt.Errorf("natstransport: deliver %s: %w", m.ID, err), errorhandling.ReasonValidationFailure, "invalid_subject")
+		return transport.Unsendable(fmt.Errorf("natstransport: deliver %s: %w", m.ID, err), errorhandling.ReasonValidationFailure, "invalid_subject")
 	}
 	msg := nats.NewMsg(subject)
 	msg.Data = m.Payload

@@ -27,7 +27,7 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 	key := t.routingKey(m)
 	pub, err := t.publishing(m, key)
 	if err != nil {
-		return transport.MessageFault(fmt.Errorf("rabbitmq: message %s cannot be published: %w", m.ID, err), errorhandling.ReasonValidationFailure, "invalid_message")
+		return transport.Unsendable(fmt.Errorf("rabbitmq: message %s cannot be published: %w", m.ID, err), errorhandling.ReasonValidationFailure, "invalid_message")
 	}
 	failed := func(err error) error {
 		return classify(ctx, fmt.Errorf("rabbitmq: publish %s to exchange %q with key %q: %w", m.ID, t.cfg.Exchange, key, err))

@@ -120,7 +120,7 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 		return errorhandling.Transient(fmt.Errorf("%w: deliver %s", ErrClosed, m.ID))
 	}
 	if err := checkMessage(m, t.limits); err != nil {
-		return transport.MessageFault(fmt.Errorf("webhook: message %s cannot be sent: %w", m.ID, err),
+		return transport.Unsendable(fmt.Errorf("webhook: message %s cannot be sent: %w", m.ID, err),
 			errorhandling.ReasonValidationFailure, "invalid_message")
 	}
 	dctx, cancel := context.WithTimeoutCause(ctx, t.timeout, ErrTimeout)
