@@ -77,17 +77,27 @@ func checkConfigHeader(name, value string) error {
 }
 
 // checkMessage refuses what m cannot carry over HTTP beyond outbox's own
-// rules: a header HTTP manages itself, or two headers that differ only in
-// case (HTTP would make them one).
+// rules: a header HTTP manages itself, two headers that differ only in
+// case (HTTP would make them one), or a stream, type or header value that
+// starts or ends with a blank (HTTP drops those blanks, RFC 9110 section
+// 5.5: the receiver would get another value).
 func checkMessage(m *outbox.Message, limits outbox.Limits) error {
 	if err := m.ValidateLimits(limits); err != nil {
 		return err
+	}
+	for _, f := range []struct{ field, value string }{{"type", m.Type}, {"stream", m.Stream}} {
+		if blankEdged(f.value) {
+			return &outbox.FieldError{Field: f.field, Problem: "starts or ends with a blank, which HTTP drops"}
+		}
 	}
 	if len(m.Headers) == 0 {
 		return nil
 	}
 	seen := make(map[string]string, len(m.Headers))
-	for name := range m.Headers {
+	for name, value := range m.Headers {
+		if blankEdged(value) {
+			return &outbox.FieldError{Field: fmt.Sprintf("header %q", name), Problem: "value starts or ends with a blank, which HTTP drops"}
+		}
 		canonical := http.CanonicalHeaderKey(name)
 		if managedByHTTP[canonical] {
 			return &outbox.FieldError{Field: fmt.Sprintf("header %q", name), Problem: "is managed by HTTP itself and cannot be sent"}
@@ -99,6 +109,11 @@ func checkMessage(m *outbox.Message, limits outbox.Limits) error {
 		seen[canonical] = name
 	}
 	return nil
+}
+
+// blankEdged reports whether s starts or ends with a space or a tab.
+func blankEdged(s string) bool {
+	return s != "" && (s[0] == ' ' || s[0] == '\t' || s[len(s)-1] == ' ' || s[len(s)-1] == '\t')
 }
 
 // setHeaders fills h for m: m's headers, then Config.Headers, the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/transport"
 	"github.com/backstophq/backstop/transport/webhook"
 )
 
@@ -34,6 +35,10 @@ func TestUnsendableMessageIsPermanentMessageFault(t *testing.T) {
 		{"header managed by HTTP", outbox.Limits{}, func(m *outbox.Message) { m.Headers = map[string]string{"transfer-encoding": "chunked"} }, "managed by HTTP"},
 		{"host header", outbox.Limits{}, func(m *outbox.Message) { m.Headers = map[string]string{"Host": "evil.example.com"} }, "managed by HTTP"},
 		{"headers differing in case", outbox.Limits{}, func(m *outbox.Message) { m.Headers = map[string]string{"X-Tenant": "a", "x-tenant": "b"} }, `headers "X-Tenant" and "x-tenant" are one HTTP header`},
+		{"blank around the stream", outbox.Limits{}, func(m *outbox.Message) { m.Stream = " order-42 " }, "stream starts or ends with a blank"},
+		{"blank after the type", outbox.Limits{}, func(m *outbox.Message) { m.Type = "order.created " }, "type starts or ends with a blank"},
+		{"tab before a header value", outbox.Limits{}, func(m *outbox.Message) { m.Headers = map[string]string{"X-Pad": "\tx"} }, `header "X-Pad" value starts or ends with a blank`},
+		{"blank around a header value", outbox.Limits{}, func(m *outbox.Message) { m.Headers = map[string]string{"X-Pad": "  padded"} }, `header "X-Pad" value starts or ends with a blank`},
 		{"payload over the default limit", outbox.Limits{}, func(m *outbox.Message) { m.Payload = make([]byte, 1<<20+1) }, "payload is 1048577 bytes, over the limit of 1048576"},
 		{"payload over a configured limit", outbox.Limits{MaxPayloadBytes: 16}, func(m *outbox.Message) {}, "over the limit of 16"},
 		{"too many headers", outbox.Limits{MaxHeaders: 1}, func(m *outbox.Message) { m.Headers = map[string]string{"A": "1", "B": "2"} }, "over the limit of 1"},
@@ -50,8 +55,8 @@ func TestUnsendableMessageIsPermanentMessageFault(t *testing.T) {
 			err := tr.Deliver(context.Background(), m)
 			v := errorhandling.NewErrorClassifier().Classify(err)
 			wantVerdict(t, v, permanent, msg, errorhandling.ReasonValidationFailure)
-			if v.Code != "invalid_message" || !errors.Is(err, outbox.ErrInvalidMessage) {
-				t.Errorf("code %q, error %v: want invalid_message matching outbox.ErrInvalidMessage", v.Code, err)
+			if v.Code != "invalid_message" || !errors.Is(err, outbox.ErrInvalidMessage) || !errors.Is(err, transport.ErrNotSent) {
+				t.Errorf("code %q, error %v: want invalid_message matching outbox.ErrInvalidMessage and transport.ErrNotSent", v.Code, err)
 			}
 			if !strings.Contains(err.Error(), c.says) || !strings.Contains(err.Error(), m.ID.String()) {
 				t.Errorf("error %q: want the message id and %q", err, c.says)
