@@ -114,9 +114,16 @@ func (s *Server) runBulk(w http.ResponseWriter, r *http.Request, action string, 
 	writeJSON(w, http.StatusOK, res)
 }
 
-// eligible narrows f to the entries an action applies to.
-func eligible(f *dlq.Filters, action string) *dlq.Filters {
+// eligible narrows f to the entries an action applies to: those
+// dead-lettered before it started (now, by the store's clock). Without
+// that bound a replay went on with the entries its own replays failed
+// into again, page after page, for as long as the destination kept
+// refusing them, and a delete took entries that arrived while it ran.
+func eligible(f *dlq.Filters, action string, now time.Time) *dlq.Filters {
 	c := *f
+	if c.Before == nil || now.Before(*c.Before) {
+		c.Before = &now
+	}
 	switch action {
 	case "replay", "recover":
 		c.Status = dlq.StatusPending
@@ -130,7 +137,11 @@ func eligible(f *dlq.Filters, action string) *dlq.Filters {
 
 // scan pages through the entries the action would touch.
 func (s *Server) scan(ctx context.Context, f *dlq.Filters, action string, fn func([]*dlq.Entry)) error {
-	page := eligible(f, action)
+	now, err := s.adm.Now(ctx)
+	if err != nil {
+		return err
+	}
+	page := eligible(f, action, now)
 	page.Limit = s.cfg.BulkPage
 	for {
 		es, err := s.st.DLQ().List(ctx, page)
@@ -141,7 +152,7 @@ func (s *Server) scan(ctx context.Context, f *dlq.Filters, action string, fn fun
 		if len(es) < page.Limit {
 			return nil
 		}
-		page.Cursor = es[len(es)-1].ID
+		page.Cursor = dlq.NextCursor(es[len(es)-1])
 	}
 }
 
@@ -149,7 +160,11 @@ func (s *Server) scan(ctx context.Context, f *dlq.Filters, action string, fn fun
 // Replayed entries leave the filter; the cursor (the last entry replayed,
 // which stays in the queue) spares each page a walk over them.
 func (s *Server) replayPages(ctx context.Context, f *dlq.Filters, a dlq.Action, fn func([]*dlq.Entry)) error {
-	page := eligible(f, "replay")
+	now, err := s.adm.Now(ctx)
+	if err != nil {
+		return err
+	}
+	page := eligible(f, "replay", now)
 	page.Limit = s.cfg.BulkPage
 	for {
 		es, err := s.st.DLQ().ReplayMatchingAs(ctx, page, false, a)
@@ -160,13 +175,17 @@ func (s *Server) replayPages(ctx context.Context, f *dlq.Filters, a dlq.Action, 
 		if len(es) < page.Limit {
 			return nil
 		}
-		page.Cursor = es[len(es)-1].ID
+		page.Cursor = dlq.NextCursor(es[len(es)-1])
 	}
 }
 
 // changePages resolves or deletes the matching entries a page at a time.
 func (s *Server) changePages(ctx context.Context, f *dlq.Filters, action string, a dlq.Action, fn func([]*dlq.Entry)) error {
-	page := eligible(f, action)
+	now, err := s.adm.Now(ctx)
+	if err != nil {
+		return err
+	}
+	page := eligible(f, action, now)
 	page.Limit = s.cfg.BulkPage
 	q := s.st.DLQ()
 	for {
@@ -190,7 +209,7 @@ func (s *Server) changePages(ctx context.Context, f *dlq.Filters, action string,
 			return nil
 		}
 		if action == "resolve" && page.Status != dlq.StatusPending {
-			page.Cursor = es[len(es)-1].ID // resolved entries stay in the filter
+			page.Cursor = dlq.NextCursor(es[len(es)-1]) // resolved entries stay in the filter
 		}
 	}
 }
@@ -230,3 +249,4 @@ func (s *Server) purge(w http.ResponseWriter, r *http.Request) {
 }
 
 func isNotFound(err error) bool { return errors.Is(err, dlq.ErrNotFound) }
+

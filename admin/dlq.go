@@ -122,6 +122,9 @@ func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	df.Limit, df.Cursor = limit, q.Get("cursor")
+	if !textFields(w, [2]string{"cursor", df.Cursor}) {
+		return
+	}
 	entries, err := s.st.DLQ().List(r.Context(), df)
 	if err != nil {
 		if df.Cursor != "" && isNotFound(err) {
@@ -136,12 +139,15 @@ func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) {
 		out.Items[i] = toEntry(e)
 	}
 	if len(entries) == limit {
-		out.NextCursor = entries[len(entries)-1].ID
+		out.NextCursor = dlq.NextCursor(entries[len(entries)-1])
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) getEntry(w http.ResponseWriter, r *http.Request) {
+	if !textFields(w, [2]string{"id", r.PathValue("id")}) {
+		return
+	}
 	e, err := s.st.DLQ().Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, r, err)
@@ -164,6 +170,9 @@ func (s *Server) entryAction(action string) http.HandlerFunc {
 			return
 		}
 		id := r.PathValue("id")
+		if !textFields(w, [2]string{"id", id}) {
+			return
+		}
 		q, a := s.st.DLQ(), dlq.Action{Actor: actor(r.Context()), Notes: req.Notes}
 		var err error
 		switch action {

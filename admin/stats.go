@@ -127,6 +127,9 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := store.AuditFilter{Target: q.Get("target"), Action: q.Get("action"), Limit: limit}
+	if !textFields(w, [2]string{"target", f.Target}, [2]string{"action", f.Action}) {
+		return
+	}
 	if c := q.Get("cursor"); c != "" {
 		n, err := strconv.ParseInt(c, 10, 64)
 		if err != nil || n <= 0 {

@@ -158,9 +158,10 @@ type Filters struct {
 	Replayed *bool
 	// Limit caps the number of entries returned; 0 means no cap.
 	Limit int
-	// Cursor continues a listing after the entry with this ID, as returned
-	// in the last entry of the previous page. Entries are listed by
-	// FailureTime then ID.
+	// Cursor continues a listing after the last entry of the previous
+	// page: NextCursor of that entry (its failure time and ID, which go on
+	// working once the entry is gone), or the entry's ID (which must still
+	// exist). Entries are listed by FailureTime then ID.
 	Cursor string
 }
 

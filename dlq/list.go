@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -92,4 +93,26 @@ func cloneAll(entries []*Entry) []*Entry {
 		out[i] = clone(e)
 	}
 	return out
+}
+
+// NextCursor is the Filters.Cursor that continues a listing after e: its
+// failure time and ID. Unlike e's ID alone, it goes on working once e is
+// gone (deleted, purged, or replayed away by another operator between two
+// pages).
+func NextCursor(e *Entry) string {
+	return e.FailureTime.UTC().Format(time.RFC3339Nano) + "/" + e.ID
+}
+
+// ParseCursor reads a cursor NextCursor made. ok is false for any other
+// text, which a queue takes as an entry's ID.
+func ParseCursor(c string) (at time.Time, id string, ok bool) {
+	ts, id, found := strings.Cut(c, "/")
+	if !found || id == "" {
+		return time.Time{}, "", false
+	}
+	at, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil {
+		return time.Time{}, "", false
+	}
+	return at, id, true
 }

@@ -105,8 +105,9 @@ func (q *MemoryQueue) Get(ctx context.Context, id string) (*Entry, error) {
 }
 
 // List returns copies of the entries matching every set field of filters,
-// ordered by FailureTime then ID; it never returns nil. A Cursor naming an
-// entry that is no longer in the queue is an error matching ErrNotFound.
+// ordered by FailureTime then ID; it never returns nil. A Cursor that is an
+// ID of an entry no longer in the queue is an error matching ErrNotFound
+// (a NextCursor goes on working).
 func (q *MemoryQueue) List(ctx context.Context, filters *Filters) ([]*Entry, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -118,11 +119,13 @@ func (q *MemoryQueue) List(ctx context.Context, filters *Filters) ([]*Entry, err
 func (q *MemoryQueue) selectLocked(f *Filters, keep func(*Entry) bool) ([]*Entry, error) {
 	var cursor *Entry
 	if f != nil && f.Cursor != "" {
-		c, ok := q.entries[f.Cursor]
-		if !ok {
+		if at, id, ok := ParseCursor(f.Cursor); ok {
+			cursor = &Entry{ID: id, FailureTime: at}
+		} else if c, ok := q.entries[f.Cursor]; ok {
+			cursor = c
+		} else {
 			return nil, fmt.Errorf("dlq: list: cursor: %w", notFound(f.Cursor))
 		}
-		cursor = c
 	}
 	return cloneAll(page(sortedEntries(q.entries), f, cursor, keep)), nil
 }

@@ -50,12 +50,16 @@ func DescribeStream(st *StreamStatus, h StreamHead, now time.Time) {
 	holds := false
 	switch {
 	case !m.DeadLetteredAt.IsZero():
-		why = fmt.Sprintf("head message %s was dead-lettered at %s after %d attempts (%s)",
-			m.ID, ts(m.DeadLetteredAt), m.Attempts, failure())
+		why = fmt.Sprintf("head message %s was dead-lettered at %s after %d attempts", m.ID, ts(m.DeadLetteredAt), m.Attempts)
+		if m.FailureReason != 0 || m.Error != "" {
+			// a message dead-lettered by hand may never have failed
+			why += fmt.Sprintf(" (%s)", failure())
+		}
 		holds = strictHold
 		if holds && h.Later > 0 {
 			st.Blocked = true
-			st.Why = fmt.Sprintf("%s; %d later messages wait behind it until an operator releases the stream or replays the message (strict ordering)", why, h.Later)
+			st.Why = fmt.Sprintf("%s; %d later messages wait behind it until an operator releases the stream, or replays "+
+				"the message's dead-letter entry (strict ordering; resolving the entry does not release the stream)", why, h.Later)
 			return
 		}
 	case m.LeaseExpiry.After(now):

@@ -80,7 +80,8 @@ type Operations interface {
 	// how many blocking messages it released.
 	ReleaseStream(ctx context.Context, destination, stream string) (int, error)
 	// DeadLetter moves a message to the dead-letter queue by hand, with
-	// the operator's reason text.
+	// the operator's reason text. ErrLeased when a relay is delivering it
+	// (a live lease): replayed, it would be delivered twice at once.
 	DeadLetter(ctx context.Context, id uuid.UUID, reason string) error
 }
 
@@ -120,6 +121,10 @@ type Admin interface {
 	Audit(ctx context.Context, r *AuditRecord) error
 	// AuditLog lists the records matching f, newest first.
 	AuditLog(ctx context.Context, f AuditFilter) ([]*AuditRecord, error)
+	// Now is the time by the clock the store stamps failure and
+	// dead-letter times with: the database's on PostgreSQL, this host's
+	// on SQLite (Config.Clock in tests). A bulk action bounds itself by it.
+	Now(ctx context.Context) (time.Time, error)
 }
 
 // MessageFilter narrows ListMessages; zero fields match everything.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -110,6 +111,15 @@ func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]*out
 		return nil, fmt.Errorf("postgres: list messages: %w", err)
 	}
 	return msgs, nil
+}
+
+// Now is the database's time (Config.Clock's when set); see store.Admin.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT `+nowExpr, s.now()).Scan(&t); err != nil {
+		return time.Time{}, fmt.Errorf("postgres: now: %w", err)
+	}
+	return t, nil
 }
 
 // Cancel deletes an undelivered message no relay holds; see store.Admin.

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/errorhandling"
-	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 )
 
@@ -147,8 +147,18 @@ func (q *deadLetters) Add(ctx context.Context, e *dlq.Entry) error {
 	return nil
 }
 
+// entryIDOK reports whether id could name an entry: PostgreSQL refuses
+// text with a NUL or invalid UTF-8 (an error, not "no such entry"), and
+// cleaning it would name another entry.
+func entryIDOK(id string) bool {
+	return utf8.ValidString(id) && strings.IndexByte(id, 0) < 0
+}
+
 // Get returns the entry with the id, or an error matching dlq.ErrNotFound.
 func (q *deadLetters) Get(ctx context.Context, id string) (*dlq.Entry, error) {
+	if !entryIDOK(id) {
+		return nil, fmt.Errorf("%w: %q", dlq.ErrNotFound, id)
+	}
 	e, err := scanEntry(q.s.pool.QueryRow(ctx, `SELECT `+dlCols+` FROM `+q.s.n.deadLetters+` WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%w: %s", dlq.ErrNotFound, id)
@@ -166,6 +176,14 @@ func (q *deadLetters) List(ctx context.Context, f *dlq.Filters) ([]*dlq.Entry, e
 	return q.list(ctx, q.s.pool, f, false, false)
 }
 
+// cursorOf is f.Cursor, "" for a nil f.
+func cursorOf(f *dlq.Filters) string {
+	if f == nil {
+		return ""
+	}
+	return f.Cursor
+}
+
 // querier is what list and enqueue need of a pool or a transaction.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
@@ -178,7 +196,10 @@ func (q *deadLetters) list(ctx context.Context, db querier, f *dlq.Filters, forR
 	if forReplay {
 		where = append(where, `status = 'pending'`, `NOT replayed`)
 	}
-	if f != nil && f.Cursor != "" {
+	if at, id, ok := dlq.ParseCursor(cursorOf(f)); ok {
+		args = append(args, at, id)
+		where = append(where, fmt.Sprintf(`(failure_time, id) > ($%d, $%d)`, len(args)-1, len(args)))
+	} else if f != nil && f.Cursor != "" {
 		args = append(args, f.Cursor)
 		c := fmt.Sprintf("$%d", len(args))
 		rows, err := db.Query(ctx, `SELECT 1 FROM `+q.s.n.deadLetters+` WHERE id = $1`, f.Cursor)
@@ -266,10 +287,13 @@ func (q *deadLetters) Resolve(ctx context.Context, id, notes string) error {
 
 // ResolveAs marks the entry resolved by a.Actor with a.Notes.
 func (q *deadLetters) ResolveAs(ctx context.Context, id string, a dlq.Action) error {
+	if !entryIDOK(id) {
+		return fmt.Errorf("%w: %q", dlq.ErrNotFound, id)
+	}
 	a = a.Cleaned()
 	tag, err := q.s.pool.Exec(ctx, `UPDATE `+q.s.n.deadLetters+`
 		SET status = 'resolved', resolution_notes = $3, resolved_by = $4, resolved_at = `+nowExpr+` WHERE id = $2`,
-		q.s.now(), outbox.CleanText(id, 0), a.Notes, a.Actor)
+		q.s.now(), id, a.Notes, a.Actor)
 	if err != nil {
 		return fmt.Errorf("postgres: dlq resolve: %w", err)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/backstophq/backstop/dlq"
-	"github.com/backstophq/backstop/outbox"
 )
 
 // msgIDOf casts an entry's message_id to the outbox id, NULL when it is not
@@ -52,8 +51,10 @@ func (q *deadLetters) Replay(ctx context.Context, id string) error {
 // ReplayAs is Replay recording who replayed the entry and why. A resolved
 // entry is dlq.ErrResolved.
 func (q *deadLetters) ReplayAs(ctx context.Context, id string, a dlq.Action) error {
+	if !entryIDOK(id) {
+		return fmt.Errorf("%w: %q", dlq.ErrNotFound, id)
+	}
 	a = a.Cleaned()
-	id = outbox.CleanText(id, 0)
 	defer q.s.wakeRelays(ctx)
 	return retryTx(ctx, func() error {
 		return pgx.BeginFunc(ctx, q.s.pool, func(tx pgx.Tx) error {
@@ -222,6 +223,9 @@ func (q *deadLetters) deleteWhere(ctx context.Context, where string, args ...any
 // Delete removes one entry, and its message when that is still
 // dead-lettered.
 func (q *deadLetters) Delete(ctx context.Context, id string) error {
+	if !entryIDOK(id) {
+		return fmt.Errorf("%w: %q", dlq.ErrNotFound, id)
+	}
 	n, err := q.deleteWhere(ctx, `id = $1`, id)
 	if err != nil {
 		return fmt.Errorf("postgres: dlq delete: %w", err)

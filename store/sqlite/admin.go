@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -112,6 +113,9 @@ func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]*out
 	msgs, err := scanMessages(rows)
 	return msgs, wrap("list messages", err)
 }
+
+// Now is this host's time (Config.Clock's when set); see store.Admin.
+func (s *Store) Now(context.Context) (time.Time, error) { return s.now(), nil }
 
 // Cancel deletes an undelivered message no relay holds; see store.Admin.
 func (s *Store) Cancel(ctx context.Context, id uuid.UUID) error {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/backstophq/backstop/dlq"
 )
 
@@ -87,15 +89,18 @@ func (d *deadLetters) ReplayAs(ctx context.Context, id string, a dlq.Action) err
 	})
 }
 
-// replay resets e's message and marks e replayed by a.
+// replay resets e's message and marks e replayed by a. An entry whose
+// MessageID is not a UUID (added by hand) is only marked, as on
+// PostgreSQL: the outbox keeps no such id, and writing one failed the
+// replay, and with it every bulk replay whose page held the entry.
 func (d *deadLetters) replay(ctx context.Context, tx *sql.Tx, e *dlq.Entry, now time.Time, a dlq.Action) error {
 	s := d.s
-	if e.MessageID != "" {
+	if msgID, err := uuid.Parse(e.MessageID); err == nil && e.MessageID != "" {
 		n, err := affected(tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET
 			dead_lettered_at = NULL, attempts = 0, status = status & ~32772, failure_reason = NULL, error = NULL,
 			fingerprint = NULL, first_failed_at = NULL, last_failed_at = NULL, scheduled_for = NULL,
 			stream_released_at = NULL, published_at = NULL, instance_id = NULL, lease_expiry = NULL
-			WHERE id = ?`), e.MessageID))
+			WHERE id = ?`), msgID.String()))
 		if err != nil {
 			return err
 		}
@@ -106,7 +111,7 @@ func (d *deadLetters) replay(ctx context.Context, tx *sql.Tx, e *dlq.Entry, now 
 			}
 			if _, err := tx.ExecContext(ctx, s.sql(`INSERT INTO {{prefix}}outbox
 				(id, destination, stream, type, payload, headers, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
-				e.MessageID, e.Destination, e.Stream, e.Type, blob(e.Payload), headers, now.UnixMilli()); err != nil {
+				msgID.String(), e.Destination, e.Stream, e.Type, blob(e.Payload), headers, now.UnixMilli()); err != nil {
 				return fmt.Errorf("re-enqueue %s: %w", e.MessageID, err)
 			}
 		}

@@ -152,7 +152,10 @@ func (s *Store) entryFilter(ctx context.Context, q querier, f *dlq.Filters, extr
 		if f.Replayed != nil {
 			add("replayed = ?", *f.Replayed)
 		}
-		if f.Cursor != "" {
+		if at, id, ok := dlq.ParseCursor(f.Cursor); ok {
+			conds = append(conds, "(failure_time, id) > (?, ?)")
+			args = append(args, at.UnixMilli(), id)
+		} else if f.Cursor != "" {
 			var at int64
 			err := q.QueryRowContext(ctx, s.sql(`SELECT failure_time FROM {{prefix}}dead_letters WHERE id = ?`), f.Cursor).Scan(&at)
 			if errors.Is(err, sql.ErrNoRows) {

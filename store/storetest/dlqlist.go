@@ -100,4 +100,22 @@ func testListFilters(t *testing.T, h Harness) {
 	eq(t, "filtered rest", len(rest), 1)
 	_, err := q.List(e.ctx, &dlq.Filters{Cursor: "no-such-entry"})
 	isErr(t, "List with unknown cursor", err, dlq.ErrNotFound)
+
+	// Pages by NextCursor walk the same order, and a page goes on after
+	// the last entry of the one before is deleted (by another operator).
+	paged, cursor = nil, ""
+	for range 10 {
+		page := mustList(t, e, &dlq.Filters{Limit: 3, Cursor: cursor})
+		paged = append(paged, page...)
+		if len(page) < 3 {
+			break
+		}
+		last := page[len(page)-1]
+		cursor = dlq.NextCursor(last)
+		noErr(t, "Delete", q.Delete(e.ctx, last.ID))
+	}
+	eq(t, "entries paged by NextCursor", len(paged), len(all))
+	for i := range all {
+		eq(t, fmt.Sprint("NextCursor page entry ", i), paged[i].ID, all[i].ID)
+	}
 }
