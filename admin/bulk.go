@@ -249,4 +249,3 @@ func (s *Server) purge(w http.ResponseWriter, r *http.Request) {
 }
 
 func isNotFound(err error) bool { return errors.Is(err, dlq.ErrNotFound) }
-
