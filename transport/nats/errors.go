@@ -19,6 +19,10 @@ const (
 	errCodeHeaderTooLarge  = 10097 // header size exceeds maximum allowed
 	errCodeStreamNotMatch  = 10060 // expected stream does not match
 	errCodeStreamSealed    = 10109 // invalid operation on sealed stream
+	// The account's side, each refusing every message alike.
+	errCodeAccountResources     = 10002 // resource limits exceeded for account
+	errCodeNotEnabledForAccount = 10039 // JetStream not enabled for account
+	errCodeJetStreamNotEnabled  = 10076 // JetStream not enabled
 )
 
 // classify marks a failed publish with its fault class, blame, reason and
@@ -59,7 +63,10 @@ func classifyAPIError(err error, apiErr *jetstream.APIError) error {
 	switch apiErr.ErrorCode {
 	case errCodeMessageTooLarge, errCodeHeaderTooLarge:
 		return transport.MessageFault(err, errorhandling.ReasonValidationFailure, "message_too_large")
-	case errCodeStreamNotMatch, errCodeStreamSealed:
+	case errCodeStreamNotMatch, errCodeStreamSealed, errCodeAccountResources, errCodeNotEnabledForAccount,
+		errCodeJetStreamNotEnabled:
+		// Every message would be refused alike: a full account quota
+		// dead-lettered a whole backlog when it was the message's fault.
 		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, code)
 	}
 	if apiErr.Code >= 400 && apiErr.Code < 500 {
