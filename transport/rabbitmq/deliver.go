@@ -42,7 +42,7 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 	reuse := false
 	defer func() { t.release(pc, reuse) }()
 
-	dc, err := pc.ch.PublishWithDeferredConfirmWithContext(pctx, t.cfg.Exchange, key, !t.cfg.AllowUnroutable, false, pub)
+	dc, err := t.publish(pctx, pc, key, pub)
 	if err != nil {
 		if cerr := closedWith(pc); cerr != nil {
 			err = fmt.Errorf("%w: %w", err, cerr)
@@ -71,6 +71,29 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 	}
 	reuse = true
 	return nil
+}
+
+// publish sends pub on pc, bounded by ctx. The library checks ctx only
+// before it writes, and a write blocks while the broker does not read (a
+// memory or disk alarm blocks publishers); when ctx ends first, the
+// connection is dropped, which frees the write.
+func (t *Transport) publish(ctx context.Context, pc *pubChannel, key string, pub amqp.Publishing) (*amqp.DeferredConfirmation, error) {
+	type sent struct {
+		dc  *amqp.DeferredConfirmation
+		err error
+	}
+	done := make(chan sent, 1)
+	go func() {
+		dc, err := pc.ch.PublishWithDeferredConfirmWithContext(ctx, t.cfg.Exchange, key, !t.cfg.AllowUnroutable, false, pub)
+		done <- sent{dc, err}
+	}()
+	select {
+	case s := <-done:
+		return s.dc, s.err
+	case <-ctx.Done():
+		t.suspect(pc.conn)
+		return nil, fmt.Errorf("the broker did not take the message: %w", ctx.Err())
+	}
 }
 
 // publishing builds the AMQP message of m, refusing what outbox

@@ -59,8 +59,12 @@
 // opens and no message uses up its attempts while an operator fixes the
 // bindings. ErrUnroutable and ErrNacked let callers tell these cases apart.
 //
-// A broker that blocks publishers (a memory or disk alarm) shows as
-// confirm timeouts. With AllowUnroutable, an unroutable message is
+// A broker that blocks publishers (a memory or disk alarm) stops reading
+// the connection: each Deliver still returns within Config.Timeout, as a
+// timeout of the destination (whether it was opening a channel, writing
+// the message or waiting for its confirm), and a connection that stopped
+// taking writes is dropped and dialled again by the next Deliver; Close
+// does not wait for the broker longer than Timeout. With AllowUnroutable, an unroutable message is
 // confirmed and lost; without it (the default) it is never lost.
 //
 // # Usage

@@ -60,42 +60,125 @@ func (t *Transport) release(pc *pubChannel, reuse bool) {
 	}
 }
 
-// take pops a usable idle channel or opens a new one.
+// take pops a usable idle channel or opens a new one, dialing the broker
+// first when there is no open connection. Every call to the broker is
+// bounded by ctx, and made without t.mu held.
 func (t *Transport) take(ctx context.Context) (*pubChannel, error) {
+	conn, pc, err := t.popIdle()
+	if err != nil || pc != nil {
+		return pc, err
+	}
+	if conn == nil || conn.IsClosed() {
+		if conn, err = t.connect(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return t.open(ctx, conn)
+}
+
+// popIdle returns a usable idle channel, or else the current connection.
+func (t *Transport) popIdle() (*amqp.Connection, *pubChannel, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	for len(t.idle) > 0 {
 		pc := t.idle[len(t.idle)-1]
 		t.idle = t.idle[:len(t.idle)-1]
 		if pc.healthy() {
-			return pc, nil
+			return nil, pc, nil
 		}
 	}
-	if t.conn == nil || t.conn.IsClosed() {
-		t.idle = nil
-		conn, err := t.dial(ctx)
-		if err != nil {
-			return nil, err
-		}
-		t.conn = conn
+	return t.conn, nil, nil
+}
+
+// connect dials the broker, one dial at a time: a caller that waited for
+// another's dial takes its connection.
+func (t *Transport) connect(ctx context.Context) (*amqp.Connection, error) {
+	select {
+	case t.dialing <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for the broker's connection: %w", ctx.Err())
 	}
-	ch, err := t.conn.Channel()
+	defer func() { <-t.dialing }()
+	t.mu.Lock()
+	conn, closed := t.conn, t.closed
+	t.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if conn != nil && !conn.IsClosed() {
+		return conn, nil
+	}
+	conn, err := t.dial(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("open channel: %w", err)
+		return nil, err
 	}
-	if err := ch.Confirm(false); err != nil {
-		_ = ch.Close()
-		return nil, fmt.Errorf("enable publisher confirms: %w", err)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		go func() { _ = conn.Close() }()
+		return nil, ErrClosed
 	}
-	return &pubChannel{
-		conn:    t.conn,
-		ch:      ch,
-		returns: ch.NotifyReturn(make(chan amqp.Return, 4)),
-		closes:  ch.NotifyClose(make(chan *amqp.Error, 1)),
-	}, nil
+	t.conn, t.idle = conn, nil
+	return conn, nil
+}
+
+// open opens a channel in confirm mode on conn. When the broker does not
+// answer before ctx ends, the connection is dropped (suspect): the next
+// Deliver dials again, and calls blocked on it are freed.
+func (t *Transport) open(ctx context.Context, conn *amqp.Connection) (*pubChannel, error) {
+	type opened struct {
+		ch  *amqp.Channel
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		ch, err := conn.Channel()
+		if err != nil {
+			done <- opened{nil, fmt.Errorf("open channel: %w", err)}
+			return
+		}
+		if err := ch.Confirm(false); err != nil {
+			_ = ch.Close()
+			done <- opened{nil, fmt.Errorf("enable publisher confirms: %w", err)}
+			return
+		}
+		done <- opened{ch, nil}
+	}()
+	select {
+	case o := <-done:
+		if o.err != nil {
+			return nil, o.err
+		}
+		return &pubChannel{
+			conn:    conn,
+			ch:      o.ch,
+			returns: o.ch.NotifyReturn(make(chan amqp.Return, 4)),
+			closes:  o.ch.NotifyClose(make(chan *amqp.Error, 1)),
+		}, nil
+	case <-ctx.Done():
+		t.suspect(conn)
+		go func() {
+			if o := <-done; o.ch != nil {
+				_ = o.ch.Close()
+			}
+		}()
+		return nil, fmt.Errorf("open channel: the broker did not answer: %w", ctx.Err())
+	}
+}
+
+// suspect drops conn, which stopped answering: it is no longer handed
+// out, and it is closed at once (a deadline in the past), which fails the
+// writes blocked on it instead of leaving them until the broker reads.
+func (t *Transport) suspect(conn *amqp.Connection) {
+	t.mu.Lock()
+	if t.conn == conn {
+		t.conn, t.idle = nil, nil
+	}
+	t.mu.Unlock()
+	go func() { _ = conn.CloseDeadline(time.Now()) }()
 }
 
 // dial connects to the broker, giving up when ctx is done or after

@@ -114,9 +114,13 @@ var ErrClosed = errors.New("rabbitmq: transport closed")
 // Transport publishes messages to a RabbitMQ exchange. It implements
 // transport.Transport and is safe for concurrent use.
 type Transport struct {
-	cfg   Config
-	slots chan struct{} // one token per channel in use
+	cfg     Config
+	slots   chan struct{} // one token per channel in use
+	dialing chan struct{} // held while dialing: one dial at a time
 
+	// mu guards the fields below. It is never held across a call to the
+	// broker: a broker that stops reading (a memory or disk alarm blocks
+	// publishers) would otherwise hold every Deliver and Close behind it.
 	mu     sync.Mutex
 	conn   *amqp.Connection // nil or closed: dialed again on demand
 	idle   []*pubChannel
@@ -134,7 +138,7 @@ func New(cfg Config) (*Transport, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	t := &Transport{cfg: cfg, slots: make(chan struct{}, cfg.Channels)}
+	t := &Transport{cfg: cfg, slots: make(chan struct{}, cfg.Channels), dialing: make(chan struct{}, 1)}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
 	defer cancel()
 	conn, err := t.dial(ctx)
@@ -160,17 +164,20 @@ func New(cfg Config) (*Transport, error) {
 // fail; later ones return ErrClosed. Close is safe to call more than once.
 func (t *Transport) Close() error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.closed {
+		t.mu.Unlock()
 		return nil
 	}
 	t.closed = true
-	t.idle = nil
-	if t.conn == nil || t.conn.IsClosed() {
+	conn := t.conn
+	t.conn, t.idle = nil, nil
+	t.mu.Unlock()
+	if conn == nil || conn.IsClosed() {
 		return nil
 	}
-	// Closing the connection closes its channels.
-	if err := t.conn.CloseDeadline(time.Now().Add(t.cfg.Timeout)); err != nil && !errors.Is(err, amqp.ErrClosed) {
+	// Closing the connection closes its channels, and fails the calls in
+	// flight on it; the deadline bounds a broker that does not answer.
+	if err := conn.CloseDeadline(time.Now().Add(t.cfg.Timeout)); err != nil && !errors.Is(err, amqp.ErrClosed) {
 		return fmt.Errorf("rabbitmq: close: %w", err)
 	}
 	return nil
