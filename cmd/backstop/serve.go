@@ -60,16 +60,29 @@ token named "env"). serve refuses to listen beyond loopback without one.`,
 	return cmd
 }
 
-// tokensOf returns the admin tokens of the config and the environment.
-func tokensOf(c *config.Config) []admin.Token {
+// tokensOf returns the admin tokens of the config and the environment's
+// BACKSTOP_ADMIN_TOKEN, which is held to the config's rules: at least 16
+// characters (it opened a listener beyond loopback with one character),
+// and not another token's value (the first match wins, so an operate token
+// equal to a read token was silently read-only).
+func tokensOf(c *config.Config) ([]admin.Token, error) {
 	var out []admin.Token
 	for _, t := range c.Tokens {
 		out = append(out, admin.Token{Name: t.Name, Secret: t.Token, Role: t.Role})
 	}
-	if v := os.Getenv("BACKSTOP_ADMIN_TOKEN"); v != "" {
-		out = append(out, admin.Token{Name: "env", Secret: v, Role: admin.RoleOperate})
+	v := os.Getenv("BACKSTOP_ADMIN_TOKEN")
+	if v == "" {
+		return out, nil
 	}
-	return out
+	if len(v) < config.MinTokenLen {
+		return nil, fmt.Errorf("BACKSTOP_ADMIN_TOKEN must be at least %d characters, got %d", config.MinTokenLen, len(v))
+	}
+	for _, t := range out {
+		if t.Secret == v {
+			return nil, fmt.Errorf("BACKSTOP_ADMIN_TOKEN is the same as the config's token %q", t.Name)
+		}
+	}
+	return append(out, admin.Token{Name: "env", Secret: v, Role: admin.RoleOperate}), nil
 }
 
 // loopback reports whether addr's host only listens on this machine.
@@ -88,7 +101,10 @@ func loopback(addr string) bool {
 // serve runs until ctx is done. ready, when set, gets the listening
 // address.
 func serve(ctx context.Context, c *config.Config, logger *slog.Logger, ready func(addr string)) error {
-	tokens := tokensOf(c)
+	tokens, err := tokensOf(c)
+	if err != nil {
+		return err
+	}
 	if len(tokens) == 0 && !loopback(c.Listen) {
 		return fmt.Errorf("refusing to listen on %s beyond loopback without an admin token: add tokens to the config or set BACKSTOP_ADMIN_TOKEN", c.Listen)
 	}

@@ -117,6 +117,11 @@ func (d *Destination) transport() (transport.Transport, error) {
 	case "rabbitmq":
 		return rabbitmq.New(rabbitmq.Config{URL: d.URL, Exchange: d.Exchange, RoutingKey: d.RoutingKey, Timeout: d.Timeout.D()})
 	}
+	return webhook.New(d.webhookConfig())
+}
+
+// webhookConfig is the webhook transport's Config of d.
+func (d *Destination) webhookConfig() webhook.Config {
 	wc := webhook.Config{URL: d.URL, Headers: d.Headers, Timeout: d.Timeout.D()}
 	if d.Secret != "" {
 		wc.Secret = []byte(d.Secret)
@@ -131,7 +136,7 @@ func (d *Destination) transport() (transport.Transport, error) {
 		}
 		wc.StatusOverrides = append(wc.StatusOverrides, so)
 	}
-	return webhook.New(wc)
+	return wc
 }
 
 // unknownTransient makes the errors nobody classified transient for one

@@ -179,3 +179,16 @@ type Duration time.Duration
 
 // D returns d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MinTokenLen is the shortest admin token taken, from the config or
+// BACKSTOP_ADMIN_TOKEN.
+const MinTokenLen = 16
+
+// MinRatePerSecond is the lowest rate_limit.per_second: one a day.
+const MinRatePerSecond = 1.0 / 86400
+
+// MaxTablePrefixLen is the longest store.table_prefix: PostgreSQL cuts
+// names at 63 bytes, and the longest name the migrations give an object
+// after the prefix ("outbox_unordered_idx", "streams_turn", ...) is
+// under 33.
+const MaxTablePrefixLen = 30

@@ -62,6 +62,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 		var errs []error
 		checkKeys(root, reflect.TypeOf(*c), "", lines, &errs)
 		expand(root, "", lookup, &errs)
+		refuseZeros(root, "", &errs)
 		if len(errs) > 0 {
 			return nil, errors.Join(errs...)
 		}
@@ -89,7 +90,17 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int, 
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		// breaker: *retry took the retry's keys, unknown to a breaker,
+		// without a word: an alias is checked as what it stands for.
+		n = n.Alias
+	}
 	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" && t != durationType {
+			// yaml.v3 would cut workers: 8.9 to 8.
+			*errs = append(*errs, &Error{Key: path, Line: n.Line, Problem: fmt.Sprintf("must be a whole number, got %s", n.Value)})
+		}
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
 			return // Decode reports the type error
@@ -130,6 +141,53 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int, 
 		}
 	}
 }
+
+// defaultedOnZero are the keys whose zero value means "the default"
+// once the file is read (applyDefaults), with [] for any list index. A 0
+// written there was silently replaced (timeout: 0s became 30 s); it is
+// refused instead.
+var defaultedOnZero = map[string]bool{
+	"max_body_bytes": true, "relay.workers": true, "relay.poll_interval": true, "relay.shutdown_timeout": true,
+	"store.lease_duration": true, "store.instance_timeout": true,
+	"destinations[].timeout": true, "destinations[].retry.base": true, "destinations[].retry.multiplier": true,
+	"destinations[].retry.max": true, "destinations[].retry.max_attempts": true,
+	"destinations[].inner_retry.attempts": true, "destinations[].inner_retry.delay": true,
+	"destinations[].breaker.max_failures": true, "destinations[].breaker.timeout": true,
+	"destinations[].breaker.half_open_max_requests": true, "destinations[].rate_limit.burst": true,
+}
+
+var listIndex = regexp.MustCompile(`\[\d+\]`)
+
+// refuseZeros reports a zero written for a key in defaultedOnZero.
+func refuseZeros(n *yaml.Node, path string, errs *[]error) {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if defaultedOnZero[listIndex.ReplaceAllString(path, "[]")] && isZero(n.Value) {
+			*errs = append(*errs, &Error{Key: path, Line: n.Line,
+				Problem: fmt.Sprintf("must be more than 0, got %s (leave the key out for the default)", n.Value)})
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			refuseZeros(n.Content[i+1], join(path, n.Content[i].Value), errs)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			refuseZeros(c, fmt.Sprintf("%s[%d]", path, i), errs)
+		}
+	}
+}
+
+// isZero reports whether a scalar spells zero, as a number or a duration.
+func isZero(v string) bool {
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		return f == 0
+	}
+	d, err := time.ParseDuration(v)
+	return err == nil && d == 0
+}
+
+// durationType is time.Duration, an int64 that a config spells "30s".
+var durationType = reflect.TypeOf(time.Duration(0))
 
 // lineOf returns the line of key, or of the nearest enclosing key that
 // is in the file (a required key that is missing is reported on the line
@@ -181,6 +239,7 @@ func expand(n *yaml.Node, path string, lookup func(string) (string, bool), errs 
 		if !strings.Contains(n.Value, "${") {
 			return
 		}
+		var empty []string
 		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
 			name := envRef.FindStringSubmatch(ref)[1]
 			v, ok := lookup(name)
@@ -188,10 +247,25 @@ func expand(n *yaml.Node, path string, lookup func(string) (string, bool), errs 
 				*errs = append(*errs, &Error{Key: path, Line: n.Line,
 					Problem: fmt.Sprintf("environment variable %s is not set", name)})
 			}
+			if ok && v == "" {
+				empty = append(empty, name)
+			}
 			return v
 		})
-		if n.Tag == "!!null" || n.Tag == "" {
+		if n.Value == "" && len(empty) > 0 && secretKey(path) {
+			// An empty secret is no secret: a webhook's would send
+			// unsigned requests. A deployment's empty variable is a
+			// mistake, as an unset one is.
+			*errs = append(*errs, &Error{Key: path, Line: n.Line,
+				Problem: fmt.Sprintf("environment variable %s is set but empty", empty[0])})
+		}
+		if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
 			n.Tag = "!!str"
+		} else {
+			// A plain value is read as what it now says, so that
+			// workers: ${WORKERS} can be a number; a string key takes
+			// any scalar as its text.
+			n.Tag = ""
 		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 { // keys are not expanded
@@ -206,6 +280,17 @@ func expand(n *yaml.Node, path string, lookup func(string) (string, bool), errs 
 			expand(c, path, lookup, errs)
 		}
 	}
+}
+
+// secretKey reports whether the key at path holds a secret or a token,
+// which an empty value must not silently turn off.
+func secretKey(path string) bool {
+	last := path[strings.LastIndexAny(path, ".")+1:]
+	if i := strings.IndexByte(last, '['); i >= 0 {
+		last = last[:i]
+	}
+	last = strings.ToLower(last)
+	return strings.Contains(last, "secret") || strings.Contains(last, "token") || strings.Contains(last, "password")
 }
 
 // keyAt returns the deepest key path on line, for messages about a value

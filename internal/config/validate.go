@@ -2,11 +2,13 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"strings"
 
 	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/transport/webhook"
 )
 
 // applyDefaults fills in what the file left out.
@@ -131,6 +133,10 @@ func (c *Config) validate() []*Error {
 		bad("relay.poll_interval", "must be at least 10ms")
 	}
 	oneOf(&errs, "relay.unknown_destinations", c.Relay.UnknownDestinations, "dead_letter", "ignore")
+	if len(c.Store.TablePrefix) > MaxTablePrefixLen {
+		bad("store.table_prefix", "is %d bytes, more than %d (PostgreSQL cuts names at 63 bytes, and the longest name Backstop gives a table adds %d)",
+			len(c.Store.TablePrefix), MaxTablePrefixLen, 63-MaxTablePrefixLen)
+	}
 	for _, r := range c.Store.TablePrefix {
 		if !(r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
 			bad("store.table_prefix", "may hold only a-z, 0-9 and _")
@@ -174,8 +180,8 @@ func (c *Config) validate() []*Error {
 		switch {
 		case t.Name == "":
 			bad(p+".name", "is required")
-		case len(t.Token) < 16:
-			bad(p+".token", "must be at least 16 characters")
+		case len(t.Token) < MinTokenLen:
+			bad(p+".token", "must be at least %d characters", MinTokenLen)
 		case tokens[t.Token]:
 			bad(p+".token", "is the same as another token's")
 		}
@@ -221,13 +227,13 @@ func (d *Destination) validate(p string) []*Error {
 	}
 	r := d.Retry
 	oneOf(&errs, p+".retry.strategy", r.Strategy, "exponential", "linear", "fixed")
-	if r.Multiplier < 1 {
-		bad("retry.multiplier", "must be at least 1, got %v", r.Multiplier)
+	if !(r.Multiplier >= 1) || math.IsInf(r.Multiplier, 0) { // NaN fails every comparison
+		bad("retry.multiplier", "must be a number of at least 1, got %v", r.Multiplier)
 	}
 	if r.Max < r.Base {
 		bad("retry.max", "%s is less than retry.base %s", r.Max.D(), r.Base.D())
 	}
-	if *r.Jitter < 0 || *r.Jitter > 1 {
+	if !(*r.Jitter >= 0 && *r.Jitter <= 1) {
 		bad("retry.jitter", "must be between 0 and 1, got %v", *r.Jitter)
 	}
 	if r.MaxAttempts < 1 {
@@ -243,8 +249,10 @@ func (d *Destination) validate(p string) []*Error {
 		bad("breaker.half_open_max_requests", "must be at least 1, got %d", d.Breaker.HalfOpenMaxRequests)
 	}
 	if rl := d.RateLimit; rl != nil {
-		if rl.PerSecond <= 0 {
-			bad("rate_limit.per_second", "must be more than 0, got %v", rl.PerSecond)
+		// At least one a day, and finite: 1e-10 a second overflowed the
+		// interval between sends into a negative one (no limit at all).
+		if !(rl.PerSecond >= MinRatePerSecond) || math.IsInf(rl.PerSecond, 0) {
+			bad("rate_limit.per_second", "must be a number of at least %v (one a day), got %v", MinRatePerSecond, rl.PerSecond)
 		}
 		if rl.Burst < 1 {
 			bad("rate_limit.burst", "must be at least 1, got %d", rl.Burst)
@@ -254,7 +262,48 @@ func (d *Destination) validate(p string) []*Error {
 		oneOf(&errs, fmt.Sprintf("%s.status_overrides[%d].class", p, i), o.Class, "transient", "permanent")
 		oneOf(&errs, fmt.Sprintf("%s.status_overrides[%d].blame", p, i), o.Blame, "destination", "message")
 	}
+	if d.Type == "webhook" && len(errs) == 0 {
+		// What the webhook transport refuses (a header name that is
+		// not a token, a secret that is not base64, a status override
+		// it cannot read) is refused here, with its key and line: the
+		// config check passed files that serve then refused.
+		if tr, err := webhook.New(d.webhookConfig()); err != nil {
+			key, problem := webhookKey(err)
+			bad(key, "%s", problem)
+		} else {
+			_ = tr.Close()
+		}
+	}
 	return errs
+}
+
+// webhookKey maps the webhook transport's refusal of its Config to the
+// destination's key and the problem.
+func webhookKey(err error) (key, problem string) {
+	text := strings.TrimPrefix(err.Error(), webhook.ErrInvalidConfig.Error()+": ")
+	for _, m := range []struct{ field, key string }{
+		{"Config.StatusOverrides", "status_overrides"}, {"Config.Headers", "headers"},
+		{"Config.Secret", "secret"}, {"Config.URL", "url"}, {"Config.Timeout", "timeout"},
+	} {
+		if rest, ok := strings.CutPrefix(text, m.field); ok {
+			key = m.key
+			if strings.HasPrefix(rest, "[") {
+				if i := strings.IndexByte(rest, ']'); i > 0 {
+					key += rest[:i+1]
+					rest = rest[i+1:]
+				}
+			}
+			if i := strings.IndexByte(rest, '.'); i == 0 {
+				// Config.StatusOverrides[1].Status: the field after it
+				if j := strings.IndexAny(rest[1:], " :"); j > 0 {
+					key += "." + strings.ToLower(rest[1:1+j])
+					rest = rest[1+j:]
+				}
+			}
+			return key, strings.TrimLeft(rest, ": ")
+		}
+	}
+	return "type", text
 }
 
 func oneOf(errs *[]*Error, key, v string, allowed ...string) {

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/backstophq/backstop/admin"
+	"github.com/backstophq/backstop/internal/config"
+)
+
+// BACKSTOP_ADMIN_TOKEN is held to the config's rules for tokens: a short
+// one opened a listener beyond loopback with a 1-character operate token,
+// and one equal to a read token was silently read-only.
+func TestEnvironmentTokenFollowsTheConfigsRules(t *testing.T) {
+	c := &config.Config{Tokens: []config.Token{{Name: "dash", Token: "read-only-token-0123456789", Role: admin.RoleRead}}}
+	for _, tc := range []struct{ env, want string }{
+		{"a", "at least 16 characters"},
+		{"read-only-token-0123456789", `the same as the config's token "dash"`},
+	} {
+		t.Setenv("BACKSTOP_ADMIN_TOKEN", tc.env)
+		if _, err := tokensOf(c); err == nil || !strings.Contains(err.Error(), "BACKSTOP_ADMIN_TOKEN") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("BACKSTOP_ADMIN_TOKEN=%q: %v, want an error naming it and %q", tc.env, err, tc.want)
+		}
+		if err := serve(t.Context(), &config.Config{Listen: "0.0.0.0:0", Tokens: c.Tokens}, nil, nil); err == nil ||
+			!strings.Contains(err.Error(), "BACKSTOP_ADMIN_TOKEN") {
+			t.Errorf("serve with BACKSTOP_ADMIN_TOKEN=%q: %v, want a refusal naming it", tc.env, err)
+		}
+	}
+	t.Setenv("BACKSTOP_ADMIN_TOKEN", "an-operate-token-0123456789")
+	toks, err := tokensOf(c)
+	if err != nil || len(toks) != 2 || toks[1].Name != "env" || toks[1].Role != admin.RoleOperate {
+		t.Fatalf("a valid environment token: %+v, %v", toks, err)
+	}
+}

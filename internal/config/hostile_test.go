@@ -1,0 +1,86 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+const hostileBase = "destinations:\n  - name: hook\n    type: webhook\n    url: http://x/y\n"
+
+// What an operator's file can say that was taken silently with another
+// meaning: each is refused now, naming its key.
+func TestValuesThatMeantSomethingElseAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		env        map[string]string
+		key        string
+	}{
+		// An empty variable turned the webhook's secret off: unsigned.
+		{"empty secret variable", hostileBase + "    secret: ${HOOK_SECRET}\n", map[string]string{"HOOK_SECRET": ""}, "destinations[0].secret"},
+		// yaml.v3 cut 8.9 to 8; 0.5 became 0, then the default.
+		{"fraction for workers", "relay: {workers: 8.9}\n" + hostileBase, nil, "relay.workers"},
+		{"fraction for max_attempts", hostileBase + "    retry: {max_attempts: 2.5}\n", nil, "destinations[0].retry.max_attempts"},
+		{"fraction for max_failures", hostileBase + "    breaker: {max_failures: 0.5}\n", nil, "destinations[0].breaker.max_failures"},
+		// An alias skipped the unknown-key check.
+		{"alias of another section", hostileBase + "    retry: &r {base: 1s, max: 2s}\n    breaker: *r\n", nil, "destinations[0].breaker.base"},
+		// A 0 became the default.
+		{"zero timeout", hostileBase + "    timeout: 0s\n", nil, "destinations[0].timeout"},
+		{"zero max_attempts", hostileBase + "    retry: {max_attempts: 0}\n", nil, "destinations[0].retry.max_attempts"},
+		{"zero breaker timeout", hostileBase + "    breaker: {timeout: 0ms}\n", nil, "destinations[0].breaker.timeout"},
+		{"zero workers", "relay: {workers: 0}\n" + hostileBase, nil, "relay.workers"},
+		// NaN passed every range check; 1e-10 a second overflowed the
+		// interval between sends into a negative one: no limit.
+		{"NaN multiplier", hostileBase + "    retry: {multiplier: .nan}\n", nil, "destinations[0].retry.multiplier"},
+		{"NaN jitter", hostileBase + "    retry: {jitter: .nan}\n", nil, "destinations[0].retry.jitter"},
+		{"NaN rate", hostileBase + "    rate_limit: {per_second: .nan}\n", nil, "destinations[0].rate_limit.per_second"},
+		{"tiny rate", hostileBase + "    rate_limit: {per_second: 1e-10}\n", nil, "destinations[0].rate_limit.per_second"},
+		{"infinite multiplier", hostileBase + "    retry: {multiplier: .inf}\n", nil, "destinations[0].retry.multiplier"},
+		// PostgreSQL cuts names at 63 bytes: migrate failed with
+		// "relation already exists".
+		{"long table prefix", "store: {table_prefix: " + strings.Repeat("a", 58) + "_}\n" + hostileBase, nil, "store.table_prefix"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml), env(tc.env))
+			if err == nil || !strings.Contains(err.Error(), tc.key) {
+				t.Fatalf("Parse = %v, want an error naming %s", err, tc.key)
+			}
+		})
+	}
+}
+
+// ${NAME} in any value, numbers included: a plain value is read as what
+// the variable says.
+func TestVariablesInNumbers(t *testing.T) {
+	c, err := Parse([]byte("relay:\n  workers: ${WORKERS}\n"+hostileBase+"    retry:\n      max_attempts: ${N}\n    rate_limit:\n      per_second: ${RATE}\n    secret: ${SECRET}\n"),
+		env(map[string]string{"WORKERS": "8", "N": "5", "RATE": "2.5", "SECRET": "12345678"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.Destinations[0]
+	if c.Relay.Workers != 8 || d.Retry.MaxAttempts != 5 || d.RateLimit.PerSecond != 2.5 || d.Secret != "12345678" {
+		t.Fatalf("workers %d, max_attempts %d, per_second %v, secret %q", c.Relay.Workers, d.Retry.MaxAttempts, d.RateLimit.PerSecond, d.Secret)
+	}
+	// Quoted, a value stays a string.
+	if _, err := Parse([]byte("relay:\n  workers: \"${WORKERS}\"\n"+hostileBase), env(map[string]string{"WORKERS": "8"})); err == nil {
+		t.Fatal(`workers: "${WORKERS}" (a quoted string) was taken as a number`)
+	}
+}
+
+// What the webhook transport refuses is refused when the file is read,
+// with its key and line: `backstop config check` said ok to these, and
+// serve then refused to start without a line.
+func TestWebhookSettingsAreCheckedWithTheFile(t *testing.T) {
+	for _, tc := range []struct{ name, extra, key string }{
+		{"header name", "    headers: {'X Trace': abc}\n", "destinations[0].headers"},
+		{"header value", "    headers: {'X-Trace': \"a\\r\\nInjected: 1\"}\n", "destinations[0].headers"},
+		{"status override", "    status_overrides:\n      - {status: 'abc', class: permanent}\n", "destinations[0].status_overrides[0].status"},
+		{"secret", "    secret: 'whsec_not*base64'\n", "destinations[0].secret"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(hostileBase+tc.extra), env(nil))
+			if err == nil || !strings.Contains(err.Error(), tc.key+":") || !strings.Contains(err.Error(), "line ") {
+				t.Fatalf("Parse = %v, want an error naming %s with its line", err, tc.key)
+			}
+		})
+	}
+}
