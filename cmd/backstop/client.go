@@ -38,7 +38,11 @@ func (g *globals) connect(ctx context.Context) (*admin.Client, func(), error) {
 		}
 		return &admin.Client{BaseURL: server, Token: os.Getenv("BACKSTOP_TOKEN")}, func() {}, nil
 	}
-	st, err := openStore(ctx, g.db, store.Config{})
+	sc := store.Config{TablePrefix: g.prefix}
+	if err := sc.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("--table-prefix: %w", err)
+	}
+	st, err := openStore(ctx, g.db, sc)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -8,6 +8,7 @@ import (
 type globals struct {
 	server string // admin API base URL
 	db     string // a store instead of a server
+	prefix string // the store's table prefix, with db
 	output string // table or json
 }
 
@@ -22,6 +23,7 @@ func newRoot() *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.server, "server", envOr("BACKSTOP_SERVER", ""), "admin API of a running server, such as http://127.0.0.1:8080 (token from BACKSTOP_TOKEN); env BACKSTOP_SERVER")
 	pf.StringVar(&g.db, "db", "", "work directly on a store: sqlite:PATH or a postgres:// URL")
+	pf.StringVar(&g.prefix, "table-prefix", "", "with --db, the store's table prefix (store.table_prefix of serve's config; default backstop_)")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	root.AddCommand(newDemoCmd())
 	addCommands(root, g)
