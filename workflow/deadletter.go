@@ -75,7 +75,12 @@ func (dr *driver) settleFailures() {
 		if dr.handled[t.TaskID] || !t.State.Terminal() {
 			continue
 		}
-		if t.State == models.TaskStateFailed && t.DeadLetter == "" {
+		// A replayed task that ended without running to success or
+		// failure (skipped: another task failed meanwhile under the
+		// fail policy) is dead-lettered again, so that its failure stays
+		// in the queue; its entry was resolved as succeeded.
+		again := t.ReplayOf != "" && t.State != models.TaskStateSuccess
+		if (t.State == models.TaskStateFailed || again) && t.DeadLetter == "" {
 			dr.handled[t.TaskID] = true
 			ti := dr.instance(t.TaskID, t.Attempt, t.Error, t.EndedAt)
 			id, err := dr.findEntry(dr.ctx, ti)
@@ -112,11 +117,17 @@ func (dr *driver) settleReplay(ctx context.Context, entryID string, ti *models.T
 		}
 	}
 	if err == nil && entry.Status != dlq.StatusResolved {
-		notes := fmt.Sprintf("replayed by workflow instance %s: task %s of run %s succeeded on attempt %d",
-			dr.e.cfg.InstanceID, ti.TaskID, dr.runID, ti.Attempt)
-		if state == models.TaskStateFailed {
+		var notes string
+		switch state {
+		case models.TaskStateSuccess:
+			notes = fmt.Sprintf("replayed by workflow instance %s: task %s of run %s succeeded on attempt %d",
+				dr.e.cfg.InstanceID, ti.TaskID, dr.runID, ti.Attempt)
+		case models.TaskStateFailed:
 			notes = fmt.Sprintf("replayed by workflow instance %s: task %s of run %s failed again on attempt %d; new dead letter %s",
 				dr.e.cfg.InstanceID, ti.TaskID, dr.runID, ti.Attempt, newEntry)
+		default:
+			notes = fmt.Sprintf("replayed by workflow instance %s: task %s of run %s ended %s without succeeding (attempt %d); new dead letter %s",
+				dr.e.cfg.InstanceID, ti.TaskID, dr.runID, state, ti.Attempt, newEntry)
 		}
 		err = q.Resolve(ctx, entryID, notes)
 	}

@@ -100,6 +100,8 @@ type RunOptions struct {
 	// ID names the run. Empty means a new UUIDv7. Giving an ID makes
 	// starting idempotent: Run with the ID of a run that exists resumes
 	// it, or reports it when it has ended, instead of starting another.
+	// Run IDs are shared by every DAG: the ID of another DAG's run is
+	// ErrRunOfAnotherDAG.
 	ID string
 	// Input is stored with the run, as JSON, for its tasks to read with
 	// TaskContext.Input. Nil means none.
@@ -113,9 +115,24 @@ type RunOptions struct {
 func (e *Engine) Start(ctx context.Context, dagID string, opts RunOptions) (string, error) {
 	id, err := e.create(ctx, dagID, opts, "")
 	if errors.Is(err, wfstore.ErrRunExists) {
-		return id, nil
+		return id, e.sameDAG(ctx, id, dagID)
 	}
 	return id, err
+}
+
+// sameDAG reports, for a run that exists already, whether it is a run of
+// dagID: run IDs are global, and the ID of another DAG's run must not
+// pass for this one (Run reported the other run's success, and this
+// DAG's tasks never ran).
+func (e *Engine) sameDAG(ctx context.Context, runID, dagID string) error {
+	snap, err := e.st.Load(ctx, runID)
+	if err != nil {
+		return fmt.Errorf("workflow: run %q: %w", runID, err)
+	}
+	if snap.Run.DAGID != dagID {
+		return fmt.Errorf("%w: %q is a run of DAG %q, not of %q", ErrRunOfAnotherDAG, runID, snap.Run.DAGID, dagID)
+	}
+	return nil
 }
 
 // Run starts a run of the DAG and drives it until it ends, then returns
@@ -128,6 +145,9 @@ func (e *Engine) Start(ctx context.Context, dagID string, opts RunOptions) (stri
 func (e *Engine) Run(ctx context.Context, dagID string, opts RunOptions) (*Run, error) {
 	id, err := e.create(ctx, dagID, opts, e.cfg.InstanceID)
 	if errors.Is(err, wfstore.ErrRunExists) {
+		if err := e.sameDAG(ctx, id, dagID); err != nil {
+			return nil, err
+		}
 		return e.Resume(ctx, id)
 	}
 	if err != nil {

@@ -18,6 +18,9 @@ var (
 	// ErrInvalidRunID is matched by the error of Start or Run given a
 	// RunOptions.ID that wfstore.CheckID refuses.
 	ErrInvalidRunID = errors.New("workflow: invalid run ID")
+	// ErrRunOfAnotherDAG is matched by the error of Start or Run given
+	// the ID of a run of another DAG (run IDs are shared by every DAG).
+	ErrRunOfAnotherDAG = errors.New("workflow: run ID belongs to another DAG")
 	// ErrDuplicateTask: two tasks of a DAG share an ID.
 	ErrDuplicateTask = errors.New("duplicate task ID")
 	// ErrUnknownDependency: a task depends on a task the DAG does not have.
