@@ -26,7 +26,9 @@ func (dr *driver) deadLetter(ctx context.Context, ti *models.TaskInstance, err e
 				task = &t
 			}
 		}
-		if cbErr := cb(ctx, task, ti, err); cbErr != nil {
+		var cbErr error
+		dr.whileRenewing(func() { cbErr = cb(ctx, task, ti, err) })
+		if cbErr != nil {
 			e.log.LogAttrs(ctx, slog.LevelWarn, "OnTaskFailure failed", slog.String("run_id", dr.runID),
 				slog.String("dag_id", dr.d.id), slog.String("task_id", ti.TaskID), slog.String("error", cbErr.Error()))
 		}

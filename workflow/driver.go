@@ -239,6 +239,58 @@ func (dr *driver) wait(nextDue time.Time, wantSlot bool) error {
 	return nil
 }
 
+// whileRenewing runs fn, a user's callback, on the driver's goroutine and
+// meanwhile renews the run's lease from another: renewals are otherwise
+// made by the driver's loop, and a slow callback (an OnTaskFailure that
+// posts an alert) let the lease lapse while attempts were running, so that
+// another instance took the run over and ran a running task a second time
+// at once. A renewal that fails cancels the run's attempts (runCtx), and
+// the loop then stops on its own renewal's error.
+func (dr *driver) whileRenewing(fn func()) {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		clk := dr.e.cfg.Clock
+		for {
+			due := dr.renewed.Add(dr.e.cfg.LeaseDuration / 3)
+			if wait := due.Sub(clk.Now()); wait > 0 {
+				t := clk.NewTimer(wait)
+				fired := t.C()
+				if !clk.Now().Before(due) {
+					// The clock passed due while the timer was made,
+					// which may then be set for later: do not wait.
+					now := make(chan time.Time, 1)
+					now <- due
+					fired = now
+				}
+				select {
+				case <-done:
+					t.Stop()
+					return
+				case <-fired:
+				}
+				t.Stop()
+			}
+			select {
+			case <-done:
+				return
+			default:
+			}
+			l := dr.e.lease()
+			if err := dr.e.st.RenewRun(dr.ctx, dr.runID, l); err != nil {
+				dr.cancel(fmt.Errorf("workflow: run %s: %w", dr.runID, err))
+				return
+			}
+			dr.renewed = l.Now
+		}
+	}()
+	defer func() {
+		close(done)
+		<-stopped // dr.renewed is the loop's again
+	}()
+	fn()
+}
+
 // renewIfDue renews the run's lease when a third of it has passed since it
 // was last taken or renewed. Renewing succeeds as long as no other instance
 // took the run over, even if the lease lapsed meanwhile.

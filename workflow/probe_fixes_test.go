@@ -6,10 +6,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	eh "github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/workflow"
 	"github.com/backstophq/backstop/workflow/models"
+	"github.com/backstophq/backstop/workflow/wfstore"
 )
 
 // A replayed task that ends skipped (another task failed meanwhile under
@@ -86,5 +88,85 @@ func TestRunIDOfAnotherDAGIsRefused(t *testing.T) {
 	// The same DAG's ID stays idempotent.
 	if r, err := h.engine.Run(h.ctx, "fulfilment", workflow.RunOptions{ID: "order-1001"}); err != nil || r.DAGID != "fulfilment" {
 		t.Fatalf("Run(fulfilment, order-1001) again = %v, %v", r, err)
+	}
+}
+
+// renewals signals each RenewRun of one engine.
+type renewals struct {
+	wfstore.Store
+	done chan struct{}
+}
+
+func (r *renewals) RenewRun(ctx context.Context, runID string, l wfstore.Lease) error {
+	err := r.Store.RenewRun(ctx, runID, l)
+	r.done <- struct{}{}
+	return err
+}
+
+// While the driver waits in a slow OnTaskFailure (an alert posted to a
+// slow endpoint), the run's lease is still renewed: it lapsed, another
+// instance took the run over and started the still-running task a second
+// time at once.
+func TestSlowFailureCallbackKeepsTheLease(t *testing.T) {
+	base := newHarness(t, workflow.Config{})
+	rn := &renewals{Store: base.store, done: make(chan struct{}, 16)}
+	cfgA := workflow.Config{InstanceID: "A", LeaseDuration: 30 * time.Second, Clock: base.clock}
+	a := newHarnessOn(t, base.sqlite, rn, cfgA)
+	b := newHarnessOn(t, base.sqlite, base.store, workflow.Config{InstanceID: "B", LeaseDuration: 30 * time.Second, Clock: base.clock})
+
+	var running, most atomic.Int32
+	longStarted, releaseLong := make(chan struct{}), make(chan struct{})
+	inCallback, releaseCallback := make(chan struct{}), make(chan struct{})
+	long := func(ctx context.Context, _ *workflow.TaskContext) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		if n > most.Load() {
+			most.Store(n)
+		}
+		if n == 1 {
+			close(longStarted)
+		}
+		<-releaseLong // a task that finishes its side effect whatever its context says
+		return nil
+	}
+	bad := func(context.Context, *workflow.TaskContext) error {
+		<-longStarted
+		return eh.Permanent(errors.New("boom"))
+	}
+	prop := func(slow bool) *eh.PropagationConfig {
+		p := &eh.PropagationConfig{Policy: eh.PropagationPolicyAllowPartial, AllowPartialSuccess: true}
+		if slow {
+			p.OnTaskFailure = func(context.Context, *models.Task, *models.TaskInstance, error) error {
+				close(inCallback)
+				<-releaseCallback
+				return nil
+			}
+		}
+		return p
+	}
+	a.register("dbl", prop(true), workflow.Task{ID: "long", Run: long}, workflow.Task{ID: "bad", Run: bad})
+	b.register("dbl", prop(false), workflow.Task{ID: "long", Run: long}, workflow.Task{ID: "bad", Run: bad})
+
+	done, out := a.runAsync("dbl", workflow.RunOptions{ID: "r-dbl"})
+	<-inCallback
+	for range 4 { // 44 s pass, in steps, while the callback waits
+		base.clock.Advance(11 * time.Second)
+		select {
+		case <-rn.done:
+		case <-time.After(30 * time.Second): // only a hang gets here
+			t.Fatal("no renewal of the lease while the callback waits")
+		}
+	}
+	if _, err := b.engine.Resume(base.ctx, "r-dbl"); err == nil {
+		t.Fatal("instance B took over the run while A, renewing, still drove it")
+	}
+	close(releaseCallback)
+	close(releaseLong)
+	<-done
+	if _, err := out(); err != nil && !errors.Is(err, workflow.ErrRunFailed) {
+		t.Fatalf("A: %v", err)
+	}
+	if n := most.Load(); n != 1 {
+		t.Fatalf("task long ran %d times at once", n)
 	}
 }
