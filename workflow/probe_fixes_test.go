@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -168,5 +169,55 @@ func TestSlowFailureCallbackKeepsTheLease(t *testing.T) {
 	}
 	if n := most.Load(); n != 1 {
 		t.Fatalf("task long ran %d times at once", n)
+	}
+}
+
+// Work takes the runs it can resume, however many it cannot are ahead of
+// them: 100 runs of a DAG it does not register, or of an older shape of
+// one it does, filled every batch of abandoned runs, so a new run was
+// never driven.
+func TestWorkIsNotStarvedByRunsItCannotResume(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		dagID string
+	}{{"another DAG", "alien"}, {"an older shape", "etl"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, workflow.Config{InstanceID: "main"})
+			other := newHarnessOn(t, h.sqlite, h.store, workflow.Config{InstanceID: "other", Clock: h.clock})
+			other.register(tc.dagID, nil, other.task("x", nil))
+			for i := range 100 {
+				if _, err := other.engine.Start(h.ctx, tc.dagID, workflow.RunOptions{ID: fmt.Sprintf("a-%03d", i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.register("etl", nil, h.task("x", nil), h.task("y", nil, "x")) // etl's new shape
+			id, err := h.engine.Start(h.ctx, "etl", workflow.RunOptions{ID: "z-new"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			events := h.subscribe()
+			ctx, cancel := context.WithCancel(h.ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); _ = h.engine.Work(ctx) }() // a pass at once
+			ended := make(chan workflow.Event, 1)
+			go func() {
+				for ev := range events {
+					if ev.RunID == id && ev.RunState != "" && ev.RunState.Terminal() {
+						ended <- ev
+						return
+					}
+				}
+			}()
+			select {
+			case ev := <-ended:
+				if ev.RunState != models.RunStateSuccess {
+					t.Errorf("run %s ended %s", id, ev.RunState)
+				}
+			case <-time.After(30 * time.Second): // only a starved Work gets here
+				t.Errorf("run %s of a registered DAG was not driven by Work", id)
+			}
+			cancel()
+			<-done
+		})
 	}
 }

@@ -18,8 +18,10 @@ const abandonedBatch = 100
 // Work drives, until ctx ends, the runs that need an instance: runs
 // created with Start, and runs whose instance stopped renewing its lease
 // (it crashed or lost the database), once the lease has lapsed. Every
-// PollInterval, and once at the start, it looks for them and resumes those
-// of registered DAGs, each in its own goroutine; with several instances on
+// PollInterval, and once at the start, it looks for those of the DAGs
+// registered here, in their registered shape (runs of others are left for
+// the instances that register them), and resumes them, each in its own
+// goroutine; with several instances on
 // one database, each run is taken by one of them. It also finishes the
 // replays of workflow dead letters that were replayed through the
 // dead-letter queue itself (see ReplayMarked). When ctx ends, Work waits for
@@ -38,7 +40,7 @@ func (e *Engine) Work(ctx context.Context) error {
 
 // pass takes the abandoned runs and the pending replays once.
 func (e *Engine) pass(ctx context.Context, wg *sync.WaitGroup) {
-	ids, err := e.st.Abandoned(ctx, e.cfg.Clock.Now(), abandonedBatch)
+	ids, err := e.st.Abandoned(ctx, e.cfg.Clock.Now(), abandonedBatch, e.shapes())
 	if err != nil {
 		if ctx.Err() == nil {
 			e.log.LogAttrs(ctx, slog.LevelWarn, "looking for abandoned runs failed", slog.String("error", err.Error()))
@@ -60,6 +62,18 @@ func (e *Engine) pass(ctx context.Context, wg *sync.WaitGroup) {
 			e.log.LogAttrs(ctx, slog.LevelWarn, "finishing replays failed", slog.String("error", err.Error()))
 		}
 	}()
+}
+
+// shapes names the registered DAGs' shapes for Abandoned: the runs this
+// engine can resume. An empty list (nothing registered) matches nothing.
+func (e *Engine) shapes() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]string, 0, len(e.dags))
+	for id, d := range e.dags {
+		out = append(out, wfstore.ShapeKey(d.hash, id))
+	}
+	return out
 }
 
 // logResume logs what a resume of Work came to; losing the race for a run

@@ -48,7 +48,9 @@ const (
 
 	// selectAbandoned is served by the partial index wf_runs_abandoned_idx.
 	selectAbandoned = `SELECT id FROM {{T}}wf_runs
-		WHERE state = 'running' AND lease_expiry < coalesce($1::timestamptz, now()) ORDER BY lease_expiry, id LIMIT $2`
+		WHERE state = 'running' AND lease_expiry < coalesce($1::timestamptz, now())
+		  AND ($3::text[] IS NULL OR dag_hash || ':' || dag_id = ANY($3::text[]))
+		ORDER BY lease_expiry, id LIMIT $2`
 
 	// The steps of Reopen: lock the run, then by primary key and, for the
 	// dependents, within one run's rows.
@@ -147,8 +149,8 @@ func (s *Store) EndRun(ctx context.Context, runID string, l wfstore.Lease, state
 }
 
 // Abandoned implements wfstore.Store.
-func (s *Store) Abandoned(ctx context.Context, now time.Time, limit int) ([]string, error) {
-	rows, err := s.pool.Query(ctx, s.q(selectAbandoned), s.leaseNow(now), limit)
+func (s *Store) Abandoned(ctx context.Context, now time.Time, limit int, shapes []string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, s.q(selectAbandoned), s.leaseNow(now), limit, shapes)
 	if err != nil {
 		return nil, fmt.Errorf("wfpostgres: abandoned runs: %w", err)
 	}

@@ -2,6 +2,7 @@ package wfsqlite
 
 import (
 	"context"
+	"encoding/json"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -30,7 +31,9 @@ const (
 
 	// selectAbandoned is served by the partial index wf_runs_abandoned.
 	selectAbandoned = `SELECT id FROM {{prefix}}wf_runs
-		WHERE state = 'running' AND lease_expiry < ? ORDER BY lease_expiry, id LIMIT ?`
+		WHERE state = 'running' AND lease_expiry < ?
+		  AND (? OR dag_hash || ':' || dag_id IN (SELECT value FROM json_each(?)))
+		ORDER BY lease_expiry, id LIMIT ?`
 
 	// The three steps of Reopen, by primary key and, for the dependents,
 	// within one run's rows.
@@ -135,8 +138,12 @@ func (s *Store) EndRun(ctx context.Context, runID string, l wfstore.Lease, state
 }
 
 // Abandoned implements wfstore.Store.
-func (s *Store) Abandoned(ctx context.Context, now time.Time, limit int) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(selectAbandoned), now.UnixMilli(), limit)
+func (s *Store) Abandoned(ctx context.Context, now time.Time, limit int, shapes []string) ([]string, error) {
+	list, err := json.Marshal(shapes)
+	if err != nil {
+		return nil, fmt.Errorf("wfsqlite: abandoned runs: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, s.q(selectAbandoned), now.UnixMilli(), shapes == nil, string(list), limit)
 	if err != nil {
 		return nil, fmt.Errorf("wfsqlite: abandoned runs: %w", err)
 	}

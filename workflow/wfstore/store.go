@@ -94,8 +94,12 @@ type Store interface {
 	// when the run is running or the task is not failed with that entry.
 	Reopen(ctx context.Context, r *Reopen) error
 	// Abandoned returns up to limit IDs of running runs that nobody holds
-	// or whose lease lapsed before now, oldest first.
-	Abandoned(ctx context.Context, now time.Time, limit int) ([]string, error)
+	// or whose lease lapsed before now, oldest first, of the DAG shapes
+	// named ("HASH:DAGID", see ShapeKey); nil names every shape. An
+	// engine names the DAGs it registered: runs it cannot resume (an
+	// unknown DAG, an older shape of one) took the first places of every
+	// batch, and 100 of them kept it from ever taking another run.
+	Abandoned(ctx context.Context, now time.Time, limit int, shapes []string) ([]string, error)
 	// DLQ is the dead-letter queue of the database the store is in.
 	DLQ() dlq.Operator
 }
@@ -153,3 +157,6 @@ func CheckRun(run *Run, tasks []string) error {
 	}
 	return nil
 }
+
+// ShapeKey names a DAG shape for Abandoned: the run's DAG hash and ID.
+func ShapeKey(hash, dagID string) string { return hash + ":" + dagID }
