@@ -73,6 +73,12 @@ func (dr *driver) run() (*Run, error) {
 	if dr.snap.Run.DAGHash != dr.d.hash {
 		return dr.abort(fmt.Errorf("%w: run %s of DAG %s", ErrDAGChanged, dr.runID, dr.d.id))
 	}
+	if missing := dr.missingTasks(); len(missing) > 0 {
+		// A task of the DAG without its row is never ready and never
+		// ends: the run waited for it forever.
+		return dr.abort(fmt.Errorf("workflow: run %s of DAG %s has no row for tasks %q: the run's rows are not the ones the engine wrote",
+			dr.runID, dr.d.id, missing))
+	}
 	for {
 		if err := dr.renewIfDue(); err != nil {
 			return dr.abort(err)
@@ -80,7 +86,11 @@ func (dr *driver) run() (*Run, error) {
 		if err := dr.load(); err != nil {
 			return dr.abort(err)
 		}
-		if dr.settleLost() {
+		changed, err := dr.settleLost()
+		if err != nil {
+			return dr.abort(err)
+		}
+		if changed {
 			continue
 		}
 		dr.settleFailures()
@@ -109,6 +119,21 @@ func (dr *driver) run() (*Run, error) {
 			return dr.abort(err)
 		}
 	}
+}
+
+// missingTasks names the DAG's tasks the loaded run has no row for.
+func (dr *driver) missingTasks() []string {
+	have := make(map[string]bool, len(dr.snap.Tasks))
+	for _, t := range dr.snap.Tasks {
+		have[t.TaskID] = true
+	}
+	var out []string
+	for _, id := range dr.d.order {
+		if !have[id] {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // load reads the run's stored state.

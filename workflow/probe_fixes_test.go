@@ -221,3 +221,34 @@ func TestWorkIsNotStarvedByRunsItCannotResume(t *testing.T) {
 		})
 	}
 }
+
+// Rows written by plain SQL that the engine never writes stop the run with
+// an error naming the task, instead of hanging it or spinning: a run
+// missing a task's row waited for it forever, and a running task with a
+// NULL owner had the driver record it lost thousands of times a second.
+func TestRunsWithRowsTheEngineNeverWrote(t *testing.T) {
+	for _, tc := range []struct{ name, sql, want string }{
+		{"a task's row missing", `DELETE FROM backstop_wf_tasks WHERE run_id = ? AND task_id = 'y'`, `no row for tasks ["y"]`},
+		{"running with a NULL owner", `UPDATE backstop_wf_tasks SET state = 'running', attempt = 1, owner = NULL WHERE run_id = ? AND task_id = 'x'`,
+			"recording it lost changes nothing"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, workflow.Config{})
+			h.register("d", nil, h.task("x", nil), h.task("y", nil, "x"))
+			id, err := h.engine.Start(h.ctx, "d", workflow.RunOptions{ID: "r-bad"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.sqlite.DB().Exec(tc.sql, id); err != nil {
+				t.Fatal(err)
+			}
+			// The deadline only catches a hang: the run must stop at once.
+			ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+			defer cancel()
+			_, err = h.engine.Resume(ctx, id)
+			if err == nil || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Resume = %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -149,7 +149,7 @@ func (dr *driver) logFinish(ctx context.Context, f *wfstore.Finish) {
 // is up for retry at once and the attempt does not count as a failure. A
 // previous holder that records its outcome first wins. It reports whether
 // it changed anything.
-func (dr *driver) settleLost() bool {
+func (dr *driver) settleLost() (bool, error) {
 	now := dr.e.cfg.Clock.Now()
 	changed := false
 	for _, t := range dr.snap.Tasks {
@@ -162,6 +162,18 @@ func (dr *driver) settleLost() bool {
 			Reason: fmt.Sprintf("up for retry: attempt %d was lost when instance %s stopped; it runs again and does not count as a failure",
 				t.Attempt, t.Owner)}
 		err := dr.e.st.FinishAttempt(dr.ctx, f)
+		if errors.Is(err, wfstore.ErrConflict) {
+			// Settled by the previous holder, unless the row is as it
+			// was: a running task whose owner no fenced update matches
+			// (a NULL owner written by hand) made the driver retry
+			// thousands of times a second.
+			if still, lerr := dr.stillRunning(t.TaskID, t.Attempt, t.Owner); lerr != nil {
+				return false, lerr
+			} else if still {
+				return false, fmt.Errorf("workflow: run %s: task %s is running attempt %d for owner %q, and recording it lost changes nothing: the row is not one the engine wrote",
+					dr.runID, t.TaskID, t.Attempt, t.Owner)
+			}
+		}
 		if err == nil || errors.Is(err, wfstore.ErrConflict) {
 			changed = true // settled, by this driver or by the previous holder
 		} else {
@@ -174,7 +186,22 @@ func (dr *driver) settleLost() bool {
 				TaskState: f.State, Reason: f.Reason, NextAttemptAt: now})
 		}
 	}
-	return changed
+	return changed, nil
+}
+
+// stillRunning reports whether the stored task is still running attempt
+// for owner.
+func (dr *driver) stillRunning(taskID string, attempt int, owner string) (bool, error) {
+	snap, err := dr.e.st.Load(dr.ctx, dr.runID)
+	if err != nil {
+		return false, fmt.Errorf("workflow: run %s: %w", dr.runID, err)
+	}
+	for _, t := range snap.Tasks {
+		if t.TaskID == taskID {
+			return t.State == models.TaskStateRunning && t.Attempt == attempt && t.Owner == owner, nil
+		}
+	}
+	return false, nil
 }
 
 // instance returns an attempt as plain data.

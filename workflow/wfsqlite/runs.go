@@ -2,8 +2,8 @@ package wfsqlite
 
 import (
 	"context"
-	"encoding/json"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
