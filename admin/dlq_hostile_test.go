@@ -271,57 +271,6 @@ func TestBulkReplayOfAnEntryWithoutAMessageID(t *testing.T) {
 	})
 }
 
-// An operator dead-letters a message a relay is delivering (allowed: the
-// lease is cleared) and replays its entry at once. Does a second relay get
-// the message while the first still delivers it, and does the next message
-// of the strict stream go out while the first is still in flight?
-func TestDeadLetterOfAMessageInFlightIsRefused(t *testing.T) {
-	stores(t, func(t *testing.T, st store.Store) {
-		a := newAPI(t, st)
-		m1 := &outbox.Message{Destination: "billing", Stream: "order-1", Type: "t", Payload: []byte(`1`)}
-		m2 := &outbox.Message{Destination: "billing", Stream: "order-1", Type: "t", Payload: []byte(`2`)}
-		if err := st.Enqueue(a.ctx, m1, m2); err != nil {
-			t.Fatal(err)
-		}
-		claim := func(inst string, limit int) []*outbox.Message {
-			res, err := st.ProcessBatch(a.ctx, &store.Batch{Instance: store.Instance{ID: inst}, Claim: store.ClaimRequest{Limit: limit, Lease: time.Minute}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return res.Claimed
-		}
-		if got := claim("relay-A", 1); len(got) != 1 || got[0].ID != m1.ID {
-			t.Fatalf("A claimed %d", len(got))
-		}
-		// The operator dead-letters m1 while A delivers it: refused (409),
-		// as replaying its entry would have B deliver it while A does,
-		// and C the next message of the stream before m1 is done.
-		_, err := a.op.MessageAction(a.ctx, m1.ID.String(), "dead-letter", admin.ActionRequest{Reason: "looks stuck"})
-		var p *admin.Problem
-		if !errors.As(err, &p) || p.Status != http.StatusConflict {
-			t.Fatalf("dead-letter of a message a relay is delivering: %v, want 409", err)
-		}
-		if es, _ := st.DLQ().List(a.ctx, &dlq.Filters{Stream: "order-1"}); len(es) != 0 {
-			t.Fatalf("%d entries written for the refused dead-letter", len(es))
-		}
-		gotB := claim("relay-B", 1)
-		t.Logf("relay B claimed %d while A still delivers m1", len(gotB))
-		if len(gotB) > 0 && gotB[0].ID == m1.ID {
-			t.Errorf("m1 is delivered by relay A and relay B at the same time (dead-letter then replay of an in-flight message)")
-		}
-		// A's delivery succeeds.
-		if _, err := st.ProcessBatch(a.ctx, &store.Batch{Instance: store.Instance{ID: "relay-A"}, Completions: []store.Completion{{ID: m1.ID, Status: outbox.StatusPublished}}}); err != nil {
-			t.Fatal(err)
-		}
-		gotC := claim("relay-C", 10)
-		for _, m := range gotC {
-			if m.ID == m2.ID && len(gotB) > 0 {
-				t.Errorf("m2 (strict stream, after m1) claimed by relay C while relay B still delivers m1: order can break")
-			}
-		}
-	})
-}
-
 // Resolving a dead-lettered strict head: the stream stays blocked, and what
 // the stream view tells the operator to do.
 func TestResolvedHeadSaysHowToReleaseItsStream(t *testing.T) {

@@ -80,8 +80,7 @@ type Operations interface {
 	// how many blocking messages it released.
 	ReleaseStream(ctx context.Context, destination, stream string) (int, error)
 	// DeadLetter moves a message to the dead-letter queue by hand, with
-	// the operator's reason text. ErrLeased when a relay is delivering it
-	// (a live lease): replayed, it would be delivered twice at once.
+	// the operator's reason text.
 	DeadLetter(ctx context.Context, id uuid.UUID, reason string) error
 }
 

@@ -89,14 +89,13 @@ func (s *Store) DeadLetter(ctx context.Context, id uuid.UUID, reason string) err
 
 func (s *Store) deadLetterTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, reason string) error {
 	var (
-		dead, published, leased bool
-		lastErr                 string
-		lastReason              int32
+		dead, published bool
+		lastErr         string
+		lastReason      int32
 	)
 	err := tx.QueryRow(ctx, `SELECT dead_lettered_at IS NOT NULL, published_at IS NOT NULL,
-		instance_id IS NOT NULL AND lease_expiry > coalesce($2, now()),
 		coalesce(error, ''), coalesce(failure_reason, 99)
-		FROM `+s.n.outbox+` WHERE id = $1::uuid FOR UPDATE`, id.String(), s.now()).Scan(&dead, &published, &leased, &lastErr, &lastReason)
+		FROM `+s.n.outbox+` WHERE id = $1::uuid FOR UPDATE`, id.String()).Scan(&dead, &published, &lastErr, &lastReason)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("%w: %s", store.ErrNotFound, id)
@@ -106,11 +105,6 @@ func (s *Store) deadLetterTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, reaso
 		return fmt.Errorf("postgres: dead-letter %s: already dead-lettered", id)
 	case published:
 		return fmt.Errorf("postgres: dead-letter %s: already published", id)
-	case leased:
-		// A relay is delivering it: parked and replayed now, it would be
-		// delivered twice at once, and its strict stream's next message
-		// could go before it.
-		return fmt.Errorf("%w: %s: a relay is delivering it; try again once the delivery ends", store.ErrLeased, id)
 	}
 	now := s.now()
 	_, err = tx.Exec(ctx, `UPDATE `+s.n.outbox+` SET dead_lettered_at = `+nowExpr+`,

@@ -74,9 +74,8 @@ func (s *Store) ReleaseStream(ctx context.Context, destination, stream string) (
 // DeadLetter moves a message to the dead-letter queue by hand: the entry
 // has reason PoisonMessage (seed 000's manual "mark as poison"), the
 // operator's text as its error message, and the message's last error and
-// reason in its metadata. Its due time is cleared. A published or already
-// dead-lettered message is refused, and one a relay is delivering (a live
-// lease) with store.ErrLeased.
+// reason in its metadata. The message's lease and due time are cleared. A
+// published or already dead-lettered message is refused.
 func (s *Store) DeadLetter(ctx context.Context, id uuid.UUID, reason string) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
 		row, err := s.readRow(ctx, tx, id)
@@ -89,11 +88,6 @@ func (s *Store) DeadLetter(ctx context.Context, id uuid.UUID, reason string) err
 			return fmt.Errorf("sqlite: dead-letter %s: already dead-lettered at %s", id, row.DeadLetteredAt)
 		case row.Status&4 != 0:
 			return fmt.Errorf("sqlite: dead-letter %s: already published", id)
-		case row.InstanceID != "" && row.LeaseExpiry.After(s.now()):
-			// A relay is delivering it: parked and replayed now, it would
-			// be delivered twice at once, and its strict stream's next
-			// message could go before it.
-			return fmt.Errorf("%w: %s: a relay is delivering it; try again once the delivery ends", store.ErrLeased, id)
 		}
 		now := s.now()
 		if _, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET dead_lettered_at = ?, scheduled_for = NULL,
