@@ -3,7 +3,6 @@ package admin_test
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -282,26 +281,10 @@ func TestNamesThatCannotExistAreBadRequests(t *testing.T) {
 		hc := &http.Client{Transport: &validating{t: t, next: http.DefaultTransport, n: new(int)}}
 		send := func(method, path, body string) (int, problemBody) {
 			t.Helper()
-			var rd io.Reader
-			if body != "" {
-				rd = strings.NewReader(body)
-			}
-			req, err := http.NewRequest(method, a.srv.URL+path, rd)
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("Authorization", "Bearer "+operateToken)
-			if body != "" {
-				req.Header.Set("Content-Type", "application/json")
-			}
-			resp, err := hc.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
+			status, b := sendWith(t, a, hc, method, path, body)
 			var p problemBody
-			_ = json.NewDecoder(resp.Body).Decode(&p)
-			return resp.StatusCode, p
+			_ = json.Unmarshal(b, &p)
+			return status, p
 		}
 		for _, c := range []struct{ method, path, body, field string }{
 			{"GET", "/v1/streams/billing/a%00b", "", "stream"},

@@ -114,12 +114,17 @@ func (s *Server) runBulk(w http.ResponseWriter, r *http.Request, action string, 
 	writeJSON(w, http.StatusOK, res)
 }
 
-// eligible narrows f to the entries an action applies to: those
-// dead-lettered before it started (now, by the store's clock). Without
+// eligible narrows f to the entries an action applies to, a BulkPage at a
+// time: those dead-lettered before it started (now, by the store's clock,
+// store.Admin.Now). Without
 // that bound a replay went on with the entries its own replays failed
 // into again, page after page, for as long as the destination kept
 // refusing them, and a delete took entries that arrived while it ran.
-func eligible(f *dlq.Filters, action string, now time.Time) *dlq.Filters {
+func (s *Server) eligible(ctx context.Context, f *dlq.Filters, action string) (*dlq.Filters, error) {
+	now, err := s.adm.Now(ctx)
+	if err != nil {
+		return nil, err
+	}
 	c := *f
 	if c.Before == nil || now.Before(*c.Before) {
 		c.Before = &now
@@ -132,17 +137,16 @@ func eligible(f *dlq.Filters, action string, now time.Time) *dlq.Filters {
 			c.Status = dlq.StatusPending
 		}
 	}
-	return &c
+	c.Limit = s.cfg.BulkPage
+	return &c, nil
 }
 
 // scan pages through the entries the action would touch.
 func (s *Server) scan(ctx context.Context, f *dlq.Filters, action string, fn func([]*dlq.Entry)) error {
-	now, err := s.adm.Now(ctx)
+	page, err := s.eligible(ctx, f, action)
 	if err != nil {
 		return err
 	}
-	page := eligible(f, action, now)
-	page.Limit = s.cfg.BulkPage
 	for {
 		es, err := s.st.DLQ().List(ctx, page)
 		if err != nil {
@@ -160,12 +164,10 @@ func (s *Server) scan(ctx context.Context, f *dlq.Filters, action string, fn fun
 // Replayed entries leave the filter; the cursor (the last entry replayed,
 // which stays in the queue) spares each page a walk over them.
 func (s *Server) replayPages(ctx context.Context, f *dlq.Filters, a dlq.Action, fn func([]*dlq.Entry)) error {
-	now, err := s.adm.Now(ctx)
+	page, err := s.eligible(ctx, f, "replay")
 	if err != nil {
 		return err
 	}
-	page := eligible(f, "replay", now)
-	page.Limit = s.cfg.BulkPage
 	for {
 		es, err := s.st.DLQ().ReplayMatchingAs(ctx, page, false, a)
 		if err != nil {
@@ -181,12 +183,10 @@ func (s *Server) replayPages(ctx context.Context, f *dlq.Filters, a dlq.Action, 
 
 // changePages resolves or deletes the matching entries a page at a time.
 func (s *Server) changePages(ctx context.Context, f *dlq.Filters, action string, a dlq.Action, fn func([]*dlq.Entry)) error {
-	now, err := s.adm.Now(ctx)
+	page, err := s.eligible(ctx, f, action)
 	if err != nil {
 		return err
 	}
-	page := eligible(f, action, now)
-	page.Limit = s.cfg.BulkPage
 	q := s.st.DLQ()
 	for {
 		es, err := q.List(ctx, page)

@@ -24,6 +24,14 @@ import (
 // rawSend sends a request with the operate token, no OpenAPI checking.
 func rawSend(t *testing.T, a *api, method, path, body string) (int, string) {
 	t.Helper()
+	status, b := sendWith(t, a, http.DefaultClient, method, path, body)
+	return status, string(b)
+}
+
+// sendWith sends a request with the operate token through hc and returns
+// the status and the body.
+func sendWith(t *testing.T, a *api, hc *http.Client, method, path, body string) (int, []byte) {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -36,13 +44,13 @@ func rawSend(t *testing.T, a *api, method, path, body string) (int, string) {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, b
 }
 
 // deadLettered enqueues a real message and dead-letters it by hand,

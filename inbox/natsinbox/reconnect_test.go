@@ -151,14 +151,7 @@ func TestStreamDeletedAndCreatedAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitSignal(t, e.Ctx, retries)
-		if _, err := js.CreateStream(e.Ctx, jetstream.StreamConfig{Name: src.stream, Subjects: []string{src.prefix + ".>"},
-			Storage: jetstream.MemoryStorage}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := js.CreateOrUpdateConsumer(e.Ctx, src.stream, jetstream.ConsumerConfig{Durable: "inbox",
-			AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * time.Second, MaxAckPending: 1}); err != nil {
-			t.Fatal(err)
-		}
+		createAgain(t, e.Ctx, js, src)
 		// The new stream numbers from 1 again; m0's id is already in the
 		// inbox, so publishing it again must not handle it twice.
 		publish("m0")
@@ -186,14 +179,7 @@ func TestStreamCreatedAgainWithoutMessageIDs(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitSignal(t, e.Ctx, retries)
-		if _, err := js.CreateStream(e.Ctx, jetstream.StreamConfig{Name: src.stream, Subjects: []string{src.prefix + ".>"},
-			Storage: jetstream.MemoryStorage}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := js.CreateOrUpdateConsumer(e.Ctx, src.stream, jetstream.ConsumerConfig{Durable: "inbox",
-			AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * time.Second, MaxAckPending: 1}); err != nil {
-			t.Fatal(err)
-		}
+		createAgain(t, e.Ctx, js, src)
 		publish("") // sequence 1 of the new stream
 		publish("") // sequence 2, as the old second message
 		e.WaitFor("both new messages handled", func() bool { return in.Relay().Stats().Delivered == 4 })
@@ -205,6 +191,19 @@ func TestStreamCreatedAgainWithoutMessageIDs(t *testing.T) {
 			t.Errorf("handled %v, want four messages, each once", e.Handled()["order-1"])
 		}
 	})
+}
+
+// createAgain puts back src's stream and its consumer, as a redeploy does.
+func createAgain(t *testing.T, ctx context.Context, js jetstream.JetStream, src *source) {
+	t.Helper()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: src.stream, Subjects: []string{src.prefix + ".>"},
+		Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, src.stream, jetstream.ConsumerConfig{Durable: "inbox",
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * time.Second, MaxAckPending: 1}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // resuming is a receiver retrying fast on a test's source, with its inbox

@@ -49,7 +49,7 @@ func (s *Store) EnqueueIdempotentTx(ctx context.Context, tx pgx.Tx, key string, 
 		ids[i] = m.ID
 	}
 	tag, err := tx.Exec(ctx, `INSERT INTO `+s.n.qual+`idempotency_keys (key, message_ids) VALUES ($1, $2::uuid[])
-		ON CONFLICT (key) DO NOTHING`, key, uuidStrings(ids))
+		ON CONFLICT (key) DO NOTHING`, key, pgUUIDs(ids))
 	if err != nil {
 		return nil, false, fmt.Errorf("postgres: enqueue: %w", err)
 	}

@@ -245,12 +245,3 @@ func pgUUIDs(ids []uuid.UUID) []pgtype.UUID {
 	}
 	return out
 }
-
-// uuidStrings formats ids for a uuid[] parameter.
-func uuidStrings(ids []uuid.UUID) []string {
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = id.String()
-	}
-	return out
-}
