@@ -313,3 +313,45 @@ func TestResolvedHeadSaysHowToReleaseItsStream(t *testing.T) {
 		_ = stats
 	})
 }
+
+// An operator dead-letters a message a relay is delivering, then replays
+// its entry at once: the replay is a 409 that says why (a second delivery
+// would run beside the first), a bulk replay passes it over, and once the
+// delivery fails the entry replays.
+func TestReplayWhileTheMessageIsStillBeingDelivered(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		a := newAPI(t, st)
+		m := &outbox.Message{Destination: "billing", Stream: "order-7", Type: "t"}
+		if err := st.Enqueue(a.ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		relay := store.Instance{ID: "relay-1"}
+		res, err := st.ProcessBatch(a.ctx, &store.Batch{Instance: relay, Claim: store.ClaimRequest{Limit: 10}})
+		if err != nil || len(res.Claimed) != 1 {
+			t.Fatalf("claim: %v %v", res, err)
+		}
+		if _, err := a.op.MessageAction(a.ctx, m.ID.String(), "dead-letter", admin.ActionRequest{Reason: "looks stuck"}); err != nil {
+			t.Fatal(err)
+		}
+		es, err := a.rd.DeadLetters(a.ctx, url.Values{"destination": {"billing"}})
+		if err != nil || len(es.Items) != 1 {
+			t.Fatalf("entries %+v %v", es, err)
+		}
+		id := es.Items[0].ID
+		_, err = a.op.EntryAction(a.ctx, id, "replay", "")
+		if p := wantProblem(t, err, 409, ""); !strings.Contains(p.Title, "being delivered") {
+			t.Errorf("409 title %q, want it to say the message is being delivered", p.Title)
+		}
+		bulk, err := a.op.Bulk(a.ctx, "replay", admin.BulkRequest{Filter: admin.Filter{Destination: "billing"}})
+		if err != nil || bulk.Count != 0 {
+			t.Fatalf("bulk replay while in flight: %+v %v, want 0 replayed", bulk, err)
+		}
+		if _, err := st.ProcessBatch(a.ctx, &store.Batch{Instance: relay,
+			Failures: []store.Failure{{ID: m.ID, Error: "503"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.op.EntryAction(a.ctx, id, "replay", "delivery ended"); err != nil {
+			t.Fatalf("replay once the delivery failed: %v", err)
+		}
+	})
+}

@@ -69,6 +69,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		problem(w, http.StatusConflict, "message is being delivered", "a relay holds the message; try again when its attempt ends", "")
 	case errors.Is(err, dlq.ErrAlreadyReplayed):
 		problem(w, http.StatusConflict, "already replayed", "the entry was replayed before", "")
+	case errors.Is(err, dlq.ErrInFlight):
+		problem(w, http.StatusConflict, "message is being delivered",
+			"a relay is still delivering the message this entry parked; replay it when that attempt ends (if it succeeds, the entry is resolved)", "")
 	case errors.Is(err, dlq.ErrResolved):
 		problem(w, http.StatusConflict, "entry resolved", "a resolved entry is not replayed", "")
 	default:

@@ -221,6 +221,11 @@ var (
 	ErrAlreadyReplayed = errors.New("dlq: entry already replayed")
 	// ErrResolved: the entry was resolved; it cannot be replayed.
 	ErrResolved = errors.New("dlq: entry resolved")
+	// ErrInFlight: the entry's message was dead-lettered by hand while a
+	// relay delivered it, and that delivery has not ended; replaying it now
+	// would deliver it twice at once. Replay it once the delivery fails (if
+	// it succeeds, the entry is resolved).
+	ErrInFlight = errors.New("dlq: message still being delivered")
 )
 
 // Clean makes every text of e safe to store and to log, in place, as the

@@ -124,7 +124,7 @@ func (s *Store) processBatch(ctx context.Context, b *store.Batch) (*store.Result
 		first.query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var r lockedRow
-				if err := rows.Scan(&r.id, &r.destination, &r.attempts, &r.instance); err != nil {
+				if err := rows.Scan(&r.id, &r.destination, &r.attempts, &r.instance, &r.parked); err != nil {
 					return err
 				}
 				locked = append(locked, r)
@@ -184,6 +184,9 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, fs *fail
 		if len(fs.dlEntries) > 0 {
 			p.exec(s.sql.deadLetter, now, fs.dlEntries, fs.dlIDs, fs.dlNames, fs.dlReasons, fs.dlMeta, fs.dlErrors)
 		}
+	}
+	if fs != nil && len(fs.unpark) > 0 {
+		p.exec(s.sql.unpark, me, fs.unpark)
 	}
 	if len(b.Releases) > 0 {
 		rs := sortedReleases(b.Releases)

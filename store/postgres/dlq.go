@@ -194,7 +194,12 @@ type querier interface {
 func (q *deadLetters) list(ctx context.Context, db querier, f *dlq.Filters, forReplay, lock bool) ([]*dlq.Entry, error) {
 	where, args := filterSQL(f)
 	if forReplay {
-		where = append(where, `status = 'pending'`, `NOT replayed`)
+		// what ReplayAs would refuse: replayed, resolved, or with its
+		// message still being delivered (dlq.ErrInFlight)
+		args = append(args, q.s.now())
+		where = append(where, `status = 'pending'`, `NOT replayed`,
+			`NOT EXISTS (SELECT 1 FROM `+q.s.n.outbox+` o WHERE o.id = `+msgIDOf("message_id")+` AND `+
+				strings.Replace(inFlightSQL, "$1", fmt.Sprintf("$%d", len(args)), 1)+`)`)
 	}
 	if at, id, ok := dlq.ParseCursor(cursorOf(f)); ok {
 		args = append(args, at, id)

@@ -72,9 +72,38 @@ func (q *deadLetters) ReplayAs(ctx context.Context, id string, a dlq.Action) err
 			if e.Status == dlq.StatusResolved {
 				return fmt.Errorf("%w: %s", dlq.ErrResolved, id)
 			}
+			if err := q.refuseInFlight(ctx, tx, e); err != nil {
+				return err
+			}
 			return q.replayTx(ctx, tx, []*dlq.Entry{e}, a)
 		})
 	})
+}
+
+// inFlightSQL is true of a message a relay holds a live lease on: one
+// dead-lettered by hand while it was being delivered (DeadLetter keeps the
+// lease).
+const inFlightSQL = `o.instance_id IS NOT NULL AND o.lease_expiry > coalesce($1::timestamptz, now())`
+
+// refuseInFlight returns dlq.ErrInFlight when e's message is still being
+// delivered, and locks its row.
+func (q *deadLetters) refuseInFlight(ctx context.Context, tx pgx.Tx, e *dlq.Entry) error {
+	id, err := uuid.Parse(e.MessageID)
+	if err != nil || e.MessageID == "" {
+		return nil
+	}
+	var live bool
+	err = tx.QueryRow(ctx, `SELECT `+inFlightSQL+` FROM `+q.s.n.outbox+` o WHERE o.id = $2 FOR UPDATE`,
+		q.s.now(), pgUUID(id)).Scan(&live)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("postgres: dlq replay: %w", err)
+	case live:
+		return fmt.Errorf("%w: entry %s, message %s", dlq.ErrInFlight, e.ID, id)
+	}
+	return nil
 }
 
 // replayTx resets the entries' messages (resetSQL), writes again those

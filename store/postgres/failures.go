@@ -16,6 +16,7 @@ type lockedRow struct {
 	destination string
 	attempts    int
 	instance    string
+	parked      bool // dead-lettered by hand while leased
 }
 
 // failureArrays are the parameters of failSQL and deadLetterSQL.
@@ -31,6 +32,10 @@ type failureArrays struct {
 
 	dlEntries, dlIDs, dlNames, dlMeta, dlErrors []string
 	dlReasons                                   []int32
+
+	// unpark are the caller's rows an operator dead-lettered while it
+	// delivered them: stale, and their leases dropped (unparkSQL).
+	unpark []pgtype.UUID
 }
 
 func failureIDs(fs []store.Failure) []uuid.UUID {
@@ -57,7 +62,10 @@ func (s *Store) decideFailures(b *store.Batch, locked []lockedRow, res *store.Re
 		}
 		seen[f.ID] = true
 		r, ok := rows[f.ID]
-		if !ok || r.instance != b.Instance.ID {
+		if !ok || r.instance != b.Instance.ID || r.parked {
+			if ok && r.parked && r.instance == b.Instance.ID {
+				fa.unpark = append(fa.unpark, pgUUID(f.ID))
+			}
 			res.Stale = append(res.Stale, f.ID)
 			continue
 		}

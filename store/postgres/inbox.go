@@ -66,14 +66,16 @@ func (s *Store) SweepReceived(ctx context.Context, inbox string, window time.Dur
 // tx if instanceID still holds its lease: it deletes the row, or marks it
 // Published when a retention period is configured. The row stays locked
 // until tx ends, so no other instance can claim it meanwhile. When the
-// instance no longer holds the lease it changes nothing and returns an
-// error matching store.ErrLeaseLost; roll tx back then. After tx commits,
+// instance no longer holds the lease, or an operator dead-lettered the
+// message meanwhile, it changes nothing and returns an error matching
+// store.ErrLeaseLost; roll tx back then. After tx commits,
 // the relay's own completion of the message changes nothing.
 func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, instanceID string) error {
-	q, args := `DELETE FROM `+s.n.outbox+` WHERE id = $1 AND instance_id = $2 AND status & 4 = 0`, []any{pgUUID(id), instanceID}
+	q, args := `DELETE FROM `+s.n.outbox+` WHERE id = $1 AND instance_id = $2 AND status & 4 = 0 AND dead_lettered_at IS NULL`, []any{pgUUID(id), instanceID}
 	if s.cfg.Retention > 0 {
 		q = `UPDATE ` + s.n.outbox + ` SET status = status | 4, published_at = coalesce($3::timestamptz, now()),
-			instance_id = NULL, lease_expiry = NULL WHERE id = $1 AND instance_id = $2 AND status & 4 = 0`
+			instance_id = NULL, lease_expiry = NULL WHERE id = $1 AND instance_id = $2 AND status & 4 = 0
+			AND dead_lettered_at IS NULL`
 		args = append(args, s.now())
 	}
 	tag, err := tx.Exec(ctx, q, args...)

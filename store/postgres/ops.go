@@ -76,11 +76,15 @@ func (s *Store) ReleaseStream(ctx context.Context, destination, stream string) (
 }
 
 // DeadLetter moves a message to the dead-letter queue by hand, in one
-// transaction: the row is marked dead-lettered (its lease and due time
-// cleared) and an entry is added with reason PoisonMessage (seed 000's
+// transaction: the row is marked dead-lettered (its due time cleared) and
+// an entry is added with reason PoisonMessage (seed 000's
 // manual "mark as poison"), the operator's text as its error message, and
 // the message's last error and reason in its metadata. A delivered or
-// already dead-lettered message is refused.
+// already dead-lettered message is refused. A message a relay is
+// delivering keeps its lease: the delivery goes on, and its entry cannot
+// be replayed (dlq.ErrInFlight) until it ends, so that a replay never puts
+// a second delivery of it beside the first. If it is delivered, the entry
+// is resolved; if it fails, it stays parked and its lease is dropped.
 func (s *Store) DeadLetter(ctx context.Context, id uuid.UUID, reason string) error {
 	return retryTx(ctx, func() error {
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.deadLetterTx(ctx, tx, id, reason) })
@@ -108,7 +112,7 @@ func (s *Store) deadLetterTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, reaso
 	}
 	now := s.now()
 	_, err = tx.Exec(ctx, `UPDATE `+s.n.outbox+` SET dead_lettered_at = `+nowExpr+`,
-		scheduled_for = NULL, instance_id = NULL, lease_expiry = NULL WHERE id = $2::uuid`, now, id.String())
+		scheduled_for = NULL WHERE id = $2::uuid`, now, id.String())
 	if err != nil {
 		return fmt.Errorf("postgres: dead-letter %s: %w", id, err)
 	}

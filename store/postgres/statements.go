@@ -50,13 +50,21 @@ FROM unnest($2::uuid[], $3::int[]) AS c(id, st)
 WHERE o.id = c.id`
 
 // lockFailuresSQL locks the rows of failures in id order and reads what
-// the failure decision needs.
+// the failure decision needs, and whether an operator dead-lettered the
+// row while it was leased (DeadLetter keeps its lease).
 const lockFailuresSQL = `
-SELECT id, destination, attempts, coalesce(instance_id, '') FROM {o}
+SELECT id, destination, attempts, coalesce(instance_id, ''), dead_lettered_at IS NOT NULL FROM {o}
 WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`
 
+// unparkSQL drops $1's leases on the rows of $2 an operator dead-lettered
+// while $1 delivered them, once their delivery failed: the row stays
+// parked, and its entry can be replayed.
+const unparkSQL = `
+UPDATE {o} SET instance_id = NULL, lease_expiry = NULL
+WHERE id = ANY($2::uuid[]) AND instance_id = $1 AND dead_lettered_at IS NOT NULL`
+
 // failSQL records failures decided in Go (store.Config.DecideFailure) on
-// rows locked by lockFailuresSQL and still leased by $2.
+// rows locked by lockFailuresSQL, still leased by $2 and not dead-lettered.
 const failSQL = `
 UPDATE {o} o SET status = o.status | f.flags | 32768, attempts = f.attempts,
 	failure_reason = f.reason, error = f.err, fingerprint = nullif(f.fp, ''),
@@ -66,7 +74,7 @@ UPDATE {o} o SET status = o.status | f.flags | 32768, attempts = f.attempts,
 	dead_lettered_at = CASE WHEN f.dl THEN {now} END
 FROM unnest($3::uuid[], $4::int[], $5::int[], $6::int[], $7::text[], $8::text[], $9::bigint[], $10::bool[])
 	AS f(id, flags, attempts, reason, err, fp, delay, dl)
-WHERE o.id = f.id AND o.instance_id = $2`
+WHERE o.id = f.id AND o.instance_id = $2 AND o.dead_lettered_at IS NULL`
 
 // deadLetterSQL copies dead-lettered rows into the dead-letter queue, with
 // the error text $7 (the failure's, or the operator's).
@@ -81,11 +89,12 @@ FROM unnest($2::text[], $3::uuid[], $4::text[], $5::int[], $6::text[], $7::text[
 	AS d(entry, id, rname, reason, meta, err)
 JOIN {o} o ON o.id = d.id`
 
-// releaseSQL gives leased messages back without charging an attempt.
+// releaseSQL gives leased messages back without charging an attempt; a
+// message dead-lettered meanwhile gets no due time.
 const releaseSQL = `
 UPDATE {o} o SET instance_id = NULL, lease_expiry = NULL, status = o.status | r.flags,
-	scheduled_for = CASE WHEN r.after > 0 THEN {now} + r.after * interval '1 microsecond'
-		ELSE o.scheduled_for END,
+	scheduled_for = CASE WHEN r.after > 0 AND o.dead_lettered_at IS NULL
+		THEN {now} + r.after * interval '1 microsecond' ELSE o.scheduled_for END,
 	error = CASE WHEN r.err <> '' THEN r.err ELSE o.error END
 FROM unnest($3::uuid[], $4::bigint[], $5::int[], $6::text[]) AS r(id, after, flags, err)
 WHERE o.id = r.id AND o.instance_id = $2
@@ -121,6 +130,7 @@ type statements struct {
 	insert, insertOne                                   string
 	heartbeat, deadInstances, deletePublished, complete string
 	lockFailures, fail, deadLetter, release, renew      string
+	unpark                                              string
 	claim                                               string
 }
 
@@ -137,6 +147,7 @@ func newStatements(n names) statements {
 		deletePublished: r.Replace(deletePublishedSQL),
 		complete:        r.Replace(completeSQL),
 		lockFailures:    r.Replace(lockFailuresSQL),
+		unpark:          r.Replace(unparkSQL),
 		fail:            r.Replace(failSQL),
 		deadLetter:      r.Replace(deadLetterSQL),
 		release:         r.Replace(releaseSQL),

@@ -312,6 +312,14 @@ func (s *Store) applyFailure(ctx context.Context, tx *sql.Tx, b *store.Batch, f 
 	if row == nil {
 		return true, false, nil
 	}
+	if !row.DeadLetteredAt.IsZero() {
+		// dead-lettered by an operator while this instance delivered it
+		// (DeadLetter keeps the lease): it stays parked, without the lease,
+		// so that its entry can be replayed
+		_, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET instance_id = NULL, lease_expiry = NULL
+			WHERE id = ?`), f.ID.String())
+		return true, false, err
+	}
 	out := s.cfg.DecideFailure(row.Destination, row.Attempts, f)
 	errText := outbox.TruncateError(f.Error)
 	var scheduled, deadAt any
@@ -361,7 +369,8 @@ func (s *Store) applyReleases(ctx context.Context, tx *sql.Tx, b *store.Batch, r
 			var err error
 			n, err = affected(tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET
 				instance_id = NULL, lease_expiry = NULL, status = status | ?,
-				scheduled_for = coalesce(?, scheduled_for), error = coalesce(?, error)
+				scheduled_for = CASE WHEN dead_lettered_at IS NULL THEN coalesce(?, scheduled_for) ELSE scheduled_for END,
+				error = coalesce(?, error)
 				WHERE id = ? AND instance_id = ?`),
 				int32(r.CompletedStatus), due, errText, r.ID.String(), b.Instance.ID))
 			if err != nil {

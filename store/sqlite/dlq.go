@@ -60,7 +60,7 @@ func (d *deadLetters) List(ctx context.Context, f *dlq.Filters) ([]*dlq.Entry, e
 	var out []*dlq.Entry
 	err := retryBusy(ctx, func() error {
 		var err error
-		out, err = d.s.listEntries(ctx, d.s.r, f)
+		out, err = d.s.listEntries(ctx, d.s.r, f, false)
 		return err
 	})
 	return out, err
@@ -84,6 +84,17 @@ func (d *deadLetters) ReplayAs(ctx context.Context, id string, a dlq.Action) err
 		}
 		if e.Status == dlq.StatusResolved {
 			return fmt.Errorf("%w: %s", dlq.ErrResolved, id)
+		}
+		if msgID, err := uuid.Parse(e.MessageID); err == nil && e.MessageID != "" {
+			var live bool
+			err := tx.QueryRowContext(ctx, d.s.sql(`SELECT instance_id IS NOT NULL AND coalesce(lease_expiry, 0) > ?
+				FROM {{prefix}}outbox WHERE id = ?`), d.s.now().UnixMilli(), msgID.String()).Scan(&live)
+			switch {
+			case err != nil && !errors.Is(err, sql.ErrNoRows):
+				return err
+			case live:
+				return fmt.Errorf("%w: entry %s, message %s", dlq.ErrInFlight, id, msgID)
+			}
 		}
 		return d.replay(ctx, tx, e, d.s.now(), a)
 	})
@@ -139,12 +150,11 @@ func (d *deadLetters) ReplayMatchingAs(ctx context.Context, f *dlq.Filters, dryR
 	if !dryRun {
 		defer d.s.hub.Notify()
 	}
-	pending := []string{"status = 'pending'", "replayed = 0"}
 	if dryRun {
 		var out []*dlq.Entry
 		err := retryBusy(ctx, func() error {
 			var err error
-			out, err = d.s.listEntries(ctx, d.s.r, f, pending...)
+			out, err = d.s.listEntries(ctx, d.s.r, f, true)
 			return err
 		})
 		return out, err
@@ -152,7 +162,7 @@ func (d *deadLetters) ReplayMatchingAs(ctx context.Context, f *dlq.Filters, dryR
 	var out []*dlq.Entry
 	err := d.s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		if out, err = d.s.listEntries(ctx, tx, f, pending...); err != nil {
+		if out, err = d.s.listEntries(ctx, tx, f, true); err != nil {
 			return err
 		}
 		now := d.s.now()

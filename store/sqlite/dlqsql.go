@@ -120,12 +120,24 @@ func timePtrMillis(t *time.Time) any {
 	return nullMillis(*t)
 }
 
+// replayableSQL are the conditions of an entry ReplayAs would replay: not
+// replayed, not resolved, and its message not still being delivered
+// (dlq.ErrInFlight); ? is now.
+const replayableSQL = `status = 'pending' AND replayed = 0 AND NOT EXISTS (SELECT 1 FROM {{prefix}}outbox o
+	WHERE o.id = lower(message_id) AND o.instance_id IS NOT NULL AND coalesce(o.lease_expiry, 0) > ?)`
+
 // entryFilter turns f into a WHERE clause (with a leading "WHERE" when not
-// empty) and its arguments, and the LIMIT to apply. A cursor must name an
+// empty) and its arguments, and the LIMIT to apply; replayable keeps the
+// entries ReplayAs would replay (replayableSQL). A cursor must name an
 // existing entry.
-func (s *Store) entryFilter(ctx context.Context, q querier, f *dlq.Filters, extra ...string) (string, []any, error) {
-	conds := append([]string(nil), extra...)
-	var args []any
+func (s *Store) entryFilter(ctx context.Context, q querier, f *dlq.Filters, replayable bool) (string, []any, error) {
+	var (
+		conds []string
+		args  []any
+	)
+	if replayable {
+		conds, args = append(conds, replayableSQL), append(args, s.now().UnixMilli())
+	}
 	add := func(cond string, arg any) {
 		conds = append(conds, cond)
 		args = append(args, arg)
@@ -179,9 +191,10 @@ func (s *Store) entryFilter(ctx context.Context, q querier, f *dlq.Filters, extr
 	return where + " ORDER BY failure_time, id" + limit, args, nil
 }
 
-// listEntries returns the entries matching f and the extra conditions.
-func (s *Store) listEntries(ctx context.Context, q querier, f *dlq.Filters, extra ...string) ([]*dlq.Entry, error) {
-	tail, args, err := s.entryFilter(ctx, q, f, extra...)
+// listEntries returns the entries matching f; replayable keeps those
+// ReplayAs would replay.
+func (s *Store) listEntries(ctx context.Context, q querier, f *dlq.Filters, replayable bool) ([]*dlq.Entry, error) {
+	tail, args, err := s.entryFilter(ctx, q, f, replayable)
 	if err != nil {
 		return nil, err
 	}

@@ -57,19 +57,20 @@ func (s *Store) SweepReceived(ctx context.Context, inbox string, window time.Dur
 // CompleteTx marks message id delivered inside the caller's transaction
 // tx (begun on DB()) if instanceID still holds its lease: it deletes the
 // row, or marks it Published when a retention period is configured. When
-// the instance no longer holds the lease it changes nothing and returns an
-// error matching store.ErrLeaseLost; roll tx back then. After tx commits,
+// the instance no longer holds the lease, or an operator dead-lettered the
+// message meanwhile, it changes nothing and returns an error matching
+// store.ErrLeaseLost; roll tx back then. After tx commits,
 // the relay's own completion of the message changes nothing.
 func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, id uuid.UUID, instanceID string) error {
 	var res sql.Result
 	var err error
 	if s.cfg.Retention == 0 {
 		res, err = tx.ExecContext(ctx, s.sql(`DELETE FROM {{prefix}}outbox
-			WHERE id = ? AND instance_id = ? AND (status & 4) = 0`), id.String(), instanceID)
+			WHERE id = ? AND instance_id = ? AND (status & 4) = 0 AND dead_lettered_at IS NULL`), id.String(), instanceID)
 	} else {
 		res, err = tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox
 			SET status = status | 4, published_at = ?, instance_id = NULL, lease_expiry = NULL
-			WHERE id = ? AND instance_id = ? AND (status & 4) = 0`), s.now().UnixMilli(), id.String(), instanceID)
+			WHERE id = ? AND instance_id = ? AND (status & 4) = 0 AND dead_lettered_at IS NULL`), s.now().UnixMilli(), id.String(), instanceID)
 	}
 	n, err := affected(res, err)
 	if err != nil {

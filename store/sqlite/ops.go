@@ -74,8 +74,12 @@ func (s *Store) ReleaseStream(ctx context.Context, destination, stream string) (
 // DeadLetter moves a message to the dead-letter queue by hand: the entry
 // has reason PoisonMessage (seed 000's manual "mark as poison"), the
 // operator's text as its error message, and the message's last error and
-// reason in its metadata. The message's lease and due time are cleared. A
-// published or already dead-lettered message is refused.
+// reason in its metadata. The message's due time is cleared. A published
+// or already dead-lettered message is refused. A message a relay is
+// delivering keeps its lease: the delivery goes on, and its entry cannot
+// be replayed (dlq.ErrInFlight) until it ends, so that a replay never puts
+// a second delivery of it beside the first. If it is delivered, the entry
+// is resolved; if it fails, it stays parked and its lease is dropped.
 func (s *Store) DeadLetter(ctx context.Context, id uuid.UUID, reason string) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
 		row, err := s.readRow(ctx, tx, id)
@@ -90,8 +94,8 @@ func (s *Store) DeadLetter(ctx context.Context, id uuid.UUID, reason string) err
 			return fmt.Errorf("sqlite: dead-letter %s: already published", id)
 		}
 		now := s.now()
-		if _, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET dead_lettered_at = ?, scheduled_for = NULL,
-			instance_id = NULL, lease_expiry = NULL WHERE id = ?`), now.UnixMilli(), id.String()); err != nil {
+		if _, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET dead_lettered_at = ?, scheduled_for = NULL
+			WHERE id = ?`), now.UnixMilli(), id.String()); err != nil {
 			return err
 		}
 		e := row.entry()

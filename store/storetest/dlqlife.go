@@ -6,6 +6,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
+
 	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
@@ -17,6 +19,7 @@ var dlqLifeCases = []testCase{
 	{"ReplayedEntryCanBeResolved", testLifeResolveReplayed},
 	{"BulkReplayRecordsActor", testLifeReplayMatching},
 	{"HandDeadLetteredInFlightThenDeliveredIsResolved", testLifeDeliveredAfterHandDeadLetter},
+	{"HandDeadLetteredInFlightIsReplayedOnlyOnceItsDeliveryEnds", testLifeReplayWaitsForTheDelivery},
 	{"TextsAreCleanedOnEveryWrite", testLifeCleanTexts},
 	{"UnknownStatusIsRefused", testLifeUnknownStatus},
 }
@@ -205,4 +208,64 @@ func testLifeUnknownStatus(t *testing.T, h Harness) {
 		t.Fatal("Add with status archived succeeded, want an error")
 	}
 	eq(t, "entries", len(mustList(t, e, nil)), 0)
+}
+
+// testLifeReplayWaitsForTheDelivery: an operator dead-letters a message
+// while a relay delivers it and tries to replay the entry at once. The
+// replay is refused while the delivery goes on (a replay would let another
+// relay deliver it beside the first, and its stream's next message go
+// before either ends); once the delivery fails, is given back or its
+// lease lapses, the entry replays and the message is claimed again.
+func testLifeReplayWaitsForTheDelivery(t *testing.T, h Harness) {
+	ends := []struct {
+		name   string
+		end    func(e *env, m *outbox.Message)
+		holder string // the row's lease holder after end
+	}{
+		{"failed", func(e *env, m *outbox.Message) {
+			r := e.fail("relay", store.Failure{ID: m.ID, Error: "503"})
+			if !containsID(r.Stale, m.ID) || len(r.DeadLettered) != 0 {
+				t.Fatalf("failure after the hand dead-letter: Stale %v, DeadLettered %v; want it stale, not dead-lettered again",
+					r.Stale, r.DeadLettered)
+			}
+		}, ""},
+		{"released", func(e *env, m *outbox.Message) {
+			e.batch("relay", store.Batch{Releases: []store.Release{{ID: m.ID, After: time.Hour}}})
+			if got := e.get(m.ID); !got.ScheduledFor.IsZero() {
+				t.Fatalf("ScheduledFor = %v after a release, want none: the message is parked", got.ScheduledFor)
+			}
+		}, ""},
+		{"lease lapsed", func(e *env, m *outbox.Message) { e.clk.Advance(31 * time.Second) }, "relay"},
+	}
+	for _, end := range ends {
+		t.Run(end.name, func(t *testing.T) {
+			e := newEnv(t, h)
+			m := e.enqueue(msg("d", "s"), msg("d", "s"))
+			e.claimExactly("relay", 1, m[0])
+			noErr(t, "DeadLetter", e.s.DeadLetter(e.ctx, m[0].ID, "looks stuck"))
+			ent := onlyEntry(t, e, nil)
+			q := e.s.DLQ()
+			isErr(t, "Replay while the relay delivers it", q.Replay(e.ctx, ent.ID), dlq.ErrInFlight)
+			would, err := q.ReplayMatching(e.ctx, nil, true)
+			noErr(t, "ReplayMatching dry run", err)
+			eq(t, "bulk replay candidates while in flight", len(would), 0)
+			done, err := q.ReplayMatching(e.ctx, nil, false)
+			noErr(t, "ReplayMatching", err)
+			eq(t, "bulk replayed while in flight", len(done), 0)
+			e.claimExactly("other", 10) // neither the parked head nor the message behind it
+			renewed := e.batch("relay", store.Batch{RenewLeases: []uuid.UUID{m[0].ID}})
+			eq(t, "the delivering relay keeps its lease", len(renewed.Renewed), 1)
+
+			end.end(e, m[0])
+			got := e.get(m[0].ID)
+			eq(t, "lease holder once the delivery ended", got.InstanceID, end.holder)
+			if got.DeadLetteredAt.IsZero() {
+				t.Fatal("the message is no longer dead-lettered")
+			}
+			eq(t, "entries", depth(t, e), 1)
+			e.claimExactly("other", 10) // still parked, still holding its stream
+			noErr(t, "Replay once the delivery ended", q.Replay(e.ctx, ent.ID))
+			e.claimExactly("other", 10, m[0], m[1])
+		})
+	}
 }

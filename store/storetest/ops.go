@@ -74,11 +74,12 @@ func testDeadLetterByHand(t *testing.T, h Harness) {
 	if err := e.s.DeadLetter(e.ctx, m[0].ID, "again"); err == nil {
 		t.Fatal("DeadLetter of a dead-lettered message succeeded")
 	}
-	// A leased message can be parked too: its lease is cleared.
+	// A leased message can be parked too: it keeps its lease while that
+	// delivery goes on (HandDeadLetteredInFlightIsReplayedOnlyOnceItsDeliveryEnds).
 	n := e.enqueue(msg("other", ""))[0]
 	e.claimExactly("b", 1, n)
 	noErr(t, "DeadLetter(leased)", e.s.DeadLetter(e.ctx, n.ID, "stop it"))
-	eq(t, "InstanceID", e.get(n.ID).InstanceID, "")
+	eq(t, "InstanceID", e.get(n.ID).InstanceID, "b")
 	eq(t, "entries", len(mustList(t, e, nil)), 2)
 }
 
