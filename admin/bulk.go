@@ -40,6 +40,13 @@ func (s *Server) bulk(action string) http.HandlerFunc {
 		if !ok {
 			return
 		}
+		if action == "replay" && f.Status != "" && f.Status != dlq.StatusPending {
+			// A replayed or resolved entry is never replayed again; taking
+			// the filter's status as "pending" replayed entries the
+			// operator's filter had left out.
+			badField(w, "status", "replay applies to pending entries only: leave status out, or set it to pending")
+			return
+		}
 		s.runBulk(w, r, action, req, f)
 	}
 }

@@ -33,17 +33,23 @@ const (
 func stores(t *testing.T, fn func(t *testing.T, st store.Store)) {
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
-		st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "b.db"), store.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		fn(t, st)
+		fn(t, openSQLite(t))
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
 		fn(t, openPostgres(t))
 	})
+}
+
+// openSQLite opens a SQLite store in a temp dir, closed with the test.
+func openSQLite(t *testing.T) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "b.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 func openPostgres(t *testing.T) *postgres.Store {

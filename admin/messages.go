@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
@@ -110,8 +111,15 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
-	if err == nil && dec.More() {
-		err = errors.New("trailing data after the JSON object")
+	if err == nil {
+		// More() is false on a stray ']' or '}', which Token reports
+		var mbe *http.MaxBytesError
+		switch _, terr := dec.Token(); {
+		case errors.As(terr, &mbe):
+			err = terr
+		case terr != io.EOF:
+			err = errors.New("trailing data after the JSON object")
+		}
 	}
 	if err == nil {
 		return true
@@ -162,6 +170,9 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	var req EnqueueRequest
 	if !decode(w, r, &req) {
 		return
+	}
+	if !textFields(w, [2]string{"idempotency_key", req.IdempotencyKey}, [2]string{"topic", req.Topic}) {
+		return // PostgreSQL's text columns hold no NUL: a 500 before
 	}
 	dests, ok := s.destinationsOf(w, &req)
 	if !ok {
@@ -352,11 +363,20 @@ type ActionRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// optionalBody reads an ActionRequest when there is a body.
+// optionalBody reads an ActionRequest when there is a body; an empty
+// one (Content-Length 0, or chunked with no bytes) is no body.
 func optionalBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	if r.ContentLength == 0 {
 		return true
 	}
+	br := bufio.NewReader(r.Body)
+	if _, err := br.Peek(1); err == io.EOF {
+		return true
+	}
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{br, r.Body}
 	return decode(w, r, v)
 }
 

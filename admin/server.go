@@ -137,8 +137,9 @@ func actor(ctx context.Context) string {
 // lengths leak nothing either) and the role the route needs.
 func (s *Server) auth(role string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || given == "" {
+		// the scheme is case-insensitive (RFC 9110 11.1)
+		scheme, given, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || given == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="backstop"`)
 			problem(w, http.StatusUnauthorized, "missing bearer token", "send Authorization: Bearer <token>", "")
 			return

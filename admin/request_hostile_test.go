@@ -1,0 +1,132 @@
+package admin_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/backstophq/backstop/admin"
+	"github.com/backstophq/backstop/store"
+)
+
+// A bulk replay filtered on a status other than pending is refused naming
+// status: it used to take the filter as "pending" and replay the entries
+// the operator's filter had left out (the dashboard sends the page's
+// status filter with its "Replay…" button).
+func TestBulkReplayRefusesAStatusOtherThanPending(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		a := newAPI(t, st)
+		_, pending := deadLettered(t, a, "billing", "s1")
+		_, done := deadLettered(t, a, "billing", "s2")
+		if _, err := a.op.EntryAction(a.ctx, done, "resolve", "sent by hand"); err != nil {
+			t.Fatal(err)
+		}
+		for _, status := range []string{"replayed", "resolved"} {
+			for _, dry := range []bool{true, false} {
+				_, err := a.op.Bulk(a.ctx, "replay", admin.BulkRequest{Filter: admin.Filter{Destination: "billing", Status: status}, DryRun: dry})
+				wantProblem(t, err, 400, "status")
+			}
+		}
+		if e, err := a.rd.DeadLetter(a.ctx, pending); err != nil || e.Status != "pending" {
+			t.Fatalf("the pending entry after the refused replays: %+v %v", e, err)
+		}
+		res, err := a.op.Bulk(a.ctx, "replay", admin.BulkRequest{Filter: admin.Filter{Destination: "billing", Status: "pending"}})
+		if err != nil || res.Count != 1 || res.Sample[0].ID != pending {
+			t.Fatalf("replay of status pending: %+v %v, want the pending entry", res, err)
+		}
+	})
+}
+
+// Texts PostgreSQL's columns cannot hold are a 400 naming the field on
+// both stores, never a 500.
+func TestEnqueueRefusesNULInIdempotencyKeyAndTopic(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		a := newAPI(t, st)
+		for _, c := range []struct{ body, field string }{
+			{`{"destination":"billing","type":"t","idempotency_key":"k\u0000"}`, "idempotency_key"},
+			{`{"topic":"orders\u0000","type":"t"}`, "topic"},
+		} {
+			status, body := checkedSend(t, a, "POST", "/v1/messages", c.body)
+			if status != 400 || !strings.Contains(body, `"field":"`+c.field+`"`) {
+				t.Errorf("%s: %d %s, want 400 naming %s", c.body, status, body, c.field)
+			}
+		}
+	})
+}
+
+// Anything after the JSON body is refused, a stray closing bracket too.
+func TestBodyWithTrailingBracketsIsRefused(t *testing.T) {
+	a := newAPI(t, openSQLite(t))
+	for _, body := range []string{`{"dry_run":true}]`, `{"dry_run":true}}`, `{"dry_run":true} {}`, `{"dry_run":true} x`} {
+		status, resp := checkedSend(t, a, "POST", "/v1/dlq/replay", body)
+		if status != 400 || !strings.Contains(resp, "trailing data") {
+			t.Errorf("%q: %d %s, want 400 trailing data", body, status, resp)
+		}
+	}
+	if status, resp := checkedSend(t, a, "POST", "/v1/dlq/replay", "{\"dry_run\":true}\n\t "); status != 200 {
+		t.Errorf("trailing white space: %d %s, want 200", status, resp)
+	}
+}
+
+// An action whose body is optional takes an empty chunked body (no
+// Content-Length) as no body.
+func TestEmptyChunkedBodyIsNoBody(t *testing.T) {
+	a := newAPI(t, openSQLite(t))
+	_, id := deadLettered(t, a, "billing", "s")
+	req, err := http.NewRequest("POST", a.srv.URL+"/v1/dlq/"+id+"/resolve", io.NopCloser(strings.NewReader("")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = -1 // unknown: sent chunked
+	req.Header.Set("Authorization", "Bearer "+operateToken)
+	resp, err := a.op.HTTPClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("empty chunked body: %d %s, want 200 (the body is optional)", resp.StatusCode, b)
+	}
+}
+
+// The bearer scheme is case-insensitive (RFC 9110 11.1).
+func TestBearerSchemeInAnyCase(t *testing.T) {
+	a := newAPI(t, openSQLite(t))
+	for _, scheme := range []string{"bearer", "BEARER", "Bearer"} {
+		req, err := http.NewRequest("GET", a.srv.URL+"/v1/stats", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", scheme+" "+operateToken)
+		resp, err := a.op.HTTPClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("scheme %q: %d, X-Content-Type-Options %q; want 200, nosniff", scheme, resp.StatusCode, resp.Header.Get("X-Content-Type-Options"))
+		}
+	}
+	for _, h := range []string{"Basic " + operateToken, "Bearer", "Bearer ", operateToken} {
+		req, _ := http.NewRequest("GET", a.srv.URL+"/v1/stats", nil)
+		req.Header.Set("Authorization", h)
+		resp, err := a.op.HTTPClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Errorf("Authorization %q: %d, want 401", h, resp.StatusCode)
+		}
+	}
+}
+
+// checkedSend sends a request with the operate token through the client
+// that checks every answer against the OpenAPI document.
+func checkedSend(t *testing.T, a *api, method, path, body string) (int, string) {
+	t.Helper()
+	status, b := sendWith(t, a, a.op.HTTPClient, method, path, body)
+	return status, string(b)
+}
