@@ -236,7 +236,11 @@ type Destination struct {
 	MaxProbeInterval time.Duration
 
 	// Concurrency is the most deliveries to this destination in progress
-	// at once. Zero means Workers.
+	// at once. Zero means Workers. With more than one destination, a
+	// quarter of the workers (at least one) are kept for the destinations
+	// under their fair share of the pool, so that one whose deliveries
+	// hang or crawl never holds every worker: it holds at most Workers less
+	// that reserve, and its share once others have work.
 	Concurrency int
 }
 

@@ -171,7 +171,7 @@ func New(s store.Store, cfg Config) (*Relay, error) {
 		r.destList = append(r.destList, d)
 	}
 	sort.Slice(r.destList, func(i, j int) bool { return r.destList[i].name < r.destList[j].name })
-	r.sched = newScheduler(r.destList)
+	r.sched = newScheduler(r.destList, r.cfg.Workers)
 	if cfg.Metrics != nil {
 		if err := r.metrics.register(cfg.Metrics, r); err != nil {
 			return nil, fmt.Errorf("relay: Metrics: %w", err)

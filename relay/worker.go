@@ -25,17 +25,34 @@ type task struct {
 
 // scheduler hands tasks to workers, round-robin over the destinations and
 // never more than a destination's Concurrency at once.
+//
+// With more than one destination, the last reserve idle workers go only to
+// a destination running fewer than its fair share (the workers divided
+// among the destinations with work): a destination whose deliveries hang
+// or crawl fills the pool up to the reserve and no further, so that
+// another's messages start at once instead of waiting for a slow delivery
+// to end (with the defaults every destination may use every worker, and
+// one that hung held all of them for its whole timeout). As the slow
+// deliveries end, the workers go to whoever is under its share. The
+// reserve stays idle while a single destination has work: a delivery, once
+// started, cannot be taken back when another destination's messages come.
 type scheduler struct {
-	mu     sync.Mutex
-	cond   sync.Cond
-	dests  []*destination
-	queues map[*destination][]*task
-	next   int
-	closed bool
+	mu      sync.Mutex
+	cond    sync.Cond
+	dests   []*destination
+	queues  map[*destination][]*task
+	next    int
+	closed  bool
+	workers int // the pool's size
+	running int // tasks running, over every destination
+	reserve int // idle workers kept for destinations under their share
 }
 
-func newScheduler(dests []*destination) *scheduler {
-	s := &scheduler{dests: dests, queues: make(map[*destination][]*task, len(dests))}
+func newScheduler(dests []*destination, workers int) *scheduler {
+	s := &scheduler{dests: dests, queues: make(map[*destination][]*task, len(dests)), workers: workers}
+	if len(dests) > 1 {
+		s.reserve = max(1, workers/4)
+	}
 	s.cond.L = &s.mu
 	return s
 }
@@ -63,17 +80,22 @@ func (s *scheduler) take() (*task, bool) {
 		if s.closed {
 			return nil, false
 		}
+		share := -1 // no bound beyond Concurrency while more than reserve workers are idle
+		if s.workers-s.running <= s.reserve {
+			share = s.fairShare()
+		}
 		for i := range s.dests {
 			k := (s.next + i) % len(s.dests)
 			d := s.dests[k]
 			q := s.queues[d]
-			if len(q) == 0 || d.running >= d.concurrency {
+			if len(q) == 0 || d.running >= d.concurrency || (share >= 0 && d.running >= share) {
 				continue
 			}
 			t := q[0]
 			q[0] = nil
 			s.queues[d] = q[1:]
 			d.running++
+			s.running++
 			s.next = (k + 1) % len(s.dests)
 			return t, true
 		}
@@ -81,9 +103,24 @@ func (s *scheduler) take() (*task, bool) {
 	}
 }
 
+// fairShare is the pool divided among the destinations with tasks queued
+// or running, counting at least two: a destination alone with work keeps
+// to the pool less the reserve, since a delivery cannot be taken back
+// from it when another's messages arrive.
+func (s *scheduler) fairShare() int {
+	active := 0
+	for _, d := range s.dests {
+		if d.running > 0 || len(s.queues[d]) > 0 {
+			active++
+		}
+	}
+	return max(1, s.workers/max(2, active))
+}
+
 func (s *scheduler) done(t *task) {
 	s.mu.Lock()
 	t.dest.running--
+	s.running--
 	s.mu.Unlock()
 	s.cond.Broadcast()
 }
