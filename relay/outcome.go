@@ -32,6 +32,7 @@ const (
 	causeLeaseLapsed = "lease_lapsed" // not started: its lease had lapsed
 	causeReclaimed   = "reclaimed"    // a second lease on a message in flight, given back
 	causeStall       = "stall"        // the relay stalled during the attempt
+	causePaused      = "paused"       // not started: the destination asked to wait (Retry-After)
 )
 
 // outcome is the result of one message, as a worker reports it.
@@ -144,6 +145,15 @@ func (r *Relay) rejected(d *destination, m *outbox.Message) outcome {
 	r.stats.rejected.Add(1)
 	o := outcome{m: m, dest: d, kind: released, after: after, cause: causeBreaker}
 	r.logAttempt(slog.LevelDebug, "breaker open; message released", &o, slog.Duration("retry_in", after))
+	return o
+}
+
+// held is the outcome of a message not sent because its destination is
+// paused (a Retry-After) for wait more: released until then, no attempt
+// charged, nothing told to the breaker.
+func (r *Relay) held(d *destination, m *outbox.Message, wait time.Duration) outcome {
+	o := outcome{m: m, dest: d, kind: released, after: max(min(wait, maxRelease), minRelease), cause: causePaused}
+	r.logAttempt(slog.LevelDebug, "destination paused; message released", &o, slog.Duration("retry_in", o.after))
 	return o
 }
 

@@ -247,10 +247,18 @@ func shutdownRelease(d *destination, msgs []*outbox.Message) []outcome {
 // breaker, in-process retry and timeout. A probe of an open circuit
 // passes the breaker by: the gate let it through (breakers.go).
 func (r *Relay) deliver(d *destination, m *outbox.Message, probe bool) outcome {
+	// A Retry-After pause, or a circuit another instance opened, holds the
+	// messages claimed before it as well as the claims after it.
+	if until := d.pausedUntil(); r.clk.Now().Before(until) {
+		return r.held(d, m, until.Sub(r.clk.Now()))
+	}
 	var permit circuitbreaker.Permit
 	if !probe {
 		var err error
-		if permit, err = d.breaker.Allow(); err != nil {
+		if permit, err = d.breaker.Allow(); err != nil || d.isOpen() {
+			if err == nil {
+				permit.Done(context.Canceled) // nothing was learnt
+			}
 			return r.rejected(d, m)
 		}
 	}
