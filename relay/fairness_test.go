@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/backstophq/backstop/outbox"
 )
@@ -135,5 +136,32 @@ func TestSchedulerGivesFreedWorkersToTheDestinationUnderItsShare(t *testing.T) {
 	s.done(held[4])
 	if tk, _ := s.take(); tk.dest != slow {
 		t.Fatalf("at equal shares the freed worker went to %s, want slow (fast holds its share)", tk.dest.name)
+	}
+}
+
+// TestSlowDestinationLeasesItsOwnPace: beside a fast destination that grew
+// the prefetch to its most, a destination delivering ten messages a second
+// gets room for what it delivers in half a second (at least four times its
+// Concurrency), not an equal share of the prefetch: that share was 2,048
+// messages, over three minutes of its work leased by one relay of a fleet.
+func TestSlowDestinationLeasesItsOwnPace(t *testing.T) {
+	e := newEnv(t)
+	r := e.newRelay(e.config(map[string]Destination{
+		"slow": {Transport: (&recorder{}).transport(), Concurrency: 2},
+		"fast": {Transport: (&recorder{}).transport()},
+	}))
+	l := newLoop(r)
+	l.pf.rate = 100_000 // the fast destination's pace
+	l.observePaces(e.clk.Now())
+	r.dests["fast"].stats.delivered.Add(5000)
+	r.dests["slow"].stats.delivered.Add(1)
+	e.clk.Advance(100 * time.Millisecond)
+	l.observePaces(e.clk.Now())
+	caps := l.perDestination()
+	if got, want := caps["fast"], DefaultMaxBatchSize/2; got != want {
+		t.Errorf("fast destination's room %d, want an equal share of the prefetch (%d)", got, want)
+	}
+	if got := caps["slow"]; got != 8 {
+		t.Errorf("slow destination's room %d, want 8: four times its Concurrency, over the 5 it delivers in half a second", got)
 	}
 }

@@ -27,41 +27,51 @@ type prefetch struct {
 	min, max int
 	budget   int64 // PrefetchBytes
 	workers  int
-
-	at    time.Time // the start of the current sample
-	ended uint64    // flights ended before it
-	rate  float64   // flights ended per second, smoothed
+	meter
 	// size is the smoothed bytes of a message claimed; 0 before the
 	// first claim.
 	size float64
 }
 
+// meter measures a rate of flights ended, smoothed over windows of at
+// least prefetchSample.
+type meter struct {
+	at    time.Time // the start of the current sample
+	ended uint64    // flights ended before it
+	rate  float64   // flights ended per second, smoothed
+}
+
 func newPrefetch(c *Config, now time.Time) *prefetch {
-	return &prefetch{min: c.BatchSize, max: c.MaxBatchSize, budget: c.PrefetchBytes, workers: c.Workers, at: now}
+	return &prefetch{min: c.BatchSize, max: c.MaxBatchSize, budget: c.PrefetchBytes, workers: c.Workers, meter: meter{at: now}}
+}
+
+// observe takes the count of flights ended so far at now.
+func (p *prefetch) observe(now time.Time, ended uint64) {
+	if p.min == p.max {
+		return
+	}
+	p.meter.observe(now, ended)
 }
 
 // observe takes the count of flights ended so far at now. A window
 // shorter than prefetchSample waits for more; a clock that went back
 // starts a new one.
-func (p *prefetch) observe(now time.Time, ended uint64) {
-	if p.min == p.max {
-		return
-	}
-	dt := now.Sub(p.at)
+func (m *meter) observe(now time.Time, ended uint64) {
+	dt := now.Sub(m.at)
 	switch {
 	case dt < 0:
-		p.at, p.ended = now, ended
+		m.at, m.ended = now, ended
 		return
 	case dt < prefetchSample:
 		return
 	}
-	inst := float64(ended-p.ended) / dt.Seconds()
-	if p.rate == 0 {
-		p.rate = inst
+	inst := float64(ended-m.ended) / dt.Seconds()
+	if m.rate == 0 {
+		m.rate = inst
 	} else {
-		p.rate = (p.rate + inst) / 2
+		m.rate = (m.rate + inst) / 2
 	}
-	p.at, p.ended = now, ended
+	m.at, m.ended = now, ended
 }
 
 // target is how many messages the relay should hold now.
