@@ -1,5 +1,6 @@
 // The admin API client: the bearer token kept in sessionStorage (gone when
 // the tab closes), JSON in and out, RFC 9457 problems turned into errors.
+import { member } from './json.js';
 
 const TOKEN_KEY = 'backstop.token';
 const ROLE_KEY = 'backstop.role';
@@ -41,7 +42,20 @@ export function query(params) {
 // seg escapes one path segment (a stream name may hold a slash).
 export const seg = (s) => encodeURIComponent(s);
 
-// api calls the admin API and returns the decoded JSON body.
+// sources keeps the text of each decoded answer, for rawMember.
+const sources = new WeakMap();
+
+// rawMember returns the source text of a member of an answer api
+// returned, exactly as the server wrote it ('null' for a null), or
+// undefined when the answer has no such member. A payload is read this way:
+// decoded, its numbers would be rounded and its repeated keys merged.
+export function rawMember(answer, name) {
+  const text = sources.get(answer);
+  return text === undefined ? undefined : member(text, name);
+}
+
+// api calls the admin API and returns the decoded JSON body (rawMember
+// reads its members as text).
 export async function api(method, path, { params, body, token } = {}) {
   const headers = { Accept: 'application/json, application/problem+json' };
   const t = token ?? session.token;
@@ -56,6 +70,7 @@ export async function api(method, path, { params, body, token } = {}) {
   let data = null;
   if (text) {
     try { data = JSON.parse(text); } catch { data = null; }
+    if (data !== null && typeof data === 'object') sources.set(data, text);
   }
   if (!resp.ok) {
     const err = new APIError(resp.status, data);

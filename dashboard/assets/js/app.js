@@ -1,7 +1,7 @@
 // The dashboard's shell: sign-in, navigation between pages (in the URL's
 // fragment), and live polling of the page on show.
 import { session, signIn, APIError } from './api.js';
-import { h, field, errorNotice, clearNotice } from './dom.js';
+import { h, fill, field, errorNotice, clearNotice } from './dom.js';
 import { closeDialog } from './dialog.js';
 import { overview } from './overview.js';
 import { deadLetters } from './deadletters.js';
@@ -10,9 +10,17 @@ import { streams } from './streams.js';
 import { messages, message } from './messages.js';
 import { workflows, workflowRun } from './workflows.js';
 
-// POLL_MS is how often a live page refreshes; ?poll=500 in the URL
-// changes it.
-const POLL_MS = Math.max(250, Number(new URLSearchParams(location.search).get('poll')) || 2000);
+// POLL_MS is how often a live page refreshes, in milliseconds; ?poll=500
+// in the URL changes it, within 250 ms and an hour. A value that is no
+// number, zero or not finite leaves the default. (setInterval takes any
+// delay that is not finite or beyond 2^31-1 as 0: polls back to back.)
+const POLL_MS = pollInterval(new URLSearchParams(location.search).get('poll'));
+
+function pollInterval(param) {
+  const ms = Number(param);
+  if (!ms || !Number.isFinite(ms)) return 2000;
+  return Math.min(60 * 60 * 1000, Math.max(250, ms));
+}
 
 const main = document.getElementById('content');
 const header = document.querySelector('header.top');
@@ -20,15 +28,27 @@ let timer = null;
 
 // route reads the page from the URL; its show draws it into view.
 function route(view) {
-  const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+  let parts;
+  try {
+    parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+  } catch (e) {
+    if (!(e instanceof URIError)) throw e;
+    return { page: '', show: () => notFound(view, h('p', { class: 'notice error', role: 'alert' },
+      'Bad address: ', h('code', {}, location.hash), ' holds a malformed percent-escape.')) };
+  }
   switch (parts[0]) {
     case '': case 'overview': return { page: 'overview', show: () => overview(view) };
     case 'dead-letters': return { page: 'dead-letters', show: () => (parts[1] ? entry(view, parts[1]) : deadLetters(view)) };
     case 'streams': return { page: 'streams', show: () => streams(view, parts[1], parts.slice(2).join('/')) };
     case 'messages': return { page: 'messages', show: () => (parts[1] ? message(view, parts[1]) : messages(view)) };
     case 'workflows': return { page: 'workflows', show: () => (parts[1] ? workflowRun(view, parts[1]) : workflows(view)) };
-    default: return { page: '', show: () => view.replaceChildren(h('h1', {}, 'Not found'), h('p', {}, h('a', { href: '#/' }, 'Overview'))) };
+    default: return { page: '', show: () => notFound(view) };
   }
+}
+
+// notFound says the address names no page, and why when it knows.
+function notFound(view, why) {
+  fill(view, h('h1', {}, 'Not found'), why, h('p', {}, h('a', { href: '#/' }, 'Overview')));
 }
 
 function render() {

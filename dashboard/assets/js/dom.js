@@ -1,6 +1,7 @@
 // DOM building and formatting. Every text from the API goes in through
 // text nodes, never parsed as markup: payloads, errors and names may hold
 // anything, markup included.
+import { pretty } from './json.js';
 
 // h creates an element: h('a', {href: '#/'}, 'text', child, [more]).
 export function h(tag, attrs, ...children) {
@@ -77,18 +78,22 @@ export function badge(text, cls) {
   return h('span', { class: 'badge ' + (cls || String(text).toLowerCase()) }, text);
 }
 
-// escapeInvisible writes zero-width and bidirectional control characters
+// escapeInvisible writes invisible and bidirectional control characters
 // as \uXXXX (valid inside a JSON string), so that a payload cannot hide or
-// reorder what the operator reads.
+// reorder what the operator reads: every Bidi_Control character (U+061C,
+// U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069), the zero-width ones
+// (U+200B to U+200D, U+2060 to U+2064, U+FEFF), the invisible U+00AD, U+180E
+// and U+206A to U+206F.
 export function escapeInvisible(text) {
-  return text.replace(/[\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g, (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'));
+  return text.replace(/[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff]/g, (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'));
 }
 
-// payloadView shows a payload: JSON pretty-printed, anything else as a hex
-// dump of its bytes (offset, hex, printable ASCII).
+// payloadView shows a payload: json, the JSON's source text (rawMember),
+// indented without changing a token; else the base64 of bytes that are not
+// JSON as a hex dump (offset, hex, printable ASCII).
 export function payloadView(json, base64) {
-  if (json !== undefined && json !== null) {
-    return h('pre', { class: 'payload', 'aria-label': 'Payload (JSON)' }, escapeInvisible(JSON.stringify(json, null, 2)));
+  if (json !== undefined) {
+    return h('pre', { class: 'payload', 'aria-label': 'Payload (JSON)' }, escapeInvisible(pretty(json)));
   }
   if (!base64) return h('p', { class: 'muted' }, 'No payload.');
   const bin = atob(base64);

@@ -1,6 +1,6 @@
 // One dead letter: what it is, its payload and headers, its failures, its
 // audit trail, and the actions on it.
-import { api, session, seg } from './api.js';
+import { api, session, seg, rawMember } from './api.js';
 import { h, fill, fmtTime, fmtNum, badge, kvTable, payloadView, shortID, table, errorNotice, notify } from './dom.js';
 import { confirmAction } from './dialog.js';
 
@@ -65,7 +65,7 @@ export async function entry(main, id) {
     h('section', { class: 'panel', 'aria-label': 'Entry' }, h('dl', { class: 'fields' }, fields.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]))),
     h('h2', {}, 'Failures'),
     table('Failures', [['When', (f) => fmtTime(f.at)], ['What', (f) => f.what], ['Error', (f) => h('code', {}, f.error || '—')]], failures),
-    h('h2', {}, 'Payload'), payloadView(e.payload, e.payload_base64),
+    h('h2', {}, 'Payload'), payloadView(rawMember(e, 'payload'), e.payload_base64),
     h('h2', {}, 'Headers'), kvTable(e.headers, 'Headers'),
     Object.keys(e.metadata || {}).length ? h('section', { 'aria-labelledby': 'meta-h' }, h('h2', { id: 'meta-h' }, 'Metadata'), h('pre', { class: 'payload' }, JSON.stringify(e.metadata, null, 2))) : '',
     h('h2', {}, 'Audit trail'),

@@ -1,6 +1,6 @@
 // Messages: search by id, destination, stream, type and state; one
 // message's detail and the actions on it.
-import { api, session, seg } from './api.js';
+import { api, session, seg, rawMember } from './api.js';
 import { h, fill, field, fmtTime, fmtNum, badge, shortID, kvTable, payloadView, table, errorNotice, notify } from './dom.js';
 import { confirmAction } from './dialog.js';
 import { streamLink } from './entry.js';
@@ -113,6 +113,6 @@ export async function message(main, id) {
     messageActions(m, () => message(main, id)) || '',
     entryLink,
     h('section', { class: 'panel', 'aria-label': 'Message' }, h('dl', { class: 'fields' }, fields.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]))),
-    h('h2', {}, 'Payload'), payloadView(m.payload, m.payload_base64),
+    h('h2', {}, 'Payload'), payloadView(rawMember(m, 'payload'), m.payload_base64),
     h('h2', {}, 'Headers'), kvTable(m.headers, 'Headers'));
 }
