@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/backstophq/backstop/admin"
 	"github.com/backstophq/backstop/store"
@@ -91,7 +92,10 @@ func (p printer) value(v any, table func(tw *tabwriter.Writer)) error {
 }
 
 // row writes one tab-separated row; control characters are shown escaped
-// so that a stored value cannot rewrite the operator's terminal.
+// so that a stored value cannot rewrite the operator's terminal, and
+// invisible ones (format characters: bidirectional controls, zero-width
+// ones; line and paragraph separators) so that it cannot hide or reorder
+// what the operator reads.
 func row(tw io.Writer, cells ...any) {
 	parts := make([]string, len(cells))
 	for i, c := range cells {
@@ -103,8 +107,12 @@ func row(tw io.Writer, cells ...any) {
 func safe(s string) string {
 	var b strings.Builder
 	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+		switch {
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
 			fmt.Fprintf(&b, "\\x%02x", r)
+			continue
+		case unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp):
+			fmt.Fprintf(&b, "\\u%04x", r)
 			continue
 		}
 		b.WriteRune(r)
