@@ -1,6 +1,7 @@
 package store
 
 import (
+	"math"
 	"time"
 
 	"github.com/backstophq/backstop/errorhandling"
@@ -11,7 +12,10 @@ import (
 // computes it with Config.DecideFailure, from the attempts it read inside
 // its transaction, so that all stores schedule and dead-letter alike.
 type FailureOutcome struct {
-	// Attempts is the message's attempt count after this failure.
+	// Attempts is the message's attempt count after this failure. It
+	// stops at math.MaxInt32, the most a store keeps (a 32-bit column),
+	// so that a count written that high by plain SQL cannot make the
+	// store refuse the failure.
 	Attempts int
 	// Reason is the reason recorded on the message: the failure's, or
 	// ReasonUnknown when the failure carries none.
@@ -38,7 +42,7 @@ type FailureOutcome struct {
 // c must have had WithDefaults applied.
 func (c Config) DecideFailure(destination string, attemptsBefore int, f Failure) FailureOutcome {
 	p := c.PolicyFor(destination)
-	out := FailureOutcome{Attempts: attemptsBefore + 1, Reason: f.Reason}
+	out := FailureOutcome{Attempts: min(attemptsBefore, math.MaxInt32-1) + 1, Reason: f.Reason}
 	if out.Reason == 0 {
 		out.Reason = errorhandling.ReasonUnknown
 	}

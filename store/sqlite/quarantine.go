@@ -53,13 +53,14 @@ func (s *Store) quarantineRow(ctx context.Context, tx *sql.Tx, instance string, 
 }
 
 // mendSQL dead-letters an undecodable row and mends the values the store
-// (and the checks of migration 0003) cannot read, so that no query trips
-// over them again: its lease and due time are cleared, times that are not
-// unix milliseconds cleared (now for created_at), a status or attempts
-// that is not an integer in range reset, headers that are not an object
-// emptied, a destination or type that is not non-empty text named
-// "(empty)" or spelled as text. The dead-letter entry's error and metadata
-// keep the bad value.
+// (and the checks of migrations 0003 and 0010) cannot read, so that no
+// query trips over them again: its lease and due time are cleared, times
+// that are not unix milliseconds cleared (now for created_at), a status
+// or attempts that is not an integer in range reset (an attempts above
+// 2^31-1 clamped to it), the failure reason set to SerializationError,
+// headers that are not an object emptied, a destination or type that is
+// not non-empty text named "(empty)" or spelled as text. The dead-letter
+// entry's error and metadata keep the bad value.
 const mendSQL = `UPDATE {{prefix}}outbox SET dead_lettered_at = :now, instance_id = NULL, lease_expiry = NULL,
 	scheduled_for = NULL, failure_reason = :reason, error = :err,
 	destination = CASE WHEN typeof(destination) <> 'text' OR destination = '' THEN coalesce(nullif(CAST(destination AS TEXT), ''), '(empty)') ELSE destination END,
@@ -67,7 +68,7 @@ const mendSQL = `UPDATE {{prefix}}outbox SET dead_lettered_at = :now, instance_i
 	stream = CASE WHEN typeof(stream) <> 'text' THEN coalesce(CAST(stream AS TEXT), '') ELSE stream END,
 	headers = CASE WHEN typeof(headers) <> 'text' OR CASE WHEN json_valid(headers) THEN json_type(headers) END IS NOT 'object' THEN '{}' ELSE headers END,
 	status = CASE WHEN typeof(status) <> 'integer' OR status < 0 OR status > 65535 THEN 1 ELSE status END,
-	attempts = CASE WHEN typeof(attempts) <> 'integer' OR attempts < 0 THEN 0 ELSE attempts END,
+	attempts = CASE WHEN typeof(attempts) <> 'integer' OR attempts < 0 THEN 0 WHEN attempts > 2147483647 THEN 2147483647 ELSE attempts END,
 	created_at = CASE WHEN typeof(created_at) <> 'integer' OR created_at NOT BETWEEN ` + millisRange + ` THEN :now ELSE created_at END,
 	first_failed_at = CASE WHEN typeof(first_failed_at) = 'integer' AND first_failed_at BETWEEN ` + millisRange + ` THEN first_failed_at END,
 	last_failed_at = CASE WHEN typeof(last_failed_at) = 'integer' AND last_failed_at BETWEEN ` + millisRange + ` THEN last_failed_at END,
@@ -127,9 +128,10 @@ func lenientText(v any) string {
 }
 
 // undecodable is the WHERE clause of the partial index outbox_undecodable
-// (migration 0003), spelled exactly as there so that the sweep's query
-// uses the index: the rows whose stored values the decoder refuses.
-const undecodable = `(typeof(destination) <> 'text' OR destination = '') OR (typeof(type) <> 'text' OR type = '') OR (typeof(stream) <> 'text') OR (typeof(headers) <> 'text' OR CASE WHEN json_valid(headers) THEN json_type(headers) END IS NOT 'object') OR (typeof(status) <> 'integer' OR status < 0 OR status > 65535) OR (typeof(attempts) <> 'integer' OR attempts < 0) OR (typeof(failure_reason) NOT IN ('integer', 'null')) OR (typeof(created_at) <> 'integer' OR created_at NOT BETWEEN -62135596800000 AND 253402300799999) OR (typeof(scheduled_for) NOT IN ('integer', 'null') OR scheduled_for NOT BETWEEN -62135596800000 AND 253402300799999) OR (typeof(lease_expiry) NOT IN ('integer', 'null') OR lease_expiry NOT BETWEEN -62135596800000 AND 253402300799999) OR (typeof(dead_lettered_at) NOT IN ('integer', 'null') OR dead_lettered_at NOT BETWEEN -62135596800000 AND 253402300799999) OR (typeof(first_failed_at) NOT IN ('integer', 'null') OR first_failed_at NOT BETWEEN -62135596800000 AND 253402300799999) OR (typeof(last_failed_at) NOT IN ('integer', 'null') OR last_failed_at NOT BETWEEN -62135596800000 AND 253402300799999) OR (typeof(stream_released_at) NOT IN ('integer', 'null') OR stream_released_at NOT BETWEEN -62135596800000 AND 253402300799999) OR (typeof(published_at) NOT IN ('integer', 'null') OR published_at NOT BETWEEN -62135596800000 AND 253402300799999)`
+// (as migration 0010 re-creates it), spelled exactly as there so that the
+// sweep's query uses the index: the rows whose stored values the decoder
+// refuses (scan.go's ranges: attempts and failure_reason are 32-bit).
+const undecodable = `(typeof(destination) <> 'text' OR destination = '') OR (typeof(type) <> 'text' OR type = '') OR (typeof(stream) <> 'text') OR (typeof(headers) <> 'text' OR CASE WHEN json_valid(headers) THEN json_type(headers) END IS NOT 'object') OR (typeof(status) <> 'integer' OR status < 0 OR status > 65535) OR (typeof(attempts) <> 'integer' OR attempts < 0 OR attempts > 2147483647) OR (typeof(failure_reason) NOT IN ('integer', 'null') OR failure_reason NOT BETWEEN -2147483648 AND 2147483647) OR (typeof(created_at) <> 'integer' OR created_at NOT BETWEEN -62135596800000 AND 253402300799999) OR (typeof(scheduled_for) NOT IN ('integer', 'null') OR scheduled_for NOT BETWEEN -62135596800000 AND 253402300799999) OR (typeof(lease_expiry) NOT IN ('integer', 'null') OR lease_expiry NOT BETWEEN -62135596800000 AND 253402300799999) OR (typeof(dead_lettered_at) NOT IN ('integer', 'null') OR dead_lettered_at NOT BETWEEN -62135596800000 AND 253402300799999) OR (typeof(first_failed_at) NOT IN ('integer', 'null') OR first_failed_at NOT BETWEEN -62135596800000 AND 253402300799999) OR (typeof(last_failed_at) NOT IN ('integer', 'null') OR last_failed_at NOT BETWEEN -62135596800000 AND 253402300799999) OR (typeof(stream_released_at) NOT IN ('integer', 'null') OR stream_released_at NOT BETWEEN -62135596800000 AND 253402300799999) OR (typeof(published_at) NOT IN ('integer', 'null') OR published_at NOT BETWEEN -62135596800000 AND 253402300799999)`
 
 // sweepSQL selects the undecodable rows not yet dead-lettered (a
 // dead_lettered_at that is not an integer is itself undecodable). The

@@ -11,7 +11,9 @@
 //
 // Applications write messages inside their own transactions with EnqueueTx
 // on a transaction begun from DB(), or with plain SQL (see the outbox table
-// in migrations/0001_outbox.sql). Times are stored as unix milliseconds.
+// in migrations/0001_outbox.sql). Times are stored as unix milliseconds; an
+// id written in upper case is stored in lower case, as PostgreSQL's uuid
+// type stores it (migration 0008).
 package sqlite
 
 import (

@@ -163,6 +163,7 @@ func testQuarantineEach(t *testing.T, h Harness) {
 			sameIDs(t, "claimed", res.Claimed, append(before, after...)...)
 			eq(t, "quarantined", len(res.Quarantined), 1)
 			checkQuarantined(t, e, map[string]BadRow{fmt.Sprintf("bad-%d", i): r})
+			e.get(res.Quarantined[0]) // mended: the row reads back
 		})
 	}
 }

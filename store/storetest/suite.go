@@ -64,6 +64,10 @@
 //     not-published messages with StatusFailed; PoisonCandidates leaves out
 //     dead-lettered ones (they are no longer candidates). ScheduledBacklog
 //     counts not-published, not-dead-lettered messages due after now.
+//   - Rows written with plain SQL: an id is a UUID in any case (one
+//     spelled in upper case is the same message, and the same id in
+//     another case a duplicate); instance_id without lease_expiry, and
+//     attempts or failure_reason outside 32 bits, are refused.
 //   - StreamStatus: Head is the earliest not-published message that is not
 //     dead-lettered or still holds the stream; Pending counts the
 //     not-published, not-dead-lettered messages; Blocked and Why come from
@@ -131,6 +135,7 @@ func Run(t *testing.T, h Harness) {
 		{"DLQ", dlqCases},
 		{"DLQLifecycle", dlqLifeCases},
 		{"Poison", poisonCases},
+		{"PlainSQL", plainSQLCases},
 		{"Monitoring", monitoringCases},
 		{"Gauges", gaugesCases},
 		{"Operations", operationsCases},
