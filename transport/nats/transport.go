@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
@@ -69,6 +70,11 @@ type Config struct {
 	// must not change how the stream stores it unless the destination
 	// says so.
 	AllowReservedHeaders bool
+	// Logger receives what the connection the Transport dials reports
+	// outside any publish: asynchronous errors from the server (such as a
+	// permissions violation), disconnections and reconnections. Nil means
+	// slog.Default(). Unused when Conn is set: its owner set its handlers.
+	Logger *slog.Logger
 }
 
 // withDefaults returns c with the zero values replaced by their defaults.
@@ -78,6 +84,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 	return c
 }
@@ -121,7 +130,8 @@ func New(cfg Config) (*Transport, error) {
 	}
 	t := &Transport{cfg: cfg, nc: cfg.Conn}
 	if t.nc == nil {
-		nc, err := nats.Connect(cfg.URL, nats.Name("backstop"), nats.MaxReconnects(-1), nats.Timeout(cfg.Timeout))
+		nc, err := nats.Connect(cfg.URL, append([]nats.Option{nats.Name("backstop"), nats.MaxReconnects(-1),
+			nats.Timeout(cfg.Timeout)}, logTo(cfg.Logger)...)...)
 		if err != nil {
 			return nil, fmt.Errorf("natstransport: connect to %s: %w", redact(cfg.URL), err)
 		}
@@ -237,6 +247,29 @@ func checkSubject(s string) error {
 }
 
 // redact drops the credentials from a comma-separated list of server URLs.
+// logTo are the connection's handlers of what it reports outside a
+// publish, writing to log (without them nats.go prints asynchronous
+// errors on stderr).
+func logTo(log *slog.Logger) []nats.Option {
+	return []nats.Option{
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			attrs := []any{slog.String("error", err.Error())}
+			if sub != nil {
+				attrs = append(attrs, slog.String("subject", sub.Subject))
+			}
+			log.Warn("natstransport: asynchronous error from the server", attrs...)
+		}),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("natstransport: disconnected", slog.String("error", err.Error()))
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("natstransport: reconnected", slog.String("server", redact(nc.ConnectedUrl())))
+		}),
+	}
+}
+
 func redact(urls string) string {
 	parts := strings.Split(urls, ",")
 	for i, p := range parts {
