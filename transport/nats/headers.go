@@ -32,13 +32,29 @@ func IsReservedHeader(name string) bool {
 	return len(name) >= len(reservedPrefix) && strings.EqualFold(name[:len(reservedPrefix)], reservedPrefix)
 }
 
+// isBackstopHeader reports whether name is one of the headers the
+// transport sets, in any case.
+func isBackstopHeader(name string) bool {
+	for _, b := range [...]string{HeaderMessageID, HeaderStream, HeaderType, HeaderAttempt} {
+		if strings.EqualFold(name, b) {
+			return true
+		}
+	}
+	return false
+}
+
 // setHeaders fills h for m: its headers (without the reserved ones unless
 // allowReserved, and never Nats-Msg-Id, nor Nats-Expected-Stream when
-// expectStream: the transport sets those), then Backstop's, which win
-// over a message header of the same name.
+// expectStream: the transport sets those), then Backstop's. A message
+// header named like one of Backstop's in any case is dropped: nats.Header
+// is case-sensitive, and "backstop-message-id: forged" travelled beside
+// the real Backstop-Message-Id for a consumer that matches names in any
+// case to read.
 func setHeaders(h nats.Header, m *outbox.Message, allowReserved, expectStream bool) {
 	for k, v := range m.Headers {
 		switch {
+		case isBackstopHeader(k):
+			continue
 		case !IsReservedHeader(k):
 		case !allowReserved, strings.EqualFold(k, jetstream.MsgIDHeader),
 			expectStream && strings.EqualFold(k, jetstream.ExpectedStreamHeader):

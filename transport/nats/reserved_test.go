@@ -80,3 +80,34 @@ func TestIsReservedHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestBackstopHeadersCannotBeForged: a message header named like one of
+// Backstop's in another case is dropped (nats.Header is case-sensitive:
+// it travelled beside the real one), and Backstop's carry the truth.
+func TestBackstopHeadersCannotBeForged(t *testing.T) {
+	t.Parallel()
+	_, js := connect(t)
+	s, prefix := newStream(t, js, jetstream.StreamConfig{})
+	ctx := ctxFor(t)
+	m := message(t)
+	m.Headers = map[string]string{"backstop-message-id": "forged", "BACKSTOP-TYPE": "forged",
+		"Backstop-Attempt": "99", "backstop-stream": "forged", "X-Tenant": "acme"}
+	if err := newTransport(t, natstransport.Config{Subject: prefix + ".{type}"}).Deliver(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := s.GetLastMsgForSubject(ctx, prefix+".order.created")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := stored.Header
+	for k, vs := range h {
+		for _, v := range vs {
+			if v == "forged" || v == "99" {
+				t.Errorf("header %s: %q reached the stream (all: %v)", k, v, h)
+			}
+		}
+	}
+	if h.Get(natstransport.HeaderMessageID) != m.ID.String() || h.Get(natstransport.HeaderType) != m.Type || h.Get("X-Tenant") != "acme" {
+		t.Fatalf("headers %v: want Backstop's true values and X-Tenant kept", h)
+	}
+}

@@ -111,7 +111,7 @@ func (t *Transport) publishing(m *outbox.Message, key string) (amqp.Publishing, 
 	}
 	headers := make(amqp.Table, len(m.Headers)+4)
 	for k, v := range m.Headers {
-		if !t.cfg.AllowReservedHeaders && IsReservedHeader(k) {
+		if isBackstopHeader(k) || (!t.cfg.AllowReservedHeaders && IsReservedHeader(k)) {
 			continue
 		}
 		if len(k) > maxShortString {

@@ -10,6 +10,20 @@ const (
 	HeaderAttempt   = "Backstop-Attempt"
 )
 
+// isBackstopHeader reports whether name is one of the headers the
+// transport sets, in any case: a message header so named is dropped, since
+// AMQP table keys are case-sensitive and "backstop-message-id: forged"
+// travelled beside the real Backstop-Message-Id for a consumer that
+// matches names in any case to read.
+func isBackstopHeader(name string) bool {
+	for _, b := range [...]string{HeaderMessageID, HeaderStream, HeaderType, HeaderAttempt} {
+		if strings.EqualFold(name, b) {
+			return true
+		}
+	}
+	return false
+}
+
 // reservedHeaders are the headers RabbitMQ or its common plugins act on
 // when a message carries them, in lower case: CC and BCC add routing keys
 // (sender-selected distribution), x-delay delays it (delayed-message

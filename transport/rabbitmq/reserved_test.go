@@ -67,3 +67,29 @@ func TestIsReservedHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestBackstopHeadersCannotBeForged: a message header named like one of
+// Backstop's in another case is dropped (AMQP table keys are
+// case-sensitive: it travelled beside the real one).
+func TestBackstopHeadersCannotBeForged(t *testing.T) {
+	t.Parallel()
+	a := connect(t)
+	ex := a.exchange(unique("bt.ex"))
+	_, raw := a.readBack(a.queue(ex, "order.created", nil))
+	ctx := ctxFor(t)
+	m := message(t)
+	m.Headers = map[string]string{"backstop-message-id": "forged", "BACKSTOP-TYPE": "forged",
+		"Backstop-Attempt": "99", "backstop-stream": "forged", "X-Tenant": "acme"}
+	if err := newTransport(t, rabbitmq.Config{Exchange: ex}).Deliver(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	d := raw.next(t, ctx)
+	for k, v := range d.Headers {
+		if v == "forged" || v == "99" {
+			t.Errorf("header %s: %v reached the broker (all: %v)", k, v, d.Headers)
+		}
+	}
+	if d.Headers[rabbitmq.HeaderMessageID] != m.ID.String() || d.Headers["X-Tenant"] != "acme" {
+		t.Fatalf("headers %v: want Backstop-Message-Id the message id and X-Tenant kept", d.Headers)
+	}
+}
