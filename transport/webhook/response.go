@@ -92,7 +92,7 @@ func (t *Transport) outcome(resp *http.Response) error {
 	if code >= 200 && code <= 299 {
 		return nil
 	}
-	se := &StatusError{URL: t.target, StatusCode: code, Status: resp.Status}
+	se := &StatusError{URL: t.target, StatusCode: code, Status: clip(resp.Status, maxStatusText)}
 	if se.Status == "" {
 		se.Status = strconv.Itoa(code)
 	}
@@ -102,7 +102,7 @@ func (t *Transport) outcome(resp *http.Response) error {
 	}
 	if code >= 300 && code <= 399 {
 		if loc, lerr := resp.Location(); lerr == nil {
-			se.Location = redact(loc)
+			se.Location = clip(redact(loc), maxLocationText)
 		}
 		err = fmt.Errorf("%w: %w", ErrRedirect, se)
 	}
@@ -123,6 +123,38 @@ func (t *Transport) outcome(resp *http.Response) error {
 
 // excerpt reads at most n bytes of r and makes them printable: invalid
 // UTF-8 is replaced, runs of white space are collapsed.
+// Bounds of the texts of a response other than its body that go into a
+// StatusError, in characters: a server's status line and Location header
+// may hold megabytes, which went whole into the error, its logs and its
+// fingerprint (a second of CPU for each failure of a 4 MiB status line).
+const (
+	maxStatusText   = 200
+	maxLocationText = 1000
+)
+
+// clip makes s printable (invalid UTF-8 replaced, control and format
+// characters written as U+FFFD) and cuts it to n characters, marked with
+// an ellipsis.
+func clip(s string, n int) string {
+	if len(s) > 4*n {
+		s = s[:4*n] // no rune is longer than 4 bytes
+	}
+	var b strings.Builder
+	count := 0
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		if count == n {
+			b.WriteString("…")
+			break
+		}
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			r = unicode.ReplacementChar
+		}
+		b.WriteRune(r)
+		count++
+	}
+	return b.String()
+}
+
 func excerpt(r io.Reader, n int64) (string, bool) {
 	buf, _ := io.ReadAll(io.LimitReader(r, n+1))
 	truncated := int64(len(buf)) > n

@@ -68,7 +68,7 @@ func New(cfg Config) (*Transport, error) {
 		t.headers.Set(k, v)
 	}
 	if t.client == nil {
-		t.client, t.ownClient = defaultClient(), true
+		t.client, t.ownClient = defaultClient(cfg.Timeout), true
 	} else {
 		// A copy of the caller's client that follows no redirect: Go's
 		// client turns a POST answered 301, 302 or 303 into a GET without
