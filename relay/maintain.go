@@ -56,7 +56,18 @@ func (r *Relay) maintain(stop <-chan struct{}, done chan<- struct{}) {
 		r.monitorAlone(stop)
 		return
 	}
-	ctx := context.Background()
+	// Its store calls end when stop closes: Run waits for the maintainer,
+	// and a call on a connection that stopped answering kept a SIGTERMed
+	// serve from exiting.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	for n := 0; ; n++ {
 		if n > 0 { // Run made the first beat
 			r.beat(ctx)
@@ -71,9 +82,9 @@ func (r *Relay) maintain(stop <-chan struct{}, done chan<- struct{}) {
 		case <-stop:
 			t.Stop()
 			if r.maint.leader.Load() {
-				rctx, cancel := context.WithTimeout(ctx, finalCallTimeout)
+				rctx, rcancel := context.WithTimeout(context.Background(), finalCallTimeout)
 				_ = r.fleet.ResignLeadership(rctx, r.cfg.Instance.ID)
-				cancel()
+				rcancel()
 				r.maint.leader.Store(false)
 			}
 			return
@@ -163,6 +174,8 @@ func (r *Relay) beat(ctx context.Context) {
 // countUnknown counts the messages waiting for destinations this relay
 // does not know, and warns once per such destination.
 func (r *Relay) countUnknown(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+	defer cancel()
 	pending, err := r.fleet.PendingByDestination(ctx)
 	if err != nil {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "counting pending messages failed", slog.String("error", err.Error()))
