@@ -92,11 +92,11 @@ func (l *loop) syncFleet(ctx context.Context, now time.Time, force bool) {
 		return
 	}
 	cs, err := r.fleet.Circuits(ctx)
+	l.lastSync = now // a failed reading is not tried again, nor logged, more than once a poll interval
 	if err != nil {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "reading the shared circuits failed", slog.String("error", err.Error()))
 		return
 	}
-	l.lastSync = now
 	shared := make(map[string]store.Circuit, len(cs))
 	for _, c := range cs {
 		shared[c.Destination] = c

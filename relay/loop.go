@@ -44,6 +44,7 @@ type loop struct {
 	waiting bool
 	busy    bool
 	pf      *prefetch
+	failing bool                    // the last step's store call failed
 	paces   map[*destination]*meter // each destination's pace, with several
 }
 
@@ -108,6 +109,7 @@ func (l *loop) run(ctx context.Context, notify <-chan struct{}) {
 		if err == nil {
 			l.errWait = cfg.PollInterval
 		}
+		l.failing = err != nil
 		notify = l.block(ctx, notify, wait)
 	}
 }
@@ -120,8 +122,7 @@ func (l *loop) block(ctx context.Context, notify <-chan struct{}, wait time.Dura
 	if notify != nil && !l.waiting && !l.busy && l.setWaiting(context.WithoutCancel(ctx), true) {
 		wait = min(wait, waitGrace)
 	}
-	wait = min(wait, l.untilRenew(), l.untilProbe())
-	t := r.clk.NewTimer(wait)
+	t := r.clk.NewTimer(l.shortened(wait))
 	defer t.Stop()
 	r.turned.set(l.round)
 	if r.fl.len() == 0 && !r.pendingOutcomes() {
@@ -474,6 +475,19 @@ func hold(held map[string]bool, key string) map[string]bool {
 	}
 	held[key] = true
 	return held
+}
+
+// shortened is wait shortened to the next lease renewal or probe, unless
+// the last store call failed: then the error's back-off stands, since a
+// renewal could not succeed either. Before, a renewal that was due (its
+// time is only moved by a call that succeeds) made every wait zero while
+// the store was down and deliveries were in flight: the claimer spun at
+// full CPU and logged a thousand lines a second.
+func (l *loop) shortened(wait time.Duration) time.Duration {
+	if l.failing {
+		return wait
+	}
+	return min(wait, l.untilRenew(), l.untilProbe())
 }
 
 // untilRenew is the time left before the leases in flight are due for

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/backstophq/backstop/store/sqlite"
 )
@@ -45,5 +46,29 @@ func TestStopEndsAMaintenanceCallThatHangs(t *testing.T) {
 	}
 	if err := rn.stop(); err != nil {
 		t.Logf("Run: %v", err)
+	}
+}
+
+// TestStoreDownKeepsTheErrorBackOff: with deliveries in flight and their
+// renewal due, a failed store call keeps its back-off. The renewal's time
+// only moves when a call succeeds, so while the store was down every wait
+// was zero: the claimer spun at full CPU, logging a thousand lines a
+// second. When the store answers, the renewal shortens the wait again.
+func TestStoreDownKeepsTheErrorBackOff(t *testing.T) {
+	e := newEnv(t)
+	r := e.newRelay(e.config(map[string]Destination{"d": {Transport: (&recorder{}).transport()}}))
+	l := newLoop(r)
+	m := msg("d", "s", 1)
+	r.fl.mu.Lock()
+	r.fl.add(&flight{m: m, until: e.clk.Now().Add(time.Minute)})
+	r.fl.mu.Unlock()
+	l.lastRenew = e.clk.Now().Add(-2 * l.renewEvery) // the renewal is overdue
+	l.failing = true
+	if got := l.shortened(5 * time.Second); got != 5*time.Second {
+		t.Errorf("wait after a failed call with a renewal due: %v, want the back-off (5s)", got)
+	}
+	l.failing = false
+	if got := l.shortened(5 * time.Second); got != 0 {
+		t.Errorf("wait after a call that succeeded with a renewal due: %v, want 0 (renew now)", got)
 	}
 }
