@@ -3,9 +3,11 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -122,5 +124,53 @@ func TestPoisonOutcomeDoesNotWedgeTheRelay(t *testing.T) {
 	}
 	if logs := e.logs.find("the store refused to record an outcome"); len(logs) != 1 || logs[0].attrs["message_id"] != poison.ID.String() {
 		t.Fatalf("operations log = %+v", logs)
+	}
+}
+
+// unavailableFor is a store whose calls recording outcomes fail as
+// unavailable (a killed connection) the first n times, while its empty
+// calls succeed (another connection of the pool answers).
+type unavailableFor struct {
+	store.Store
+	mu sync.Mutex
+	n  int
+}
+
+func (s *unavailableFor) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result, error) {
+	s.mu.Lock()
+	fail := len(b.Completions) > 0 && s.n > 0
+	if fail {
+		s.n--
+	}
+	s.mu.Unlock()
+	if fail {
+		return nil, fmt.Errorf("process batch: %w: FATAL: terminating connection due to administrator command (SQLSTATE 57P01)", store.ErrUnavailable)
+	}
+	return s.Store.ProcessBatch(ctx, b)
+}
+
+// TestOutcomeIsKeptWhileTheStoreIsUnavailable: recording a delivery fails
+// because its connection was killed, while the probe call on another
+// connection succeeds. The outcome is kept and recorded later, not dropped
+// as one the store refused (which sent the message again once its lease
+// lapsed).
+func TestOutcomeIsKeptWhileTheStoreIsUnavailable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withOrdering(outbox.OrderingNone))
+	m := msg("orders", "a", 1)
+	e.enqueue(m)
+	rec := &recorder{}
+	r, err := New(&unavailableFor{Store: e.s, n: 3}, e.config(map[string]Destination{"orders": {Transport: rec.transport()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn := e.run(r)
+	rn.waitFor("the delivery recorded", func() bool {
+		e.clk.Advance(time.Second) // the recorder's back-off between tries
+		return rn.r.Stats().Delivered == 1
+	})
+	if st := rn.r.Stats(); st.Unrecorded != 0 || len(rec.got()) != 1 || e.get(m.ID) != nil {
+		t.Fatalf("unrecorded %d, deliveries %d, row left %v: want the outcome kept and recorded once the store answers",
+			st.Unrecorded, len(rec.got()), e.get(m.ID) != nil)
 	}
 }

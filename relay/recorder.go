@@ -83,7 +83,11 @@ func (r *Relay) record(ctx context.Context, outs []outcome) []outcome {
 		r.settle(kept, res)
 		return nil
 	}
-	if !r.storeReachable(ctx) {
+	if errors.Is(err, store.ErrUnavailable) || !r.storeReachable(ctx) {
+		// Nothing was refused: the call never reached a decision (a killed
+		// connection, while another connection of the pool answers the
+		// probe, dropped deliveries that had succeeded, and they were sent
+		// again).
 		return outs
 	}
 	if len(outs) == 1 {

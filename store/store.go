@@ -447,6 +447,14 @@ type Row interface {
 	Scan(dest ...any) error
 }
 
+// ErrUnavailable is matched by the error of a store call that failed for
+// want of the database rather than because of what it was given: the
+// connection was refused, closed or killed, or the call timed out. It
+// recorded nothing and may be made again as it is. The relay keeps the
+// outcomes of such a call to record later, where it drops an outcome the
+// store refuses on its own.
+var ErrUnavailable = errors.New("store: unavailable")
+
 // ErrLeaseLost is matched by Tx.Complete's error when the instance no
 // longer holds the message's lease (it expired and another instance took
 // it, an operator dead-lettered it, or it was delivered already).

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strings"
 
 	"github.com/google/uuid"
@@ -89,6 +91,24 @@ func refused(err error) bool {
 		}
 	}
 	return false
+}
+
+// unavailable reports whether err says nothing of the statements' data:
+// the connection could not be made, was closed or killed (SQLSTATE class
+// 08, 57P01 to 57P03 when an administrator or a restart ends it), the
+// server has no connection left (53300), or the call timed out.
+func unavailable(err error) bool {
+	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P") || pe.Code == "53300"
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
 }
 
 func hasOutcomes(b *store.Batch) bool {

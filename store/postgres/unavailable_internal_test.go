@@ -1,0 +1,36 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// What unavailable takes for the database's absence, not a verdict on the
+// data: the relay keeps the outcomes of such a call, where it drops an
+// outcome the store refused.
+func TestUnavailable(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"}, true},
+		{&pgconn.PgError{Code: "57P03", Message: "the database system is starting up"}, true},
+		{&pgconn.PgError{Code: "08006"}, true},
+		{&pgconn.PgError{Code: "53300", Message: "too many connections"}, true},
+		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true},
+		{context.DeadlineExceeded, true},
+		{&pgconn.PgError{Code: "22021", Message: "invalid byte sequence"}, false},
+		{&pgconn.PgError{Code: "23505", Message: "duplicate key"}, false},
+		{&pgconn.PgError{Code: "40001"}, false},
+		{errors.New("something else"), false},
+	} {
+		if got := unavailable(c.err); got != c.want {
+			t.Errorf("unavailable(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
