@@ -38,6 +38,10 @@ func TestValuesThatMeantSomethingElseAreRefused(t *testing.T) {
 		// PostgreSQL cuts names at 63 bytes: migrate failed with
 		// "relation already exists".
 		{"long table prefix", "store: {table_prefix: " + strings.Repeat("a", 58) + "_}\n" + hostileBase, nil, "store.table_prefix"},
+		// config check said ok, and serve then refused to start, naming
+		// MaxPollInterval, which no key sets.
+		{"instance timeout within two poll waits", "store: {instance_timeout: 10s}\n" + hostileBase, nil, "store.instance_timeout"},
+		{"poll interval over half the instance timeout", "relay: {poll_interval: 30s}\n" + hostileBase, nil, "store.instance_timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml), env(tc.env))

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/relay"
 	"github.com/backstophq/backstop/transport/webhook"
 )
 
@@ -131,6 +132,13 @@ func (c *Config) validate() []*Error {
 	}
 	if c.Relay.PollInterval.D() < 10e6 {
 		bad("relay.poll_interval", "must be at least 10ms")
+	}
+	// An idle relay heart-beats only when it polls, at most its longest
+	// poll wait apart (relay.poll_interval or 5s, the longer): the relay
+	// refused to start otherwise, while config check said ok.
+	if longest := max(relay.DefaultMaxPollInterval, c.Relay.PollInterval.D()); c.Store.InstanceTimeout.D() <= 2*longest {
+		bad("store.instance_timeout", "must be more than twice the relay's longest poll wait (%v: relay.poll_interval or %v, the longer), since an idle relay heart-beats only when it polls",
+			longest, relay.DefaultMaxPollInterval)
 	}
 	oneOf(&errs, "relay.unknown_destinations", c.Relay.UnknownDestinations, "dead_letter", "ignore")
 	if len(c.Store.TablePrefix) > MaxTablePrefixLen {
