@@ -102,6 +102,15 @@ func (fs *flights) startable(id uuid.UUID, now time.Time, margin time.Duration) 
 	return true
 }
 
+// holds reports whether the relay still holds id's lease, margin ahead of
+// now.
+func (fs *flights) holds(id uuid.UUID, now time.Time, margin time.Duration) bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	f, ok := fs.m[id]
+	return ok && !f.lost && now.Add(margin).Before(f.until)
+}
+
 // overdueGrace is how long past its Timeout a delivery may take to return
 // before the relay says it is overdue: a transport honours its context's
 // deadline well within it.

@@ -2,10 +2,15 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/retry"
+	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/store/sqlite"
 )
 
@@ -70,5 +75,61 @@ func TestStoreDownKeepsTheErrorBackOff(t *testing.T) {
 	l.failing = false
 	if got := l.shortened(5 * time.Second); got != 0 {
 		t.Errorf("wait after a call that succeeded with a renewal due: %v, want 0 (renew now)", got)
+	}
+}
+
+// refusingRenewals is a store that refuses every lease renewal, as when
+// another instance took the messages.
+type refusingRenewals struct{ *sqlite.Store }
+
+func (s refusingRenewals) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result, error) {
+	renew := b.RenewLeases
+	b.RenewLeases = nil
+	res, err := s.Store.ProcessBatch(ctx, b)
+	if err == nil {
+		res.Stale = append(res.Stale, renew...)
+	}
+	return res, err
+}
+
+// TestNoInProcessRetryAfterTheLeaseLapsed: a delivery fails and waits 20 s
+// to be tried again in-process; meanwhile its lease is lost. The second
+// try is not made: another instance may hold the message now, and that try
+// could overtake its deliveries of the stream. The message is given back
+// without charge.
+func TestNoInProcessRetryAfterTheLeaseLapsed(t *testing.T) {
+	e := newEnv(t)
+	m := msg("d", "s", 1)
+	e.enqueue(m)
+	tried := make(chan struct{}, 4)
+	rec := &recorder{fn: func(context.Context, *outbox.Message, int) error {
+		tried <- struct{}{}
+		return errorhandling.Transient(errors.New("503"))
+	}}
+	cfg := e.config(map[string]Destination{"d": {Transport: rec.transport(),
+		InProcess: retry.NewConfig(2, retry.NewFixedDelay(20*time.Second, false))}})
+	r, err := New(refusingRenewals{e.s}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn := e.run(r)
+	select {
+	case <-tried:
+	case <-e.ctx.Done():
+		t.Fatal("never tried")
+	}
+	before := r.rounds.Load()
+	e.clk.Advance(r.cfg.LeaseDuration / 2) // a renewal is due: refused
+	r.wake()
+	if err := r.turned.wait(e.ctx, before); err != nil {
+		t.Fatal(err)
+	}
+	rn.waitFor("the lease lost", func() bool { return r.Stats().LeasesLost > 0 })
+	rn.waitFor("the delivery to end", func() bool {
+		e.clk.Advance(time.Second) // to the end of the wait between tries
+		return len(rec.got()) > 1 || len(e.logs.find("lease lapsed between in-process tries")) > 0
+	})
+	if n := len(rec.got()); n != 1 {
+		t.Fatalf("%d tries, want 1: the second was made after the lease was lost", n)
 	}
 }

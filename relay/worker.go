@@ -263,7 +263,7 @@ func (r *Relay) deliver(d *destination, m *outbox.Message, probe bool) outcome {
 		}
 	}
 	start := r.clk.Now()
-	completed, tries, last := r.attempt(d, m)
+	completed, tries, last, lapsed := r.attempt(d, m)
 	end := r.clk.Now()
 	stalled := last != nil && r.stalls.overlaps(start, end)
 	// The transport refused the message before sending anything.
@@ -291,6 +291,14 @@ func (r *Relay) deliver(d *destination, m *outbox.Message, probe bool) outcome {
 	if probe && tries > 0 && !stalled && !unsent {
 		r.probeResult(d, end, !(o.kind == released && o.cause == causeDestination))
 	}
+	if lapsed && o.kind != delivered {
+		// Between two tries the lease lapsed: another instance may hold
+		// the message now, and a try here could overtake its deliveries.
+		// Its failure is not charged; the store ignores the release if
+		// another instance took the message.
+		o = outcome{m: m, dest: d, kind: released, cause: causeLeaseLapsed, completed: completed, err: last}
+		r.logAttempt(slog.LevelWarn, "lease lapsed between in-process tries; message given back", &o)
+	}
 	return o
 }
 
@@ -299,7 +307,11 @@ func (r *Relay) deliver(d *destination, m *outbox.Message, probe bool) outcome {
 // success). Only errors the relay's classifier calls retryable are tried again, and
 // only while the destination's breaker stays closed and the error's
 // retry-after hint fits in the attempt's timeout.
-func (r *Relay) attempt(d *destination, m *outbox.Message) (completed outbox.Status, tries int, last error) {
+//
+// A try after the first is made only while the relay still holds the
+// message's lease; lapsed says it did not (the relay stalled, or the
+// store refused a renewal, during the wait between tries).
+func (r *Relay) attempt(d *destination, m *outbox.Message) (completed outbox.Status, tries int, last error, lapsed bool) {
 	deadline := r.clk.Now().Add(d.timeout)
 	ctx, cancel := withTimeout(r.deliverCtx, r.clk, d.timeout)
 	defer cancel()
@@ -307,6 +319,10 @@ func (r *Relay) attempt(d *destination, m *outbox.Message) (completed outbox.Sta
 		if tries > 0 {
 			if d.breaker.State() == circuitbreaker.StateOpen {
 				return errorhandling.Permanent(last) // stop: the destination tripped meanwhile
+			}
+			if !r.fl.holds(m.ID, r.clk.Now(), r.startMargin) {
+				lapsed = true
+				return errorhandling.Permanent(last)
 			}
 			r.stats.retries.Add(1)
 			d.stats.retries.Add(1)
@@ -330,7 +346,7 @@ func (r *Relay) attempt(d *destination, m *outbox.Message) (completed outbox.Sta
 		}
 		return r.inProcessVerdict(err, deadline)
 	})
-	return completed, tries, last
+	return completed, tries, last, lapsed
 }
 
 // inProcessVerdict marks err for the executor: Permanent to stop the
