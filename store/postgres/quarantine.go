@@ -21,8 +21,9 @@ import (
 
 // badMessage is a claimed row that could not be decoded.
 type badMessage struct {
-	raw *rawMessage
-	err error
+	raw       *rawMessage
+	err       error
+	decodable bool // swept for a time the decoder does not read: the same batch may claim it
 }
 
 // quarantine dead-letters the claimed rows that could not be decoded, each
@@ -33,6 +34,22 @@ type badMessage struct {
 // lapse and are quarantined by the next claim that takes them.
 func (s *Store) quarantine(ctx context.Context, instance string, bad []badMessage, res *store.Result) {
 	bad = uniqueSeqs(bad)
+	if len(bad) > 0 && len(res.Claimed) > 0 {
+		// A row the sweep took for a time the decoder does not read, and
+		// that the claim of the same batch took too, is being delivered:
+		// it is quarantined by a later sweep if it is still there.
+		claimed := make(map[uuid.UUID]bool, len(res.Claimed))
+		for _, m := range res.Claimed {
+			claimed[m.ID] = true
+		}
+		kept := bad[:0:0]
+		for _, b := range bad {
+			if !b.decodable || !claimed[uuid.UUID(b.raw.id.Bytes)] {
+				kept = append(kept, b)
+			}
+		}
+		bad = kept
+	}
 	if len(bad) == 0 {
 		return
 	}
@@ -189,9 +206,8 @@ func (s *Store) logRejected(ctx context.Context, instance string, res *store.Res
 // sweepLimit bounds how many undecodable rows one batch quarantines.
 const sweepLimit = 100
 
-// sweepReader reads the rows sweepSQL found into bad. Every one should
-// fail to decode; one that decodes means the index and the decoder
-// disagree, and it is left alone (the claim takes it as usual).
+// sweepReader reads the rows sweepSQL found into bad, with the decoder's
+// error, or, for a row it decodes, the times only validRow checks.
 func sweepReader(bad *[]badMessage) func(pgx.Rows) error {
 	return func(rows pgx.Rows) error {
 		for rows.Next() {
@@ -199,9 +215,18 @@ func sweepReader(bad *[]badMessage) func(pgx.Rows) error {
 			if err := rows.Scan(r.dest()...); err != nil {
 				return err
 			}
-			if _, err := r.decode(); err != nil {
-				*bad = append(*bad, badMessage{raw: &r, err: err})
+			_, err := r.decode()
+			decodable := err == nil
+			if decodable {
+				// The sweep takes only rows outside validRow; the decoder
+				// does not read the times below, so one of them is what
+				// is wrong. Left alone, such a row came back first in
+				// every sweep: a hundred of them filled sweepLimit, and no
+				// row that came later was ever quarantined.
+				err = &store.ColumnError{Column: "first_failed_at, last_failed_at, stream_released_at or published_at",
+					Value: "infinity", Problem: "is not a finite time"}
 			}
+			*bad = append(*bad, badMessage{raw: &r, err: err, decodable: decodable})
 		}
 		return nil
 	}
