@@ -94,12 +94,19 @@ func (fs *flights) end(id uuid.UUID, f *flight) {
 func (fs *flights) startable(id uuid.UUID, now time.Time, margin time.Duration) bool {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	f, ok := fs.m[id]
-	if !ok || f.lost || !now.Add(margin).Before(f.until) {
+	f := fs.m[id]
+	if !f.held(now, margin) {
 		return false
 	}
 	f.started, f.startedAt = true, now
 	return true
+}
+
+// held reports whether the relay holds f's lease, margin ahead of now: f
+// is in flight here, its lease was not lost and does not lapse within
+// margin.
+func (f *flight) held(now time.Time, margin time.Duration) bool {
+	return f != nil && !f.lost && now.Add(margin).Before(f.until)
 }
 
 // holds reports whether the relay still holds id's lease, margin ahead of
@@ -107,8 +114,7 @@ func (fs *flights) startable(id uuid.UUID, now time.Time, margin time.Duration) 
 func (fs *flights) holds(id uuid.UUID, now time.Time, margin time.Duration) bool {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	f, ok := fs.m[id]
-	return ok && !f.lost && now.Add(margin).Before(f.until)
+	return fs.m[id].held(now, margin)
 }
 
 // overdueGrace is how long past its Timeout a delivery may take to return

@@ -2,8 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,48 +15,15 @@ import (
 func TestMigrationKeepsOldBadRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms, err := store.LoadMigrations(migrationFiles, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`CREATE TABLE backstop_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms {
-		if m.Version > 2 {
-			break
-		}
-		if _, err := db.Exec(strings.ReplaceAll(m.SQL, "{{prefix}}", "backstop_")); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.Exec(`INSERT INTO backstop_migrations VALUES (?, ?, 0)`, m.Version, m.Name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, q := range []string{
+	path := schemaAt(t, 2,
 		`INSERT INTO backstop_outbox (destination, type, status) VALUES ('d', 't', 'abc')`,
 		`INSERT INTO backstop_outbox (destination, type) VALUES ('d', 'good')`,
 		`INSERT INTO backstop_outbox (destination, type, attempts) VALUES ('d', 't', 'x')`,
 		`INSERT INTO backstop_outbox (destination, stream, type, scheduled_for) VALUES ('d', 's', 't', 'tomorrow')`,
 		`INSERT INTO backstop_outbox (destination, stream, type) VALUES ('d', 's', 'good')`,
 		`INSERT INTO backstop_outbox (destination, type, headers) VALUES ('d', 't', '"x"')`,
-	} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	db.Close()
-
-	s, err := Open(ctx, path, store.Config{})
-	if err != nil {
-		t.Fatalf("Open (migrating over old bad rows): %v", err)
-	}
-	defer s.Close()
+	)
+	s := openAt(t, path, store.Config{})
 	r, err := s.ProcessBatch(ctx, &store.Batch{Instance: store.Instance{ID: "i"}, Claim: store.ClaimRequest{Limit: 10}})
 	if err != nil {
 		t.Fatal(err)
