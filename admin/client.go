@@ -106,7 +106,18 @@ func (c *Client) MessageAction(ctx context.Context, id, action string, req Actio
 }
 
 func streamPath(destination, stream string) string {
-	return "/v1/streams/" + url.PathEscape(destination) + "/" + url.PathEscape(stream)
+	return "/v1/streams/" + segment(destination) + "/" + segment(stream)
+}
+
+// segment escapes s as one path segment. url.PathEscape leaves "." and
+// ".." as they are, and a path holding such a segment is cleaned away by
+// the server's router (a redirect to another path); %2E is not, and the
+// router unescapes it into the name.
+func segment(s string) string {
+	if s == "." || s == ".." {
+		return strings.Repeat("%2E", len(s))
+	}
+	return url.PathEscape(s)
 }
 
 // Stream shows a stream.

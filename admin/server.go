@@ -180,6 +180,8 @@ func (s *Server) routes() {
 	op("POST /v1/messages/{id}/dead-letter", s.messageAction("dead_letter"))
 	read("GET /v1/streams/{destination}/{stream}", s.getStream)
 	op("POST /v1/streams/{destination}/{stream}/release", s.releaseStream)
+	read("GET /v1/stream", s.getStream)
+	op("POST /v1/stream/release", s.releaseStream)
 	read("GET /v1/dlq", s.listDLQ)
 	read("GET /v1/dlq/{id}", s.getEntry)
 	op("POST /v1/dlq/{id}/replay", s.entryAction("replay"))

@@ -14,9 +14,35 @@ type Stream struct {
 	Head        *Message `json:"head"`
 }
 
-func (s *Server) getStream(w http.ResponseWriter, r *http.Request) {
-	dest, stream := r.PathValue("destination"), r.PathValue("stream")
+// streamNamed reads the stream a request names: from the path on
+// /v1/streams/{destination}/{stream}, from the query (destination=,
+// stream=) on /v1/stream. The query form exists for streams named "." or
+// "..": a browser's URL parser drops such a path segment, even written
+// %2E, so the dashboard names every stream in the query. A request
+// without one of the two, or with a name that is not UTF-8 without NUL,
+// gets a 400 naming it.
+func streamNamed(w http.ResponseWriter, r *http.Request) (dest, stream string, ok bool) {
+	if r.PathValue("stream") != "" {
+		dest, stream = r.PathValue("destination"), r.PathValue("stream")
+	} else {
+		q := r.URL.Query()
+		dest, stream = q.Get("destination"), q.Get("stream")
+		for _, f := range [...]string{"destination", "stream"} {
+			if q.Get(f) == "" {
+				badField(w, f, "the query must name the "+f)
+				return "", "", false
+			}
+		}
+	}
 	if !textFields(w, [2]string{"destination", dest}, [2]string{"stream", stream}) {
+		return "", "", false
+	}
+	return dest, stream, true
+}
+
+func (s *Server) getStream(w http.ResponseWriter, r *http.Request) {
+	dest, stream, ok := streamNamed(w, r)
+	if !ok {
 		return
 	}
 	st, err := s.st.StreamStatus(r.Context(), dest, stream)
@@ -37,8 +63,8 @@ func (s *Server) releaseStream(w http.ResponseWriter, r *http.Request) {
 	if !optionalBody(w, r, &req) {
 		return
 	}
-	dest, stream := r.PathValue("destination"), r.PathValue("stream")
-	if !textFields(w, [2]string{"destination", dest}, [2]string{"stream", stream}) {
+	dest, stream, ok := streamNamed(w, r)
+	if !ok {
 		return
 	}
 	n, err := s.st.ReleaseStream(r.Context(), dest, stream)

@@ -50,7 +50,7 @@ func DescribeStream(st *StreamStatus, h StreamHead, now time.Time) {
 	holds := false
 	switch {
 	case !m.DeadLetteredAt.IsZero():
-		why = fmt.Sprintf("head message %s was dead-lettered at %s after %d attempts", m.ID, ts(m.DeadLetteredAt), m.Attempts)
+		why = fmt.Sprintf("head message %s was dead-lettered at %s after %s", m.ID, ts(m.DeadLetteredAt), counted(int(m.Attempts), "attempt", "attempts"))
 		if m.FailureReason != 0 || m.Error != "" {
 			// a message dead-lettered by hand may never have failed
 			why += fmt.Sprintf(" (%s)", failure())
@@ -58,8 +58,8 @@ func DescribeStream(st *StreamStatus, h StreamHead, now time.Time) {
 		holds = strictHold
 		if holds && h.Later > 0 {
 			st.Blocked = true
-			st.Why = fmt.Sprintf("%s; %d later messages wait behind it until an operator releases the stream, or replays "+
-				"the message's dead-letter entry (strict ordering; resolving the entry does not release the stream)", why, h.Later)
+			st.Why = fmt.Sprintf("%s; %s behind it until an operator releases the stream, or replays "+
+				"the message's dead-letter entry (strict ordering; resolving the entry does not release the stream)", why, laterWait(h.Later))
 			return
 		}
 	case m.LeaseExpiry.After(now):
@@ -67,8 +67,8 @@ func DescribeStream(st *StreamStatus, h StreamHead, now time.Time) {
 			m.ID, m.InstanceID, ts(m.LeaseExpiry))
 		holds = h.Ordering != outbox.OrderingNone
 	case m.ScheduledFor.After(now) && (m.Attempts > 0 || m.Status.Has(outbox.StatusFailed)):
-		why = fmt.Sprintf("head message %s failed %d times (%s) and waits for its retry at %s",
-			m.ID, m.Attempts, failure(), ts(m.ScheduledFor))
+		why = fmt.Sprintf("head message %s failed %s (%s) and waits for its retry at %s",
+			m.ID, counted(int(m.Attempts), "time", "times"), failure(), ts(m.ScheduledFor))
 		holds = strictHold
 	case m.ScheduledFor.After(now):
 		why = fmt.Sprintf("head message %s is scheduled for %s", m.ID, ts(m.ScheduledFor))
@@ -79,7 +79,7 @@ func DescribeStream(st *StreamStatus, h StreamHead, now time.Time) {
 	default:
 		why = fmt.Sprintf("head message %s is due and will be claimed next", m.ID)
 		if m.Attempts > 0 || m.Error != "" {
-			why += fmt.Sprintf(" (it failed %d times before: %s)", m.Attempts, failure())
+			why += fmt.Sprintf(" (it failed %s before: %s)", counted(int(m.Attempts), "time", "times"), failure())
 		}
 	}
 	mode := string(h.Ordering) + " ordering"
@@ -91,8 +91,19 @@ func DescribeStream(st *StreamStatus, h StreamHead, now time.Time) {
 		st.Why = why + "; no later messages"
 	case holds:
 		st.Blocked = true
-		st.Why = fmt.Sprintf("%s; %d later messages wait behind it (%s)", why, h.Later, mode)
+		st.Why = fmt.Sprintf("%s; %s behind it (%s)", why, laterWait(h.Later), mode)
 	default:
-		st.Why = fmt.Sprintf("%s; %d later messages are not held back (%s)", why, h.Later, mode)
+		st.Why = fmt.Sprintf("%s; %s (%s)", why, counted(h.Later, "later message is not held back", "later messages are not held back"), mode)
 	}
 }
+
+// counted is n with the noun that fits it: 1 attempt, 2 attempts.
+func counted(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// laterWait says how many later messages wait.
+func laterWait(n int) string { return counted(n, "later message waits", "later messages wait") }

@@ -29,13 +29,18 @@ async function headEntry(st) {
   return page.items.find((e) => e.message_id === st.head.id) || null;
 }
 
+// named is the query naming a stream for /stream and /stream/release:
+// a browser drops a path segment "." or ".." (even written %2E), so the
+// stream's name travels in the query, where every name survives.
+const named = (destination, stream) => ({ destination, stream });
+
 function streamActions(st, after) {
   if (!session.canOperate) return null;
   const where = `${st.destination} / ${st.stream}`;
   const release = h('button', { type: 'button', class: 'primary', dataset: { action: 'release' }, onclick: async () => {
     const res = await confirmAction({ title: `Release ${where}?`, confirm: 'Release',
       text: 'The later messages go past the failed and dead-lettered ones (the dead letters stay in the queue to replay or resolve).',
-      run: (notes) => api('POST', `/streams/${seg(st.destination)}/${seg(st.stream)}/release`, { body: notes ? { notes } : undefined }) });
+      run: (notes) => api('POST', '/stream/release', { params: named(st.destination, st.stream), body: notes ? { notes } : undefined }) });
     if (res) { notify(`Released ${where}: ${plural(res.count, 'blocking message')} let go.`, 'ok'); after(); }
   } }, 'Release…');
   let replay = null;
@@ -88,7 +93,7 @@ export function streams(main, dest, name) {
 
   async function one() {
     try {
-      const st = await api('GET', `/streams/${seg(dest)}/${seg(name)}`);
+      const st = await api('GET', '/stream', { params: named(dest, name) });
       summary.textContent = '';
       list.replaceChildren(streamCard(st, one), h('p', {}, h('a', { href: '#/streams' }, 'All blocked streams')));
     } catch (e) {
@@ -100,7 +105,7 @@ export function streams(main, dest, name) {
     summary.textContent = 'Looking for blocked streams…';
     try {
       const [stats, c] = await Promise.all([api('GET', '/stats'), candidates()]);
-      const sts = await Promise.all(c.list.map((x) => api('GET', `/streams/${seg(x.destination)}/${seg(x.stream)}`).catch(() => null)));
+      const sts = await Promise.all(c.list.map((x) => api('GET', '/stream', { params: named(x.destination, x.stream) }).catch(() => null)));
       const blocked = sts.filter((st) => st && st.blocked);
       summary.textContent = `${plural(stats.blocked_streams, 'stream')} blocked. ` +
         (blocked.length ? `Shown: ${fmtNum(blocked.length)} found among the streams of pending dead letters and retrying messages` : 'None found among the streams of pending dead letters and retrying messages') +
