@@ -54,10 +54,10 @@ func (s *Server) bulk(action string) http.HandlerFunc {
 // RecoverRequest replays everything dead-lettered for a destination since a
 // time, in stream order.
 type RecoverRequest struct {
-	Destination string    `json:"destination"`
-	Since       time.Time `json:"since"`
-	DryRun      bool      `json:"dry_run,omitempty"`
-	Notes       string    `json:"notes,omitempty"`
+	Destination string     `json:"destination"`
+	Since       *time.Time `json:"since"`
+	DryRun      bool       `json:"dry_run,omitempty"`
+	Notes       string     `json:"notes,omitempty"`
 }
 
 func (s *Server) recover(w http.ResponseWriter, r *http.Request) {
@@ -69,11 +69,12 @@ func (s *Server) recover(w http.ResponseWriter, r *http.Request) {
 	case req.Destination == "":
 		badField(w, "destination", "destination is required")
 		return
-	case req.Since.IsZero():
+	case req.Since == nil:
+		// a pointer: 0001-01-01T00:00:00Z is a time like any other
 		badField(w, "since", "since is required (an RFC 3339 time)")
 		return
 	}
-	since := req.Since
+	since := *req.Since
 	br := BulkRequest{Filter: Filter{Destination: req.Destination, After: &since}, DryRun: req.DryRun, Notes: req.Notes}
 	f, ok := br.Filter.filters(w)
 	if !ok {

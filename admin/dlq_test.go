@@ -139,16 +139,22 @@ func TestDeadLetters(t *testing.T) {
 		since := time.Now().UTC().Add(-30 * time.Second)
 		fresh := park(t, a, 4, "audit", errorhandling.ReasonTimeoutExceeded, "fpC", since.Add(time.Second))
 		park(t, a, 2, "audit", errorhandling.ReasonTimeoutExceeded, "fpC", since.Add(-time.Hour))
-		rec, err := a.op.Recover(a.ctx, admin.RecoverRequest{Destination: "audit", Since: since, DryRun: true})
+		rec, err := a.op.Recover(a.ctx, admin.RecoverRequest{Destination: "audit", Since: &since, DryRun: true})
 		if err != nil || rec.Count != 4 {
 			t.Fatalf("recover dry run: %+v %v", rec, err)
 		}
-		rec, err = a.op.Recover(a.ctx, admin.RecoverRequest{Destination: "audit", Since: since})
+		rec, err = a.op.Recover(a.ctx, admin.RecoverRequest{Destination: "audit", Since: &since})
 		if err != nil || rec.Count != 4 || rec.Sample[0].ID != fresh[0] {
 			t.Fatalf("recover: %+v %v", rec, err)
 		}
-		_, err = a.op.Recover(a.ctx, admin.RecoverRequest{Since: since})
+		_, err = a.op.Recover(a.ctx, admin.RecoverRequest{Since: &since})
 		wantProblem(t, err, 400, "destination")
+		// Since the first instant Go's time has: the two older entries
+		// (it read as no since at all before).
+		var dawn time.Time
+		if rec, err := a.op.Recover(a.ctx, admin.RecoverRequest{Destination: "audit", Since: &dawn, DryRun: true}); err != nil || rec.Count != 2 {
+			t.Errorf("recover since %v: %+v %v", dawn, rec, err)
+		}
 		_, err = a.op.Do(a.ctx, http.MethodPost, "/v1/dlq/recover", nil, map[string]any{"destination": "audit"}, nil)
 		wantProblem(t, err, 400, "since")
 

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -108,7 +110,8 @@ type EnqueueResponse struct {
 // decode reads a JSON body strictly: unknown fields and trailing data are
 // refused, naming the field.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(r.Body)
+	var read bytes.Buffer // what the decoder read: a whole value before it decodes one
+	dec := json.NewDecoder(io.TeeReader(r.Body, &read))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	if err == nil {
@@ -133,6 +136,9 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		badField(w, te.Field, fmt.Sprintf("%s must be a JSON %s", te.Field, jsonKind(te.Type.Kind().String())))
 	case errors.Is(err, io.EOF):
 		badField(w, "", "the request needs a JSON body")
+	case isTimeError(err):
+		f := badTime(read.Bytes(), v)
+		badField(w, f, strings.TrimSpace(f+" must be an RFC 3339 time, such as 2026-11-24T12:00:00Z"))
 	default:
 		msg := err.Error()
 		if f, ok := cutUnknownField(msg); ok {
@@ -142,6 +148,57 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		badField(w, "", "the body is not valid JSON: "+msg)
 	}
 	return false
+}
+
+// isTimeError says err came from decoding a time.Time, which reports no
+// field: a bad layout, or not a JSON string.
+func isTimeError(err error) bool {
+	var pe *time.ParseError
+	return errors.As(err, &pe) || strings.HasPrefix(err.Error(), "Time.UnmarshalJSON")
+}
+
+// badTime names the member of the JSON object body whose value a field of
+// v of type time.Time or *time.Time cannot take ("" if none is found).
+func badTime(body []byte, v any) string {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(body, &members) != nil {
+		return ""
+	}
+	return badTimeIn(reflect.TypeOf(v), members)
+}
+
+// badTimeIn is badTime over the fields of t (a struct, or a pointer to
+// one), and of the structs it embeds, as encoding/json reads them.
+func badTimeIn(t reflect.Type, members map[string]json.RawMessage) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return ""
+	}
+	timeType := reflect.TypeFor[time.Time]()
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous && name == "" {
+			if found := badTimeIn(f.Type, members); found != "" {
+				return found
+			}
+			continue
+		}
+		if f.Type != timeType && f.Type != reflect.PointerTo(timeType) {
+			continue
+		}
+		for key, raw := range members {
+			if !strings.EqualFold(key, name) || string(raw) == "null" {
+				continue
+			}
+			var tm time.Time
+			if json.Unmarshal(raw, &tm) != nil {
+				return name
+			}
+		}
+	}
+	return ""
 }
 
 func jsonKind(k string) string {

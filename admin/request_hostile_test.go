@@ -130,3 +130,21 @@ func checkedSend(t *testing.T, a *api, method, path, body string) (int, string) 
 	status, b := sendWith(t, a, a.op.HTTPClient, method, path, body)
 	return status, string(b)
 }
+
+// A time the body gets wrong is a 400 naming its field (time.Time's own
+// errors name none).
+func TestBadTimeInBodyNamesItsField(t *testing.T) {
+	a := newAPI(t, openSQLite(t))
+	for _, c := range []struct{ path, body, field string }{
+		{"/v1/messages", `{"destination":"billing","type":"t","scheduled_for":"tomorrow"}`, "scheduled_for"},
+		{"/v1/messages", `{"destination":"billing","type":"t","scheduled_for":1764000000}`, "scheduled_for"},
+		{"/v1/messages", `{"destination":"billing","type":"t","Scheduled_For":"2026-13-01T00:00:00Z"}`, "scheduled_for"},
+		{"/v1/dlq/recover", `{"destination":"billing","since":"yesterday"}`, "since"},
+		{"/v1/dlq/replay", `{"dry_run":true,"after":"2026-11-24T00:00:00Z","before":"noon"}`, "before"},
+	} {
+		status, body := checkedSend(t, a, "POST", c.path, c.body)
+		if status != 400 || !strings.Contains(body, `"field":"`+c.field+`"`) || !strings.Contains(body, "RFC 3339") {
+			t.Errorf("%s %s: %d %s, want 400 naming %s", c.path, c.body, status, body, c.field)
+		}
+	}
+}

@@ -193,7 +193,7 @@ func newRecoverCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--since: %w", err)
 			}
-			req.Since = t
+			req.Since = &t
 			res, err := c.Recover(ctx, req)
 			return bulkTable(p, res, err)
 		}),
