@@ -24,7 +24,7 @@ import (
 
 // Two `backstop serve` processes on one PostgreSQL share the work: every
 // message is delivered once, in stream order, both processes deliver some,
-// and SIGTERM stops each gracefully (exit status 0).
+// and SIGTERM or SIGHUP stops each gracefully (exit status 0).
 func TestTwoServeProcessesShareOnePostgres(t *testing.T) {
 	testenv.PostgresAdmin(t)
 	if testing.Short() {
@@ -182,17 +182,22 @@ tokens:
 	}
 	mu.Unlock()
 
-	for name, p := range map[string]*proc{"A": a, "B": b} {
-		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	// SIGHUP (the terminal serve ran in went away) stops it gracefully too.
+	for _, stop := range []struct {
+		name string
+		p    *proc
+		sig  syscall.Signal
+	}{{"A", a, syscall.SIGTERM}, {"B", b, syscall.SIGHUP}} {
+		if err := stop.p.cmd.Process.Signal(stop.sig); err != nil {
 			t.Fatal(err)
 		}
 		select {
-		case err := <-p.done:
+		case err := <-stop.p.done:
 			if err != nil {
-				t.Errorf("process %s after SIGTERM: %v, want exit status 0", name, err)
+				t.Errorf("process %s after %v: %v, want exit status 0", stop.name, stop.sig, err)
 			}
 		case <-time.After(30 * time.Second):
-			t.Errorf("process %s did not stop within 30 s of SIGTERM", name)
+			t.Errorf("process %s did not stop within 30 s of %v", stop.name, stop.sig)
 		}
 	}
 }

@@ -20,7 +20,10 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP too: its default ends the process at once, leaving its leases
+	// to lapse; serve reads its config only at start, so a hang-up stops
+	// it as gracefully as SIGTERM does.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	cmd := newRoot()
 	if err := cmd.ExecuteContext(ctx); err != nil {
