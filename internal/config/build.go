@@ -205,7 +205,7 @@ func (c *Config) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen %s, db %s, %d tokens\n", c.Listen, redactURL(c.DB), len(c.Tokens))
 	for _, d := range c.Destinations {
-		fmt.Fprintf(&b, "destination %s: %s %s, ordering %s, retry %s %s..%s max %d attempts, breaker %d failures/%s\n",
+		fmt.Fprintf(&b, "destination %s: %s %s, ordering %s, retry %s %s..%s max %d attempts, breaker opens after %d failures (releases wait at most %s)\n",
 			d.Name, d.Type, redactURL(d.URL), d.Ordering, d.Retry.Strategy, d.Retry.Base.D(), d.Retry.Max.D(),
 			d.Retry.MaxAttempts, d.Breaker.MaxFailures, d.Breaker.Timeout.D())
 	}

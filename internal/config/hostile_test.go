@@ -88,3 +88,36 @@ func TestWebhookSettingsAreCheckedWithTheFile(t *testing.T) {
 		})
 	}
 }
+
+// A setting of another destination type was accepted and dropped (headers
+// on a NATS destination were never sent): refused, naming the key and its
+// line, as a source's are.
+func TestAnotherTypesSettingIsRefused(t *testing.T) {
+	dest := func(typ, url, extra string) string {
+		return "destinations:\n  - name: d\n    type: " + typ + "\n    url: " + url + "\n" + extra
+	}
+	for _, tc := range []struct{ yaml, key, typ string }{
+		{dest("nats", "nats://127.0.0.1:4222", "    headers: {X-A: b}\n"), "headers", "webhook"},
+		{dest("rabbitmq", "amqp://127.0.0.1:5672", "    headers: {X-A: b}\n"), "headers", "webhook"},
+		{dest("webhook", "http://x/y", "    subject: orders.{stream}\n"), "subject", "nats"},
+		{dest("rabbitmq", "amqp://127.0.0.1:5672", "    stream: ORDERS\n"), "stream", "nats"},
+		{dest("webhook", "http://x/y", "    exchange: orders\n"), "exchange", "rabbitmq"},
+		{dest("nats", "nats://127.0.0.1:4222", "    routing_key: r\n"), "routing_key", "rabbitmq"},
+	} {
+		_, err := Parse([]byte(tc.yaml), env(nil))
+		if err == nil || !strings.Contains(err.Error(), "destinations[0]."+tc.key+":") || !strings.Contains(err.Error(), "line ") ||
+			!strings.Contains(err.Error(), "only of "+tc.typ+" destinations") {
+			t.Errorf("%s: Parse = %v, want destinations[0].%s refused with its line", tc.yaml, err, tc.key)
+		}
+	}
+	// Each type's own settings are taken.
+	for _, y := range []string{
+		dest("webhook", "http://x/y", "    headers: {X-A: b}\n"),
+		dest("nats", "nats://127.0.0.1:4222", "    subject: orders.x\n    stream: ORDERS\n"),
+		dest("rabbitmq", "amqp://127.0.0.1:5672", "    exchange: orders\n    routing_key: r\n"),
+	} {
+		if _, err := Parse([]byte(y), env(nil)); err != nil {
+			t.Errorf("%s: %v", y, err)
+		}
+	}
+}

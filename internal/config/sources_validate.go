@@ -103,12 +103,12 @@ func (s *Source) validate(p string) []*Error {
 		{"headers", s.Headers != nil, "http"},
 	} {
 		if k.set && !contains(strings.Fields(k.types), s.Type) && contains([]string{"nats", "rabbitmq", "http"}, s.Type) {
-			bad(k.key, "is not a setting of %s source (only of %s)", aSource(s.Type), strings.ReplaceAll(k.types, " ", ", "))
+			bad(k.key, "is not a setting of %s (only of %s sources)", aSource(s.Type), strings.ReplaceAll(k.types, " ", ", "))
 		}
 	}
 	required := func(key string, v string) {
 		if v == "" {
-			bad(key, "is required for %s source", aSource(s.Type))
+			bad(key, "is required for %s", aSource(s.Type))
 		}
 	}
 	switch s.Type {

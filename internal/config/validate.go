@@ -228,6 +228,22 @@ func (d *Destination) validate(p string) []*Error {
 			bad("status_overrides", "only webhooks answer with a status")
 		}
 	}
+	// Another type's setting would be dropped without a word: refused,
+	// as a misspelt key is.
+	for _, k := range []struct {
+		key, typ string
+		set      bool
+	}{
+		{"headers", "webhook", len(d.Headers) > 0},
+		{"subject", "nats", d.Subject != ""},
+		{"stream", "nats", d.Stream != ""},
+		{"exchange", "rabbitmq", d.Exchange != ""},
+		{"routing_key", "rabbitmq", d.RoutingKey != ""},
+	} {
+		if k.set && d.Type != k.typ && contains([]string{"webhook", "nats", "rabbitmq"}, d.Type) {
+			bad(k.key, "is not a setting of a %s destination (only of %s destinations)", d.Type, k.typ)
+		}
+	}
 	oneOf(&errs, p+".ordering", d.Ordering, "strict", "release", "none")
 	oneOf(&errs, p+".unknown_errors", d.UnknownErrors, "permanent", "transient")
 	if d.Concurrency < 0 {
