@@ -11,7 +11,7 @@ import (
 //
 //	backstop_inbox_received_total{inbox,source}    counter  messages stored for their handlers
 //	backstop_inbox_duplicates_total{inbox,source}  counter  redeliveries recognised and dropped
-//	backstop_inbox_rejected_total{inbox,source}    counter  messages refused as invalid (ErrInvalid)
+//	backstop_inbox_rejected_total{inbox,source}    counter  messages refused as invalid (ErrInvalid), or unsigned (http)
 //	backstop_inbox_swept_total{inbox}              counter  de-duplication records deleted by sweeps
 //
 // The handlers' outcomes are the relay's metrics under the destination

@@ -182,7 +182,7 @@ func newMessagesCmd(g *globals) *cobra.Command {
 		}
 		c.Flags().StringVar(&req.Notes, "notes", "", "why (kept in the audit log)")
 		if a.name == "dead-letter" {
-			c.Flags().StringVar(&req.Reason, "reason", "", "the reason recorded on the dead letter")
+			c.Flags().StringVar(&req.Reason, "reason", "", "why, in words: kept as the dead letter's error text (its failure reason is PoisonMessage, as for any message dead-lettered by hand)")
 		}
 		cmd.AddCommand(c)
 	}
