@@ -43,6 +43,9 @@ func (g *globals) connect(ctx context.Context) (*admin.Client, func(), error) {
 	if err := sc.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("--table-prefix: %w", err)
 	}
+	if err := checkTables(ctx, g.db, sc.WithDefaults().TablePrefix); err != nil {
+		return nil, nil, err
+	}
 	st, err := openStore(ctx, g.db, sc)
 	if err != nil {
 		return nil, nil, err

@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"os"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/store/postgres"
@@ -34,4 +38,50 @@ func openStore(ctx context.Context, db string, sc store.Config) (store.Store, er
 		return st, nil
 	}
 	return nil, fmt.Errorf("--db %q: want sqlite:PATH or a postgres:// URL", db)
+}
+
+// checkTables refuses a database that holds tables but not Backstop's
+// under prefix: an operator command run on it with a wrong --table-prefix
+// (or --db) created a second, empty set of tables beside the real ones and
+// showed an empty store. An empty or new database is left to openStore,
+// which creates the tables, so that a first `backstop enqueue --db
+// sqlite:new.db` works.
+func checkTables(ctx context.Context, db, prefix string) error {
+	outbox := prefix + "outbox"
+	var ours, others int
+	switch {
+	case strings.HasPrefix(db, "sqlite:"):
+		path := strings.TrimPrefix(db, "sqlite:")
+		if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+			return nil // openStore creates it, or says why it cannot
+		}
+		conn, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+		if err != nil {
+			return nil
+		}
+		defer conn.Close()
+		err = conn.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE name = ?), count(*) FROM sqlite_master WHERE type = 'table'`,
+			outbox).Scan(&ours, &others)
+		if err != nil {
+			return nil // not a database openStore can read either: it says so
+		}
+	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
+		conn, err := pgx.Connect(ctx, db)
+		if err != nil {
+			return nil
+		}
+		defer conn.Close(ctx)
+		err = conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE c.relname = $1), count(*) FROM pg_class c
+			WHERE c.relkind IN ('r', 'p') AND c.relnamespace = current_schema()::regnamespace`, outbox).Scan(&ours, &others)
+		if err != nil {
+			return nil
+		}
+	default:
+		return nil
+	}
+	if ours == 0 && others > 0 {
+		return fmt.Errorf("--db %s holds %d tables, none of them %s: is --table-prefix (serve's store.table_prefix) %q right? "+
+			"Run backstop migrate --db ... to add Backstop's tables to this database", redactDB(db), others, outbox, prefix)
+	}
+	return nil
 }

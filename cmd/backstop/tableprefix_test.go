@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/store/sqlite"
@@ -33,4 +37,50 @@ func TestDBCommandsTakeTheTablePrefix(t *testing.T) {
 		!strings.Contains(err.Error(), "--table-prefix") {
 		t.Fatalf("a bad --table-prefix: %v, want an error naming it", err)
 	}
+}
+
+// An operator command with --db on a database that has tables, none of
+// them Backstop's under the prefix, is refused naming --table-prefix: it
+// created a second set of empty tables and listed nothing. A new database
+// is still created on first use.
+func TestDBCommandsRefuseADatabaseWithoutTheirTables(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "b.db")
+	st, err := sqlite.Open(context.Background(), path, store.Config{TablePrefix: "myapp_"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Close()
+	_, err = cli(t, "--db", "sqlite:"+path, "messages", "list")
+	if err == nil || !strings.Contains(err.Error(), "none of them backstop_outbox") || !strings.Contains(err.Error(), "--table-prefix") {
+		t.Fatalf("messages list without the prefix: %v, want a refusal naming --table-prefix", err)
+	}
+	check, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer check.Close()
+	var n int
+	if err := check.QueryRow(`SELECT count(*) FROM sqlite_master WHERE name LIKE 'backstop\_%' ESCAPE '\'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d backstop_ tables created (%v), want none", n, err)
+	}
+	fresh := filepath.Join(t.TempDir(), "new.db")
+	mustCLI(t, "--db", "sqlite:"+fresh, "enqueue", "--destination", "hook", "--type", "t")
+
+	// PostgreSQL: a schema holding other tables.
+	testenv.PostgresAdmin(t)
+	schema := testenv.NewSchema(t, "prefix_")
+	db := withSearchPath(testenv.PostgresURL(), schema)
+	conn, err := pgx.Connect(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), `CREATE TABLE orders (id int)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli(t, "--db", db, "dlq", "list"); err == nil || !strings.Contains(err.Error(), "--table-prefix") {
+		t.Fatalf("dlq list on a schema without Backstop's tables: %v, want a refusal", err)
+	}
+	mustCLI(t, "migrate", "--db", db)
+	mustCLI(t, "--db", db, "dlq", "list")
 }
