@@ -190,15 +190,16 @@ func (r *Relay) countUnknown(ctx context.Context) {
 	var fresh []string
 	r.maint.mu.Lock()
 	r.maint.unknown = unknown
-	if r.maint.warned == nil {
-		r.maint.warned = map[string]bool{}
-	}
+	// warned keeps only the names still pending: it grew with every
+	// unknown name ever seen (rows anyone may write).
+	warned := make(map[string]bool, len(unknown))
 	for d := range unknown {
 		if !r.maint.warned[d] {
-			r.maint.warned[d] = true
 			fresh = append(fresh, d)
 		}
+		warned[d] = true
 	}
+	r.maint.warned = warned
 	r.maint.mu.Unlock()
 	sort.Strings(fresh)
 	for _, d := range fresh {

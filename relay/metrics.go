@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,8 +32,14 @@ import (
 //	destination_paused{destination}        gauge      1 while a Retry-After pause holds the destination
 //	unknown_destination_messages{destination}
 //	                                       gauge      messages waiting for a destination this relay does not
-//	                                                  know (store.Fleet stores; counted every 4th heart-beat)
+//	                                                  know (store.Fleet stores; counted every 4th heart-beat;
+//	                                                  the maxUnknownSeries largest, the rest as "(others)")
 //	leader                                 gauge      1 while this instance leads the fleet's maintenance
+//
+// The destination label of the counters is a configured destination's
+// name, or "(unknown)" for a message whose destination the relay does not
+// know: such names come from rows anyone may write, and each would be a
+// series for ever (an invalid UTF-8 one made the client library panic).
 //
 // The store-wide gauges, exported by one instance of a fleet (see below):
 //
@@ -196,7 +204,7 @@ func (c *monitor) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(c.paused, paused, d.name)
 	}
-	for d, n := range c.r.unknownPending() {
+	for d, n := range unknownSeries(c.r.unknownPending()) {
 		gauge(c.unknown, float64(n), d)
 	}
 	leader := 0.0
@@ -343,4 +351,46 @@ func (r *Relay) queryGauges(ctx context.Context) (gaugeReading, error) {
 	snap.poison = keep(len(ms), err)
 	snap.blocked = keep(s.BlockedStreams(ctx))
 	return snap, errors.Join(errs...)
+}
+
+// unknownDestinationLabel is the destination label of the counters for
+// messages whose destination the relay does not know (a destination
+// configured under this name would share its series).
+const unknownDestinationLabel = "(unknown)"
+
+// maxUnknownSeries bounds the unknown_destination_messages series: the
+// largest counts by name, the rest summed under "(others)".
+const maxUnknownSeries = 20
+
+// destLabel is the destination label of o's metrics.
+func (o *outcome) destLabel() string {
+	if o.dest != nil {
+		return o.dest.name
+	}
+	return unknownDestinationLabel
+}
+
+// unknownSeries turns counts of messages by unknown destination into at
+// most maxUnknownSeries+1 series whose names are valid UTF-8 (a name that
+// is not would make the whole scrape fail).
+func unknownSeries(counts map[string]int) map[string]int {
+	names := make([]string, 0, len(counts))
+	for d := range counts {
+		names = append(names, d)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if counts[names[i]] != counts[names[j]] {
+			return counts[names[i]] > counts[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	out := make(map[string]int, min(len(names), maxUnknownSeries+1))
+	for i, d := range names {
+		name := strings.ToValidUTF8(d, "\uFFFD")
+		if i >= maxUnknownSeries {
+			name = "(others)"
+		}
+		out[name] += counts[d]
+	}
+	return out
 }

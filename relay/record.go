@@ -52,7 +52,7 @@ func (r *Relay) recorded(outs []outcome, res *store.Result) {
 			if o.dest != nil {
 				o.dest.stats.failed.Add(1)
 			}
-			r.metrics.failed.WithLabelValues(o.m.Destination, o.v.Reason.String(), o.v.Class.String(), o.v.Blame.String()).Inc()
+			r.metrics.failed.WithLabelValues(o.destLabel(), o.v.Reason.String(), o.v.Class.String(), o.v.Blame.String()).Inc()
 			if _, ok := dead[o.m.ID]; ok {
 				r.deadLettered(o)
 				r.hookDeadLettered(o)
@@ -69,7 +69,7 @@ func (r *Relay) recorded(outs []outcome, res *store.Result) {
 			if o.dest != nil {
 				o.dest.stats.released.Add(1)
 			}
-			r.metrics.released.WithLabelValues(o.m.Destination, o.cause).Inc()
+			r.metrics.released.WithLabelValues(o.destLabel(), o.cause).Inc()
 		}
 	}
 }
@@ -83,12 +83,12 @@ func (r *Relay) deadLettered(o *outcome) {
 	}
 	attempts := o.m.Attempts + 1
 	if o.permanent {
-		r.metrics.deadLettered.WithLabelValues(o.m.Destination, o.v.Reason.String()).Inc()
+		r.metrics.deadLettered.WithLabelValues(o.destLabel(), o.v.Reason.String()).Inc()
 		r.logAttempt(slog.LevelError, "message failed permanently", o,
 			slog.Int("attempts", attempts), slog.String("detail", "permanent fault, moving to DLQ"))
 		return
 	}
-	r.metrics.deadLettered.WithLabelValues(o.m.Destination, errorhandling.ReasonPoisonMessage.String()).Inc()
+	r.metrics.deadLettered.WithLabelValues(o.destLabel(), errorhandling.ReasonPoisonMessage.String()).Inc()
 	maxAttempts := r.cfg.Store.PolicyFor(o.m.Destination).MaxAttempts
 	if !r.log.Enabled(context.Background(), slog.LevelError) {
 		return

@@ -1,0 +1,114 @@
+package relay
+
+import (
+	"database/sql"
+	"fmt"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// insertRaw writes outbox rows with plain SQL, as another program would:
+// destinations the relay does not know, one of them not UTF-8 (SQLite
+// keeps any bytes a text cast gives it).
+func insertRaw(t *testing.T, e *env, destinations ...string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", e.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, d := range destinations {
+		if _, err := db.Exec(`INSERT INTO backstop_outbox (destination, type, payload) VALUES (CAST(? AS TEXT), 't', '{}')`, []byte(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func seriesOf(t *testing.T, reg *prometheus.Registry, name string) []*dto.Metric {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()
+		}
+	}
+	return nil
+}
+
+func labelOf(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// A message for a destination the relay does not know, dead-lettered, is
+// counted under destination "(unknown)": its own name came from a row
+// anyone may write (one not UTF-8 made the client library panic on the
+// recorder's goroutine and killed serve), and every such name was a
+// series for ever.
+func TestUnknownDestinationsAreCountedUnderOneLabel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	names := []string{"ord\xff"}
+	for i := range 30 {
+		names = append(names, fmt.Sprintf("nowhere-%d", i))
+	}
+	insertRaw(t, e, names...)
+	reg := prometheus.NewRegistry()
+	cfg := e.config(map[string]Destination{"orders": {Transport: (&recorder{}).transport()}})
+	cfg.UnknownDestination, cfg.Metrics = DeadLetterUnknown, reg
+	rn := e.start(cfg)
+	rn.settle()
+	if n := len(e.deadLetters()); n != len(names) {
+		t.Fatalf("%d dead letters, want %d", n, len(names))
+	}
+	dead := seriesOf(t, reg, "backstop_dead_lettered_total")
+	if len(dead) != 1 || labelOf(dead[0], "destination") != unknownDestinationLabel || dead[0].GetCounter().GetValue() != float64(len(names)) {
+		t.Fatalf("dead_lettered_total series: %v", dead)
+	}
+}
+
+// Left for another relay, unknown destinations are a gauge of at most
+// maxUnknownSeries names and "(others)", every name valid UTF-8: one that
+// was not failed every scrape.
+func TestUnknownDestinationGaugeIsBoundedAndValid(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	names := []string{"ord\xff", "ord\xff"} // the largest count: shown by name
+	for i := range 30 {
+		names = append(names, fmt.Sprintf("nowhere-%02d", i))
+	}
+	insertRaw(t, e, names...)
+	reg := prometheus.NewRegistry()
+	cfg := e.config(map[string]Destination{"orders": {Transport: (&recorder{}).transport()}})
+	cfg.Metrics = reg
+	rn := e.start(cfg)
+	rn.settle()
+	for range 4 {
+		rn.advance(rn.r.Config().HeartbeatInterval)
+	}
+	rn.waitFor("the count", func() bool { return len(rn.r.Stats().UnknownPending) == 31 })
+	series := seriesOf(t, reg, "backstop_unknown_destination_messages")
+	if len(series) != maxUnknownSeries+1 {
+		t.Fatalf("%d series, want %d", len(series), maxUnknownSeries+1)
+	}
+	total, named := 0.0, map[string]float64{}
+	for _, m := range series {
+		total += m.GetGauge().GetValue()
+		named[labelOf(m, "destination")] = m.GetGauge().GetValue()
+	}
+	if total != float64(len(names)) || named["ord\uFFFD"] != 2 || named["(others)"] != 11 {
+		t.Fatalf("series %v (total %v)", named, total)
+	}
+	if len(e.logs.find("messages for a destination this relay does not know")) != 31 {
+		t.Errorf("warnings: %d, want one per name", len(e.logs.find("messages for a destination this relay does not know")))
+	}
+}
