@@ -72,10 +72,11 @@ func newLoop(r *Relay) *loop {
 
 // run makes rounds until ctx is done. A store call in progress when ctx
 // ends is finished, not interrupted, so that the relay always knows what it
-// has claimed.
+// has claimed, unless the database does not answer within ShutdownTimeout
+// (Relay.stopCtx).
 func (l *loop) run(ctx context.Context, notify <-chan struct{}) {
 	cfg := &l.r.cfg
-	storeCtx := context.WithoutCancel(ctx)
+	storeCtx := l.r.stopCtx
 	for ctx.Err() == nil {
 		rd, err := l.step(storeCtx, true)
 		var wait time.Duration
@@ -119,7 +120,7 @@ func (l *loop) run(ctx context.Context, notify <-chan struct{}) {
 // channel is closed.
 func (l *loop) block(ctx context.Context, notify <-chan struct{}, wait time.Duration) <-chan struct{} {
 	r := l.r
-	if notify != nil && !l.waiting && !l.busy && l.setWaiting(context.WithoutCancel(ctx), true) {
+	if notify != nil && !l.waiting && !l.busy && l.setWaiting(l.r.stopCtx, true) {
 		wait = min(wait, waitGrace)
 	}
 	t := r.clk.NewTimer(l.shortened(wait))

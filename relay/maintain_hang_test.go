@@ -133,3 +133,63 @@ func TestNoInProcessRetryAfterTheLeaseLapsed(t *testing.T) {
 		t.Fatalf("%d tries, want 1: the second was made after the lease was lost", n)
 	}
 }
+
+// hangingClaim is a store whose claims, once hang is set, wait until their
+// call ends, as behind a partition from the database.
+type hangingClaim struct {
+	*sqlite.Store
+	hang   chan struct{} // closed: claims from now on hang
+	called chan struct{} // closed when one hangs
+	ended  chan error    // why the hanging claim ended
+	once   sync.Once
+}
+
+func (h *hangingClaim) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result, error) {
+	select {
+	case <-h.hang:
+	default:
+		return h.Store.ProcessBatch(ctx, b)
+	}
+	h.once.Do(func() { close(h.called) })
+	<-ctx.Done()
+	select {
+	case h.ended <- ctx.Err():
+	default:
+	}
+	return nil, ctx.Err()
+}
+
+// TestShutdownEndsAClaimThatHangs: a relay stopped while its claim hangs
+// ends that call at ShutdownTimeout. The claimer's calls ran on a context
+// Run's cancellation did not reach, each bounded only by the 30 s store
+// call timeout: a SIGTERMed serve with shutdown_timeout 3s behind a
+// silent database took 85 s to exit.
+func TestShutdownEndsAClaimThatHangs(t *testing.T) {
+	e := newEnv(t)
+	h := &hangingClaim{Store: e.s, hang: make(chan struct{}), called: make(chan struct{}), ended: make(chan error, 1)}
+	cfg := e.config(map[string]Destination{"d": {Transport: (&recorder{}).transport()}})
+	cfg.ShutdownTimeout = 50 * time.Millisecond
+	r, err := New(h, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(h.hang) // the first claim hangs
+	rn := e.run(r)
+	select {
+	case <-h.called:
+	case <-e.ctx.Done():
+		t.Fatal("the relay never claimed")
+	}
+	rn.cancel()
+	select {
+	case err := <-h.ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the hanging claim ended with %v, want it cancelled at ShutdownTimeout", err)
+		}
+	case <-time.After(20 * time.Second): // the store call's own timeout is 30 s
+		t.Fatal("the hanging claim was not ended at ShutdownTimeout")
+	}
+	if err := rn.stop(); err != nil {
+		t.Logf("Run: %v", err)
+	}
+}

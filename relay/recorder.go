@@ -27,7 +27,7 @@ const maxRecord = 1000
 // outcomes it could not record to the relay's queue and closes done.
 func (r *Relay) runRecorder(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	ctx := context.Background()
+	ctx := r.stopCtx
 	wait := r.cfg.PollInterval
 	for {
 		outs := r.takeOutcomes(maxRecord)

@@ -92,6 +92,12 @@ type Relay struct {
 	stopping         atomic.Bool
 	deliverCtx       context.Context // parent of every delivery's context
 	cancelDeliveries context.CancelFunc
+	// stopCtx is the parent of the claimer's and the recorder's store
+	// calls: not done with Run's context, so that a call in progress ends
+	// and the relay knows what it claimed, but done ShutdownTimeout (on
+	// the wall clock) after it, so that a database that stopped answering
+	// cannot hold the process past the shutdown it was given.
+	stopCtx context.Context
 
 	started atomic.Bool
 	rounds  atomic.Uint64 // rounds (steps) the loop has started
@@ -148,6 +154,7 @@ func New(s store.Store, cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{
+		stopCtx:    context.Background(), // Run sets its own
 		cfg:        cfg,
 		store:      s,
 		clk:        cfg.Clock,
@@ -238,6 +245,10 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	r.deliverCtx, r.cancelDeliveries = context.WithCancel(context.WithoutCancel(ctx))
 	defer r.cancelDeliveries()
+	stopCtx, cancelStop := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelStop()
+	defer context.AfterFunc(ctx, func() { time.AfterFunc(r.cfg.ShutdownTimeout, cancelStop) })()
+	r.stopCtx = stopCtx
 	for range r.cfg.Workers {
 		r.workers.Add(1)
 		go r.work()
@@ -246,7 +257,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		slog.String("instance", r.cfg.Instance.ID), slog.Int("workers", r.cfg.Workers),
 		slog.Int("destinations", len(r.dests)))
 	if r.fleet != nil {
-		r.beat(context.WithoutCancel(ctx)) // heart-beat before the first claim
+		r.beat(stopCtx) // heart-beat before the first claim
 	}
 	stopMaint, maintDone := make(chan struct{}), make(chan struct{})
 	go r.maintain(stopMaint, maintDone)
@@ -258,7 +269,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	go r.watchStalls(stopWatch)
 	l := newLoop(r)
 	l.run(ctx, r.subscribe(ctx))
-	l.setWaiting(context.Background(), false)
+	l.setWaiting(stopCtx, false)
 	err := l.shutdown(stopRecorder, recorderDone)
 	r.log.LogAttrs(context.Background(), slog.LevelInfo, "relay stopped",
 		slog.String("instance", r.cfg.Instance.ID))

@@ -71,9 +71,9 @@ func (l *loop) shutdown(stopRecorder chan struct{}, recorderDone <-chan struct{}
 }
 
 // drainStep renews leases during shutdown (the recorder records the
-// outcomes meanwhile), on a context of its own since Run's is done.
+// outcomes meanwhile), on the relay's stopCtx since Run's is done.
 func (l *loop) drainStep() {
-	ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
+	ctx, cancel := context.WithTimeout(l.r.stopCtx, storeCallTimeout)
 	defer cancel()
 	_, _ = l.step(ctx, false)
 }
