@@ -1,8 +1,10 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,4 +47,23 @@ func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 		}
 	}
 	return out, nil
+}
+
+// WarnNewerSchema logs a warning when applied holds a version past the
+// newest of ms: a newer Backstop migrated the database (a rollback, or an
+// old instance beside new ones). Nothing is refused, since the versions
+// only add, and a rollback must be able to start; but the operator learns
+// that this binary does not know the whole schema.
+func WarnNewerSchema(ctx context.Context, log *slog.Logger, storeName string, applied []int, ms []Migration) {
+	if len(ms) == 0 {
+		return
+	}
+	known, newest := ms[len(ms)-1].Version, 0
+	for _, v := range applied {
+		newest = max(newest, v)
+	}
+	if newest > known {
+		log.LogAttrs(ctx, slog.LevelWarn, "the database's schema is newer than this Backstop knows: a newer version migrated it; run that version",
+			slog.String("store", storeName), slog.Int("schema_version", newest), slog.Int("known_version", known))
+	}
 }

@@ -45,6 +45,12 @@ again changes nothing. The store is --db, else the config's db.`,
 				if err != nil {
 					return err
 				}
+				if known := postgres.LatestSchemaVersion(); v > known {
+					// a newer backstop migrated it: say so, not "migrated"
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: schema version %d is newer than this backstop's %d: nothing applied; run the newer backstop\n",
+						redactDB(db), v, known)
+					return nil
+				}
 				fmt.Fprintf(cmd.OutOrStdout(), "migrated %s: schema version %d\n", redactDB(db), v)
 				return nil
 			}

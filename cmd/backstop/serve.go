@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -201,9 +202,9 @@ func serve(ctx context.Context, c *config.Config, logger *slog.Logger, ready fun
 		}
 		srcErr <- nil
 	}
-	logger.Info("backstop shutting down")
+	logger.Info("backstop shutting down", slog.String("again", "a second SIGINT or SIGTERM ends the process at once"))
 	stopRun()
-	sctx, cancel := context.WithTimeout(context.Background(), c.Relay.ShutdownTimeout.D()+5*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), addSaturating(c.Relay.ShutdownTimeout.D(), 5*time.Second))
 	defer cancel()
 	shutdownErr := srv.Shutdown(sctx)
 	if errors.Is(shutdownErr, http.ErrServerClosed) {
@@ -247,4 +248,14 @@ func redactDB(db string) string {
 		}
 	}
 	return db
+}
+
+// addSaturating is a+b, or the longest duration where that overflows (a
+// shutdown_timeout near it turned the server's shutdown deadline negative:
+// serve exited 1 at once).
+func addSaturating(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

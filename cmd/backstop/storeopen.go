@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 
@@ -27,7 +28,7 @@ func openStore(ctx context.Context, db string, sc store.Config) (store.Store, er
 		}
 		return sqlite.Open(ctx, path, sc)
 	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
-		st, err := postgres.Open(ctx, db, sc)
+		st, err := postgres.Open(ctx, withConnectTimeout(db), sc)
 		if err != nil {
 			return nil, err
 		}
@@ -66,7 +67,7 @@ func checkTables(ctx context.Context, db, prefix string) error {
 			return nil // not a database openStore can read either: it says so
 		}
 	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
-		conn, err := pgx.Connect(ctx, db)
+		conn, err := pgx.Connect(ctx, withConnectTimeout(db))
 		if err != nil {
 			return nil
 		}
@@ -84,4 +85,26 @@ func checkTables(ctx context.Context, db, prefix string) error {
 			"Run backstop migrate --db ... to add Backstop's tables to this database", redactDB(db), others, outbox, prefix)
 	}
 	return nil
+}
+
+// defaultConnectTimeout bounds a connection's set-up when the URL does not
+// (connect_timeout, in seconds). pgx waits for ever by default: serve
+// started against a database that accepted the connection and never
+// answered hung without a word.
+const defaultConnectTimeout = "10"
+
+// withConnectTimeout adds connect_timeout to a postgres:// URL that has
+// none.
+func withConnectTimeout(db string) string {
+	u, err := url.Parse(db)
+	if err != nil {
+		return db // pgx says what is wrong with it
+	}
+	q := u.Query()
+	if q.Has("connect_timeout") {
+		return db
+	}
+	q.Set("connect_timeout", defaultConnectTimeout)
+	u.RawQuery = q.Encode()
+	return u.String()
 }

@@ -55,9 +55,12 @@ func (s *Store) migrate(ctx context.Context, tx pgx.Tx, ms []store.Migration) er
 		return fmt.Errorf("postgres: read migrations: %w", err)
 	}
 	done := map[int]bool{}
+	versions := make([]int, 0, len(applied))
 	for _, v := range applied {
 		done[int(v)] = true
+		versions = append(versions, int(v))
 	}
+	store.WarnNewerSchema(ctx, s.cfg.Log(), "postgres", versions, ms)
 	// The migrations name everything with the schema they run in, so that
 	// the functions behind the outbox's triggers find their tables whatever
 	// the search_path of the session that writes to it. Without WithSchema
@@ -111,4 +114,13 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 // quoteLiteral quotes s as an SQL string literal.
 func quoteLiteral(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+// LatestSchemaVersion is the newest schema version this Backstop knows.
+func LatestSchemaVersion() int {
+	ms, err := store.LoadMigrations(migrationFiles, "migrations")
+	if err != nil || len(ms) == 0 {
+		return 0
+	}
+	return ms[len(ms)-1].Version
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -20,7 +21,7 @@ var migrationFiles embed.FS
 // migrate brings the schema of the tables named with prefix up to the
 // latest version, in one transaction, and returns the versions it applied.
 // Running it again applies nothing.
-func migrate(ctx context.Context, db *sql.DB, prefix string, now time.Time) ([]int, error) {
+func migrate(ctx context.Context, db *sql.DB, prefix string, now time.Time, log *slog.Logger) ([]int, error) {
 	ms, err := store.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		return nil, err
@@ -52,6 +53,11 @@ func migrate(ctx context.Context, db *sql.DB, prefix string, now time.Time) ([]i
 		if err := rows.Err(); err != nil {
 			return err
 		}
+		versions := make([]int, 0, len(done))
+		for v := range done {
+			versions = append(versions, v)
+		}
+		store.WarnNewerSchema(ctx, log, "sqlite", versions, ms)
 		for _, m := range ms {
 			if done[m.Version] {
 				continue

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -38,7 +39,7 @@ func TestMigrationsAreIdempotent(t *testing.T) {
 	if err != nil || len(all) < 2 {
 		t.Fatalf("migrations() = %d, %v", len(all), err)
 	}
-	applied, err := migrate(ctx, s.w, "backstop_", time.Now())
+	applied, err := migrate(ctx, s.w, "backstop_", time.Now(), slog.Default())
 	if err != nil || len(applied) != 0 {
 		t.Fatalf("second migrate applied %v, %v; want nothing", applied, err)
 	}

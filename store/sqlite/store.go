@@ -113,7 +113,7 @@ func Open(ctx context.Context, path string, cfg store.Config, opts ...Option) (*
 	w.SetConnMaxIdleTime(0)
 	w.SetConnMaxLifetime(0)
 	s.w, s.r = w, w
-	if _, err := migrate(ctx, w, cfg.TablePrefix, s.now()); err != nil {
+	if _, err := migrate(ctx, w, cfg.TablePrefix, s.now(), cfg.Log()); err != nil {
 		w.Close()
 		return nil, err
 	}
