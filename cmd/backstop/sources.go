@@ -212,12 +212,20 @@ func natsHeader(h nats.Header, name string) string {
 	return ""
 }
 
-// tableHeader returns the string header name of an AMQP table, in any
-// case.
+// tableHeader returns the header name of an AMQP table, in any case, as
+// text: a string, or an integer in decimal (publishers often send an
+// account or order id as one; it gave no ordering key, and its messages
+// went unordered without a word). Other types give "".
 func tableHeader(t amqp.Table, name string) string {
 	for k, v := range t {
-		if s, ok := v.(string); ok && strings.EqualFold(k, name) {
-			return s
+		if !strings.EqualFold(k, name) {
+			continue
+		}
+		switch v := v.(type) {
+		case string:
+			return v
+		case int8, int16, int32, int64, int, uint8, uint16, uint32, uint64, uint:
+			return fmt.Sprint(v)
 		}
 	}
 	return ""

@@ -7,15 +7,16 @@
 // the time the stream stored it ("ORDERS:42:1795454266199941992"), which a
 // redelivery keeps and a stream created again does not. The type is the Backstop-Type
 // header, else the subject; the ordering key the Backstop-Stream header.
-// The other headers are kept (their first value), except the Nats-* ones
-// and Backstop's own.
+// The other headers are kept (their first value, names canonical), except
+// the Nats-* ones, Backstop's own and those a message cannot carry.
 //
 // Each message is stored, then acknowledged: a redelivery after a lost
 // acknowledgement or a crash is recognised and dropped. A message the
 // inbox cannot store at the moment (its database is down) is refused with
 // a Nak and a delay, so JetStream delivers it again; a message it can
-// never store (ErrInvalid: no type, a control character, over the size
-// limit) is terminated. Messages are received one at a time, in the order
+// never store (ErrInvalid: no type, a control character in its type or
+// stream, over the size limit) is terminated; a header it cannot carry is
+// left out, with a warning, and the message kept. Messages are received one at a time, in the order
 // the consumer delivers them; for the streams' order to survive
 // redeliveries give the consumer MaxAckPending 1.
 package natsinbox
@@ -25,6 +26,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +36,7 @@ import (
 
 	"github.com/backstophq/backstop/inbox"
 	"github.com/backstophq/backstop/inbox/internal/resume"
+	"github.com/backstophq/backstop/outbox"
 )
 
 // The headers read besides Nats-Msg-Id: those Backstop's NATS transport
@@ -182,7 +186,12 @@ func (r *Receiver) read(ctx context.Context) (started bool, err error) {
 
 // receive stores m and acknowledges it, or asks for it again.
 func (r *Receiver) receive(ctx context.Context, m jetstream.Msg) {
-	msg, err := received(m)
+	msg, dropped, err := received(m)
+	if len(dropped) > 0 {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "headers left out: a message cannot carry them",
+			slog.String("subject", m.Subject()), slog.String("message_id", outbox.CleanText(msg.ID, 100)),
+			slog.Any("headers", cleanNames(dropped)))
+	}
 	if err == nil && r.cfg.StreamKey != nil {
 		msg.Stream = r.cfg.StreamKey(m)
 	}
@@ -216,14 +225,15 @@ func (r *Receiver) receive(ctx context.Context, m jetstream.Msg) {
 	}
 }
 
-// received maps a JetStream message to the inbox's form.
-func received(m jetstream.Msg) (inbox.Received, error) {
+// received maps a JetStream message to the inbox's form, and names the
+// headers it left out.
+func received(m jetstream.Msg) (inbox.Received, []string, error) {
 	h := m.Headers()
 	id := h.Get(jetstream.MsgIDHeader)
 	if id == "" {
 		meta, err := m.Metadata()
 		if err != nil {
-			return inbox.Received{}, fmt.Errorf("%w: no Nats-Msg-Id and no metadata: %v", inbox.ErrInvalid, err)
+			return inbox.Received{}, nil, fmt.Errorf("%w: no Nats-Msg-Id and no metadata: %v", inbox.ErrInvalid, err)
 		}
 		// The stream's sequence alone is not enough: a stream deleted and
 		// created again numbers its messages from 1 again, and new
@@ -236,23 +246,49 @@ func received(m jetstream.Msg) (inbox.Received, error) {
 	if typ == "" {
 		typ = m.Subject()
 	}
+	headers, dropped := keptHeaders(h)
 	return inbox.Received{
 		ID: id, Type: typ, Stream: h.Get(HeaderStream), Payload: m.Data(),
-		Headers: keptHeaders(h), Source: "nats",
-	}, nil
+		Headers: headers, Source: "nats",
+	}, dropped, nil
 }
 
-// keptHeaders are the headers of the message's own, first values.
-func keptHeaders(h nats.Header) map[string]string {
+// keptHeaders are the headers of the message's own, first values, less
+// those a message cannot carry (outbox.CheckHeader: a control character,
+// a name that is not a token, a second name differing only in case),
+// which it names: one odd header of another program's must not lose the
+// whole message, as it did (terminated, never stored).
+func keptHeaders(h nats.Header) (map[string]string, []string) {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	slices.Sort(names)
 	var out map[string]string
-	for k, vs := range h {
+	var dropped []string
+	for _, k := range names {
+		vs := h[k]
 		if len(vs) == 0 || hasPrefixFold(k, "nats-") || hasPrefixFold(k, "backstop-") {
+			continue
+		}
+		name := http.CanonicalHeaderKey(k)
+		if _, taken := out[name]; taken || outbox.CheckHeader(name, vs[0]) != nil {
+			dropped = append(dropped, k)
 			continue
 		}
 		if out == nil {
 			out = map[string]string{}
 		}
-		out[k] = vs[0]
+		out[name] = vs[0]
+	}
+	return out, dropped
+}
+
+// cleanNames makes header names fit for a log record.
+func cleanNames(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = outbox.CleanText(n, 100)
 	}
 	return out
 }

@@ -176,6 +176,9 @@ func TestReceiveOnce(t *testing.T) {
 		// stored (a control character in its type).
 		plain := nats.NewMsg(src.prefix + ".ping")
 		plain.Header.Set("X-Tenant", "acme")
+		// A header a message cannot carry is left out; the message is
+		// kept (it was terminated, never stored).
+		plain.Header["X-Trace"] = []string{"a\x01b"}
 		if _, err := js.PublishMsg(e.Ctx, plain); err != nil {
 			t.Fatal(err)
 		}
@@ -189,6 +192,9 @@ func TestReceiveOnce(t *testing.T) {
 		in.HandleFunc(src.prefix+".ping", func(ctx context.Context, msg *inbox.Message) error {
 			if !strings.HasPrefix(msg.ID, src.stream+":") {
 				return errorhandling.Permanent(fmt.Errorf("id %q, want <stream>:<seq>", msg.ID))
+			}
+			if _, ok := msg.Headers["X-Trace"]; ok || msg.Headers["X-Tenant"] != "acme" {
+				return errorhandling.Permanent(fmt.Errorf("headers %v, want X-Tenant without X-Trace", msg.Headers))
 			}
 			pinged.Done()
 			return nil

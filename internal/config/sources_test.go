@@ -113,6 +113,9 @@ func TestParseRefusesSources(t *testing.T) {
 		{"same path", hook + "    path: /in\n  - {inbox: b, type: http, path: /in, secret: abc, forward: {to: [warehouse]}}\n", []string{"sources[1].path", "sources[0]'s path"}},
 		{"bad secret", hook + "    path: /in\n    additional_secrets: [whsec_!!]\n", []string{"sources[0].additional_secrets[0]"}},
 		{"missing env", hook + "    path: /in\n    additional_secrets: [\"${NOPE}\"]\n", []string{"line 9", "sources[0].additional_secrets[0]", "NOPE is not set"}},
+		{"forwarded twice", nats + "  - {inbox: b, type: rabbitmq, url: 'amqp://x/', queue: q, forward: {to: [warehouse, warehouse]}}\n", []string{"sources[1].forward.to[1]", "named twice"}},
+		{"dedup window under the tolerance", hook + "    path: /in\n    dedup_window: 1s\n", []string{"sources[0].dedup_window", "twice the tolerance (5m0s)"}},
+		{"dedup window under a longer tolerance", hook + "    path: /in\n    dedup_window: 90m\n    tolerance: 1h\n", []string{"sources[0].dedup_window", "replayed"}},
 		{"inbox's destination taken", "destinations:\n  - {name: 'inbox:a', type: webhook, url: 'http://x/'}\nsources:\n  - {inbox: a, type: rabbitmq, url: 'amqp://x/', queue: q, forward: {to: ['inbox:a']}}\n", []string{"sources[0].inbox", "rename the destination"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

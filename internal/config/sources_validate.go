@@ -1,9 +1,11 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/backstophq/backstop/inbox"
@@ -42,6 +44,8 @@ func (c *Config) validateSources(names map[string]bool) []*Error {
 		}
 		for j, to := range s.Forward.To {
 			switch {
+			case slices.Contains(s.Forward.To[:j], to):
+				bad(fmt.Sprintf("forward.to[%d]", j), "%q is named twice: each received message would be forwarded to it twice", to)
 			case to == TopicDestination && len(c.Routes) > 0:
 			case !names[to]:
 				bad(fmt.Sprintf("forward.to[%d]", j), "unknown destination %q", to)
@@ -158,6 +162,16 @@ func (s *Source) validate(p string) []*Error {
 			if _, _, err := net.SplitHostPort(s.Listen); err != nil {
 				bad("listen", "%q is not host:port", s.Listen)
 			}
+		}
+		// A signed request is accepted while its timestamp is within the
+		// tolerance either side of now, so for up to twice the tolerance
+		// after it was first received; only the id's de-duplication stops
+		// a replay meanwhile. A shorter window let a captured request be
+		// stored and forwarded again.
+		tol, window := cmp.Or(s.Tolerance.D(), webhook.DefaultTolerance), cmp.Or(s.DedupWindow.D(), DefaultDedupWindow)
+		if window < 2*tol {
+			bad("dedup_window", "%v is shorter than twice the tolerance (%v): a signed request could be replayed and stored again after its id was forgotten",
+				window, tol)
 		}
 	}
 	kind, name := s.StreamKeyOf()
