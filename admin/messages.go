@@ -228,6 +228,10 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
+	if req.IdempotencyKey != "" && store.CheckIdempotencyKey(req.IdempotencyKey) != nil {
+		badField(w, "idempotency_key", fmt.Sprintf("idempotency_key is at most %d bytes", store.MaxIdempotencyKeyLen))
+		return
+	}
 	if !textFields(w, [2]string{"idempotency_key", req.IdempotencyKey}, [2]string{"topic", req.Topic}) {
 		return // PostgreSQL's text columns hold no NUL: a 500 before
 	}

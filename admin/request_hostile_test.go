@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/backstophq/backstop/admin"
+	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 )
 
@@ -147,4 +148,28 @@ func TestBadTimeInBodyNamesItsField(t *testing.T) {
 			t.Errorf("%s %s: %d %s, want 400 naming %s", c.path, c.body, status, body, c.field)
 		}
 	}
+}
+
+// An idempotency key over store.MaxIdempotencyKeyLen bytes is a 400 naming
+// it on both stores: PostgreSQL answered a 10 KB key with a 500 (its index
+// entry limit) while SQLite took it.
+func TestLongIdempotencyKeyIsRefused(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		a := newAPI(t, st)
+		body := func(key string) string {
+			return `{"destination":"billing","type":"t","idempotency_key":"` + key + `"}`
+		}
+		for _, n := range []int{256, 10 << 10} {
+			status, resp := checkedSend(t, a, "POST", "/v1/messages", body(strings.Repeat("k", n)))
+			if status != 400 || !strings.Contains(resp, `"field":"idempotency_key"`) {
+				t.Errorf("a %d-byte key: %d %s, want 400 naming idempotency_key", n, status, resp)
+			}
+		}
+		if status, resp := checkedSend(t, a, "POST", "/v1/messages", body(strings.Repeat("k", 255))); status != 202 {
+			t.Errorf("a 255-byte key: %d %s, want 202", status, resp)
+		}
+		if _, _, err := st.(store.Admin).EnqueueIdempotent(a.ctx, strings.Repeat("k", 256), &outbox.Message{Destination: "billing", Type: "t"}); err == nil {
+			t.Error("the store took a 256-byte key")
+		}
+	})
 }

@@ -155,6 +155,14 @@ func (r *Relay) beat(ctx context.Context) {
 			r.log.LogAttrs(ctx, slog.LevelWarn, "silent relay instances declared dead; their leases were released",
 				slog.Int("dead_instances", n))
 		}
+		if !r.cfg.NoSweep {
+			n, err := f.SweepIdempotencyKeys(ctx, sweepBatch)
+			if err != nil {
+				r.log.LogAttrs(ctx, slog.LevelWarn, "sweeping idempotency keys failed", slog.String("error", err.Error()))
+			} else if n > 0 {
+				r.log.LogAttrs(ctx, slog.LevelDebug, "idempotency keys past their window deleted", slog.Int("keys", n))
+			}
+		}
 		if r.cfg.Store.Retention > 0 && !r.cfg.NoSweep {
 			for range sweepBatches {
 				n, err := f.SweepBatch(ctx, sweepBatch)

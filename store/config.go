@@ -37,6 +37,11 @@ type Config struct {
 	// Retention keeps published messages this long before Sweep deletes
 	// them. 0 deletes them when they are published.
 	Retention time.Duration
+	// IdempotencyWindow is how long an idempotency key is remembered
+	// (EnqueueIdempotent, and the topics' fan-out): a request repeated
+	// later writes its messages again. The fleet's leader deletes older
+	// keys. 0 means DefaultIdempotencyWindow.
+	IdempotencyWindow time.Duration
 	// Clock, when set, replaces the database clock (tests). nil means the
 	// database decides lease expiry and due times.
 	Clock clock.Clock
@@ -76,6 +81,9 @@ func (c Config) WithDefaults() Config {
 	if c.TablePrefix == "" {
 		c.TablePrefix = "backstop_"
 	}
+	if c.IdempotencyWindow == 0 {
+		c.IdempotencyWindow = DefaultIdempotencyWindow
+	}
 	return c
 }
 
@@ -109,6 +117,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("store: InstanceTimeout must not be negative, got %s", c.InstanceTimeout)
 	case c.Retention < 0:
 		return fmt.Errorf("store: Retention must not be negative, got %s", c.Retention)
+	case c.IdempotencyWindow < 0:
+		return fmt.Errorf("store: IdempotencyWindow must not be negative, got %s", c.IdempotencyWindow)
 	}
 	for _, r := range c.TablePrefix {
 		if !(r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
@@ -145,3 +155,7 @@ func (c Config) EffectiveOrdering(m *outbox.Message) outbox.Ordering {
 	}
 	return c.PolicyFor(m.Destination).Ordering
 }
+
+// DefaultIdempotencyWindow is how long an idempotency key is remembered by
+// default: a week, as long as an inbox remembers a message id.
+const DefaultIdempotencyWindow = 7 * 24 * time.Hour

@@ -31,6 +31,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -368,6 +369,24 @@ type StreamStatus struct {
 // ErrNotFound is returned for an unknown message id.
 var ErrNotFound = errors.New("store: message not found")
 
+// MaxIdempotencyKeyLen is the longest idempotency key, in bytes. PostgreSQL
+// indexes the key, and an index entry has a limit (a random 3 KB key
+// failed); both stores refuse a longer key with CheckIdempotencyKey's
+// error, so a key works the same on either.
+const MaxIdempotencyKeyLen = 255
+
+// CheckIdempotencyKey returns an error saying why key cannot be an
+// idempotency key (empty, or over MaxIdempotencyKeyLen bytes), or nil.
+func CheckIdempotencyKey(key string) error {
+	switch {
+	case key == "":
+		return errors.New("empty idempotency key")
+	case len(key) > MaxIdempotencyKeyLen:
+		return fmt.Errorf("idempotency key of %d bytes: at most %d", len(key), MaxIdempotencyKeyLen)
+	}
+	return nil
+}
+
 // WakeGate is implemented by stores whose wake-ups cost every writer
 // something, so that they are sent only while someone waits for them.
 // PostgreSQL's NOTIFY does: committing transactions that sent one wait
@@ -483,6 +502,10 @@ type Fleet interface {
 	// SweepBatch deletes at most limit delivered messages kept longer
 	// than the retention period and returns how many it deleted.
 	SweepBatch(ctx context.Context, limit int) (int, error)
+	// SweepIdempotencyKeys deletes at most limit idempotency keys older
+	// than Config.IdempotencyWindow, oldest first, and returns how many it
+	// deleted.
+	SweepIdempotencyKeys(ctx context.Context, limit int) (int, error)
 	// PendingByDestination counts the undelivered messages that are not
 	// dead-lettered, per destination (a count query; payloads are never
 	// read).

@@ -24,11 +24,12 @@ import (
 // attempts and ordering in one place.
 func (c *Config) StoreConfig() store.Config {
 	sc := store.Config{
-		Policies:        map[string]store.Policy{},
-		LeaseDuration:   c.Store.LeaseDuration.D(),
-		InstanceTimeout: c.Store.InstanceTimeout.D(),
-		Retention:       c.Store.Retention.D(),
-		TablePrefix:     c.Store.TablePrefix,
+		Policies:          map[string]store.Policy{},
+		LeaseDuration:     c.Store.LeaseDuration.D(),
+		InstanceTimeout:   c.Store.InstanceTimeout.D(),
+		Retention:         c.Store.Retention.D(),
+		IdempotencyWindow: c.Store.IdempotencyWindow.D(),
+		TablePrefix:       c.Store.TablePrefix,
 	}
 	for _, d := range c.Destinations {
 		sc.Policies[d.Name] = store.Policy{

@@ -75,7 +75,10 @@ type Store struct {
 	LeaseDuration   Duration `yaml:"lease_duration"`   // default 30s
 	InstanceTimeout Duration `yaml:"instance_timeout"` // default 60s
 	Retention       Duration `yaml:"retention"`        // default 0: delete on delivery
-	TablePrefix     string   `yaml:"table_prefix"`     // default backstop_
+	// IdempotencyWindow is how long an idempotency key is remembered.
+	// Default 168h (store.DefaultIdempotencyWindow).
+	IdempotencyWindow Duration `yaml:"idempotency_window"`
+	TablePrefix       string   `yaml:"table_prefix"` // default backstop_
 }
 
 // Destination is everything about one destination.

@@ -3,6 +3,9 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/backstophq/backstop/store"
 )
 
 const hostileBase = "destinations:\n  - name: hook\n    type: webhook\n    url: http://x/y\n"
@@ -119,5 +122,24 @@ func TestAnotherTypesSettingIsRefused(t *testing.T) {
 		if _, err := Parse([]byte(y), env(nil)); err != nil {
 			t.Errorf("%s: %v", y, err)
 		}
+	}
+}
+
+// store.idempotency_window reaches the store; left out, the store's
+// default applies.
+func TestIdempotencyWindowReachesTheStore(t *testing.T) {
+	c, err := Parse([]byte("store: {idempotency_window: 24h}\n"+hostileBase), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.StoreConfig().IdempotencyWindow; got != 24*time.Hour {
+		t.Errorf("IdempotencyWindow = %v, want 24h", got)
+	}
+	c, err = Parse([]byte(hostileBase), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.StoreConfig().WithDefaults().IdempotencyWindow; got != store.DefaultIdempotencyWindow {
+		t.Errorf("default IdempotencyWindow = %v", got)
 	}
 }

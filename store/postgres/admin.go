@@ -38,8 +38,8 @@ func (s *Store) EnqueueIdempotent(ctx context.Context, key string, msgs ...*outb
 // transactions using one key at once: the second waits for the first and
 // then sees its key.
 func (s *Store) EnqueueIdempotentTx(ctx context.Context, tx pgx.Tx, key string, msgs ...*outbox.Message) ([]uuid.UUID, bool, error) {
-	if key == "" {
-		return nil, false, errors.New("postgres: empty idempotency key")
+	if err := store.CheckIdempotencyKey(key); err != nil {
+		return nil, false, fmt.Errorf("postgres: %w", err)
 	}
 	if err := prepareAll(msgs, outbox.Limits{}); err != nil {
 		return nil, false, err
@@ -48,8 +48,8 @@ func (s *Store) EnqueueIdempotentTx(ctx context.Context, tx pgx.Tx, key string, 
 	for i, m := range msgs {
 		ids[i] = m.ID
 	}
-	tag, err := tx.Exec(ctx, `INSERT INTO `+s.n.qual+`idempotency_keys (key, message_ids) VALUES ($1, $2::uuid[])
-		ON CONFLICT (key) DO NOTHING`, key, pgUUIDs(ids))
+	tag, err := tx.Exec(ctx, `INSERT INTO `+s.n.qual+`idempotency_keys (key, message_ids, created_at)
+		VALUES ($2, $3::uuid[], `+nowExpr+`) ON CONFLICT (key) DO NOTHING`, s.now(), key, pgUUIDs(ids))
 	if err != nil {
 		return nil, false, fmt.Errorf("postgres: enqueue: %w", err)
 	}

@@ -70,6 +70,23 @@ func (s *Store) SweepBatch(ctx context.Context, limit int) (int, error) {
 	return int(tag.RowsAffected()), nil
 }
 
+// SweepIdempotencyKeys deletes at most limit idempotency keys older than
+// the window, oldest first; see store.Fleet.
+func (s *Store) SweepIdempotencyKeys(ctx context.Context, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.n.qual+`idempotency_keys WHERE key = ANY(ARRAY(
+		SELECT key FROM `+s.n.qual+`idempotency_keys
+		WHERE created_at <= `+nowExpr+` - $2 * interval '1 microsecond'
+		ORDER BY created_at LIMIT $3))`,
+		s.now(), micros(s.cfg.IdempotencyWindow), limit)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: sweep idempotency keys: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 // PendingByDestination counts the undelivered, not dead-lettered
 // messages per destination.
 func (s *Store) PendingByDestination(ctx context.Context) (map[string]int, error) {

@@ -39,8 +39,8 @@ func (s *Store) EnqueueIdempotent(ctx context.Context, key string, msgs ...*outb
 // created false. A duplicate is not an error, so it never aborts the
 // caller's transaction.
 func (s *Store) EnqueueIdempotentTx(ctx context.Context, tx *sql.Tx, key string, msgs ...*outbox.Message) ([]uuid.UUID, bool, error) {
-	if key == "" {
-		return nil, false, errors.New("sqlite: empty idempotency key")
+	if err := store.CheckIdempotencyKey(key); err != nil {
+		return nil, false, fmt.Errorf("sqlite: %w", err)
 	}
 	ids := make([]uuid.UUID, len(msgs))
 	for i, m := range msgs {

@@ -80,6 +80,21 @@ func (s *Store) SweepBatch(ctx context.Context, limit int) (int, error) {
 	return int(n), nil
 }
 
+// SweepIdempotencyKeys deletes at most limit idempotency keys older than
+// the window, oldest first; see store.Fleet.
+func (s *Store) SweepIdempotencyKeys(ctx context.Context, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	n, err := s.fleetExec(ctx, `DELETE FROM {{prefix}}idempotency_keys WHERE key IN (
+		SELECT key FROM {{prefix}}idempotency_keys WHERE created_at <= ? ORDER BY created_at LIMIT ?)`,
+		s.now().Add(-s.cfg.IdempotencyWindow).UnixMilli(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: sweep idempotency keys: %w", err)
+	}
+	return int(n), nil
+}
+
 // PendingByDestination counts the undelivered, not dead-lettered
 // messages per destination.
 func (s *Store) PendingByDestination(ctx context.Context) (map[string]int, error) {

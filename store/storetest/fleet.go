@@ -27,6 +27,7 @@ var fleetCases = []testCase{
 	{"Leadership", testLeadership},
 	{"HeartbeatAndReap", testHeartbeatAndReap},
 	{"SweepBatch", testSweepBatch},
+	{"IdempotencyKeysExpire", testIdempotencyKeysExpire},
 	{"PendingByDestination", testPendingByDestination},
 }
 
@@ -279,6 +280,49 @@ func testSweepBatch(t *testing.T, h Harness) {
 		if _, err := e.s.Get(e.ctx, m.ID); err == nil {
 			t.Fatalf("%s was not swept", m.ID)
 		}
+	}
+}
+
+// Idempotency keys are remembered for IdempotencyWindow, then swept,
+// oldest first: they were kept for ever (one row per fanned-out topic
+// message). A request repeated after the window writes again.
+func testIdempotencyKeysExpire(t *testing.T, h Harness) {
+	e := newEnv(t, h, func(c *store.Config) { c.IdempotencyWindow = time.Hour })
+	f := fleetOf(t, e)
+	adm, ok := e.s.(store.Admin)
+	if !ok {
+		t.Fatalf("%T does not implement store.Admin", e.s)
+	}
+	write := func(key string) bool {
+		t.Helper()
+		_, created, err := adm.EnqueueIdempotent(e.ctx, key, msg("hooks", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return created
+	}
+	for _, k := range []string{"k1", "k2", "k3"} {
+		write(k)
+	}
+	e.clk.Advance(30 * time.Minute)
+	write("k4")
+	if n, err := f.SweepIdempotencyKeys(e.ctx, 10); err != nil || n != 0 {
+		t.Fatalf("swept %d, %v inside the window", n, err)
+	}
+	if write("k1") {
+		t.Fatal("k1 written again inside its window")
+	}
+	e.clk.Advance(30 * time.Minute)
+	for _, want := range []int{2, 1, 0} {
+		if n, err := f.SweepIdempotencyKeys(e.ctx, 2); err != nil || n != want {
+			t.Fatalf("SweepIdempotencyKeys(2) = %d, %v; want %d", n, err, want)
+		}
+	}
+	if !write("k1") {
+		t.Error("k1 not written again after its window")
+	}
+	if write("k4") {
+		t.Error("k4, still inside its window, was swept")
 	}
 }
 
