@@ -348,7 +348,7 @@ func (r *Relay) queryGauges(ctx context.Context) (gaugeReading, error) {
 	b, err := s.ScheduledBacklog(ctx)
 	snap.backlog = keep(b.Count, err)
 	ms, err := s.PoisonCandidates(ctx, minAttempts)
-	snap.poison = keep(len(ms), err)
+	snap.poison = keep(len(ms), err) // at most store.MaxPoisonCandidates: a store.Gauger counts them all
 	snap.blocked = keep(s.BlockedStreams(ctx))
 	return snap, errors.Join(errs...)
 }

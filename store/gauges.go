@@ -13,7 +13,8 @@ type Gauger interface {
 	// Gauges reads the store-wide gauges at the store's now. Each count
 	// agrees with the method that defines it: DLQPending with
 	// DLQ().Count, Scheduled with ScheduledBacklog().Count,
-	// PoisonCandidates with len(PoisonCandidates(poisonMinAttempts)),
+	// PoisonCandidates with len(PoisonCandidates(poisonMinAttempts)) up
+	// to MaxPoisonCandidates (the gauge counts past it),
 	// BlockedStreams with BlockedStreams.
 	Gauges(ctx context.Context, poisonMinAttempts int) (Gauges, error)
 }

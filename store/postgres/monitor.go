@@ -76,11 +76,11 @@ func (s *Store) ScheduledBacklog(ctx context.Context) (store.Backlog, error) {
 
 // PoisonCandidates lists the undelivered, not dead-lettered failed
 // messages with at least minAttempts attempts, most attempts first, then
-// oldest first.
+// oldest first; at most store.MaxPoisonCandidates.
 func (s *Store) PoisonCandidates(ctx context.Context, minAttempts int) ([]*outbox.Message, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+msgCols+` FROM `+s.n.outbox+`
 		WHERE `+failedWhere+` AND dead_lettered_at IS NULL AND attempts >= $1
-		ORDER BY attempts DESC, seq`, minAttempts)
+		ORDER BY attempts DESC, seq LIMIT $2`, minAttempts, store.MaxPoisonCandidates)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: poison candidates: %w", err)
 	}

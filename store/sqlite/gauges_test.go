@@ -120,7 +120,7 @@ func TestGaugesPlan(t *testing.T) {
 			blockedTime = d
 		}
 		if depth != g.DLQPending || !es[0].FailureTime.Equal(g.OldestDLQ) || b.Count != g.Scheduled ||
-			len(ms) != g.PoisonCandidates || blocked != g.BlockedStreams {
+			len(ms) != min(g.PoisonCandidates, store.MaxPoisonCandidates) || blocked != g.BlockedStreams {
 			t.Fatalf("the monitoring queries say %d, %v, %d, %d, %d; Gauges %+v",
 				depth, es[0].FailureTime, b.Count, len(ms), blocked, g)
 		}

@@ -54,11 +54,11 @@ func (s *Store) ScheduledBacklog(ctx context.Context) (store.Backlog, error) {
 
 // PoisonCandidates lists the failed messages still retrying (not published,
 // not dead-lettered) with at least minAttempts attempts, most attempts
-// first, then in seq order.
+// first, then in seq order; at most store.MaxPoisonCandidates.
 func (s *Store) PoisonCandidates(ctx context.Context, minAttempts int) ([]*outbox.Message, error) {
 	out, err := queryAll(ctx, s, `SELECT `+messageColumns+` FROM {{prefix}}outbox
 		WHERE attempts >= ? AND (status & 32768) <> 0 AND (status & 4) = 0 AND dead_lettered_at IS NULL
-		ORDER BY attempts DESC, seq`, []any{minAttempts},
+		ORDER BY attempts DESC, seq LIMIT ?`, []any{minAttempts, store.MaxPoisonCandidates},
 		func(rows *sql.Rows) (*outbox.Message, error) { return scanMessage(rows) })
 	return out, wrap("poison candidates", err)
 }

@@ -152,6 +152,28 @@ func testPoisonCandidates(t *testing.T, h Harness) {
 	got, err = e.s.PoisonCandidates(e.ctx, 10)
 	noErr(t, "PoisonCandidates(10)", err)
 	eq(t, "PoisonCandidates(10)", len(got), 0)
+
+	// At most MaxPoisonCandidates are listed, with their payloads; the
+	// gauge counts them all. A retry backlog of 33,000 was read and sent
+	// whole by every stats request.
+	many := msgs(store.MaxPoisonCandidates+5, "many", "")
+	e.enqueue(many...)
+	claimed := e.batch("mon", store.Batch{Claim: store.ClaimRequest{Limit: len(many), Destinations: []string{"many"}}}).Claimed
+	eq(t, "claimed", len(claimed), len(many))
+	fs := make([]store.Failure, len(claimed))
+	for i, m := range claimed {
+		fs[i] = store.Failure{ID: m.ID, Reason: errorhandling.ReasonTimeoutExceeded, Error: "slow"}
+	}
+	e.batch("mon", store.Batch{Failures: fs})
+	got, err = e.s.PoisonCandidates(e.ctx, 1)
+	noErr(t, "PoisonCandidates(1)", err)
+	eq(t, "PoisonCandidates(1) past the bound", len(got), store.MaxPoisonCandidates)
+	eq(t, "the first, most attempts first", got[0].ID, b.ID)
+	if g, ok := e.s.(store.Gauger); ok {
+		gs, err := g.Gauges(e.ctx, 1)
+		noErr(t, "Gauges", err)
+		eq(t, "the gauge counts them all", gs.PoisonCandidates, len(many)+3)
+	}
 }
 
 func testStreamStatus(t *testing.T, h Harness) {
