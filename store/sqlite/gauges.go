@@ -16,8 +16,10 @@ import (
 // by outbox_scheduled, the dead-lettered ones through their dead-letter
 // entries, since every dead-lettered row has an entry that is not replayed
 // (a failure, DeadLetter and the quarantine each add one; a replay resets
-// the row; deleting the last entry deletes the row). BlockedStreams's own
-// query reads the whole stream index. The conformance suite checks that
+// the row; deleting the last entry deletes the row); the later live
+// message is looked for once per stream, after its first blocking message
+// (a later one after any is after the first), not once per blocking
+// message. BlockedStreams's own query reads the whole stream index. The conformance suite checks that
 // both agree.
 const gaugesSQL = `SELECT
 	-- dead_letters_pending
@@ -33,7 +35,7 @@ const gaugesSQL = `SELECT
 	-- dead-lettered ones through their entries (dead_letters_message, the
 	-- outbox's id index); the later message by outbox_stream
 	(SELECT count(*) FROM (
-		SELECT DISTINCT m.destination, m.stream FROM (
+		SELECT m.destination, m.stream, min(m.seq) AS seq FROM (
 			SELECT destination, stream, seq, ordering, stream_released_at, status FROM {{prefix}}outbox
 			WHERE scheduled_for IS NOT NULL AND scheduled_for > ?1 AND dead_lettered_at IS NULL AND stream <> ''
 			UNION ALL
@@ -42,9 +44,10 @@ const gaugesSQL = `SELECT
 				SELECT message_id FROM {{prefix}}dead_letters WHERE message_id <> '' AND replayed = 0)) AS m
 		WHERE (m.status & 4) = 0 AND m.stream <> '' AND m.stream_released_at IS NULL
 		  AND coalesce(nullif(m.ordering, ''), {{mode}}) = 'strict'
-		  AND EXISTS (SELECT 1 FROM {{prefix}}outbox AS l
-			WHERE l.destination = m.destination AND l.stream = m.stream AND l.seq > m.seq
-			  AND (l.status & 4) = 0 AND l.dead_lettered_at IS NULL))),
+		GROUP BY m.destination, m.stream) AS f
+		WHERE EXISTS (SELECT 1 FROM {{prefix}}outbox AS l
+			WHERE l.destination = f.destination AND l.stream = f.stream AND l.seq > f.seq
+			  AND (l.status & 4) = 0 AND l.dead_lettered_at IS NULL)),
 	-- outbox_lease
 	(SELECT count(*) FROM {{prefix}}outbox
 		WHERE instance_id IS NOT NULL AND lease_expiry > ?1 AND (status & 4) = 0)`
