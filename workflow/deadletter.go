@@ -9,11 +9,14 @@ import (
 
 	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/workflow/models"
+	"github.com/backstophq/backstop/workflow/wfstore"
 )
 
 // deadLetter handles a task that failed for good: OnTaskFailure, then
-// AddFailedTask, then the entry's ID is stored with the task. It returns
-// the entry's ID, empty when dead-lettering failed (logged).
+// AddFailedTask (which calls the manager's alert callbacks), then the
+// entry's ID is stored with the task. It returns the entry's ID, empty
+// when dead-lettering failed (logged). The callbacks may be slow: the
+// run's lease is renewed meanwhile by keepLease.
 func (dr *driver) deadLetter(ctx context.Context, ti *models.TaskInstance, err error) string {
 	e := dr.e
 	if err == nil {
@@ -26,9 +29,7 @@ func (dr *driver) deadLetter(ctx context.Context, ti *models.TaskInstance, err e
 				task = &t
 			}
 		}
-		var cbErr error
-		dr.whileRenewing(func() { cbErr = cb(ctx, task, ti, err) })
-		if cbErr != nil {
+		if cbErr := cb(ctx, task, ti, err); cbErr != nil {
 			e.log.LogAttrs(ctx, slog.LevelWarn, "OnTaskFailure failed", slog.String("run_id", dr.runID),
 				slog.String("dag_id", dr.d.id), slog.String("task_id", ti.TaskID), slog.String("error", cbErr.Error()))
 		}
@@ -37,7 +38,11 @@ func (dr *driver) deadLetter(ctx context.Context, ti *models.TaskInstance, err e
 	addErr := e.dlqm.AddFailedTask(ctx, ti, dr.d.Model(), err)
 	id := e.entries.take(ti.ID)
 	if addErr == nil && id == "" {
-		id, addErr = dr.findEntry(ctx, ti)
+		var replayedFrom string
+		if t := dr.snap.Task(ti.TaskID); t != nil {
+			replayedFrom = t.ReplayOf
+		}
+		id, addErr = dr.findEntry(ctx, ti, replayedFrom)
 	}
 	if addErr == nil && id == "" {
 		addErr = errors.New("the dead-letter queue did not report the entry it added")
@@ -54,14 +59,18 @@ func (dr *driver) deadLetter(ctx context.Context, ti *models.TaskInstance, err e
 	return id
 }
 
-// findEntry looks in the dead-letter queue for the entry of the attempt.
-func (dr *driver) findEntry(ctx context.Context, ti *models.TaskInstance) (string, error) {
+// findEntry looks in the dead-letter queue for the entry of the attempt
+// not yet resolved, other than replayedFrom: a replayed task that ended
+// before a new attempt has the task instance of the entry it was replayed
+// from (and of any resolved earlier one), which must not pass for its new
+// one.
+func (dr *driver) findEntry(ctx context.Context, ti *models.TaskInstance, replayedFrom string) (string, error) {
 	entries, err := dr.e.dlq.List(ctx, &dlq.Filters{DAGID: dr.d.id, TaskID: ti.TaskID})
 	if err != nil {
 		return "", err
 	}
 	for _, en := range entries {
-		if en.TaskInstanceID == ti.ID {
+		if en.TaskInstanceID == ti.ID && en.ID != replayedFrom && en.Status != dlq.StatusResolved {
 			return en.ID, nil
 		}
 	}
@@ -72,20 +81,26 @@ func (dr *driver) findEntry(ctx context.Context, ti *models.TaskInstance) (strin
 // short: a failed task without its dead letter is dead-lettered (unless
 // the queue has it already), and the dead letter a terminal task was
 // replayed from is marked replayed and resolved.
+//
+// A replayed task that ended without running to success or failure
+// (skipped: another task failed meanwhile under the fail policy; or
+// upstream_failed) is dead-lettered again, so that its failure stays in a
+// pending entry; the entry it was replayed from is resolved saying so.
+// This holds also when it ended before a new attempt started (another
+// task's failure still stops the run): its last failure is then the one
+// of the entry it was replayed from, which the new entry repeats. Its new
+// entry is settled when a later replay of the task it waits for makes it
+// pending again (Store.Reopen).
 func (dr *driver) settleFailures() {
 	for _, t := range dr.snap.Tasks {
 		if dr.handled[t.TaskID] || !t.State.Terminal() {
 			continue
 		}
-		// A replayed task that ended without running to success or
-		// failure (skipped: another task failed meanwhile under the
-		// fail policy) is dead-lettered again, so that its failure stays
-		// in the queue; its entry was resolved as succeeded.
 		again := t.ReplayOf != "" && t.State != models.TaskStateSuccess
 		if (t.State == models.TaskStateFailed || again) && t.DeadLetter == "" {
 			dr.handled[t.TaskID] = true
-			ti := dr.instance(t.TaskID, t.Attempt, t.Error, t.EndedAt)
-			id, err := dr.findEntry(dr.ctx, ti)
+			ti := dr.failure(&t)
+			id, err := dr.findEntry(dr.ctx, ti, t.ReplayOf)
 			if err == nil && id != "" {
 				err = dr.e.st.SetDeadLetter(dr.ctx, dr.runID, t.TaskID, id)
 			} else if err == nil {
@@ -102,6 +117,24 @@ func (dr *driver) settleFailures() {
 			dr.settleReplay(dr.ctx, t.ReplayOf, dr.instance(t.TaskID, t.Attempt, t.Error, t.EndedAt), t.State, t.DeadLetter)
 		}
 	}
+}
+
+// failure returns the attempt a terminal task that did not succeed is
+// dead-lettered with. A replayed task that ended before a new attempt
+// has no error of its own (the replay cleared it): its failure is still
+// the one of the entry it was replayed from.
+func (dr *driver) failure(t *wfstore.Task) *models.TaskInstance {
+	ti := dr.instance(t.TaskID, t.Attempt, t.Error, t.EndedAt)
+	if t.State == models.TaskStateFailed || t.Error != "" {
+		return ti
+	}
+	ti.State = models.TaskStateFailed // the failure the replay did not repair
+	ti.Error = fmt.Sprintf("task %s before a new attempt: %s", t.State, t.Reason)
+	if from, err := dr.e.dlq.Get(dr.ctx, t.ReplayOf); err == nil && from.ErrorMessage != "" {
+		ti.Error = fmt.Sprintf("%s (replayed from dead letter %s; the task was %s before a new attempt: %s)",
+			from.ErrorMessage, t.ReplayOf, t.State, t.Reason)
+	}
+	return ti
 }
 
 // settleReplay marks the dead letter a task was replayed from as replayed

@@ -37,7 +37,10 @@
 // another instance once its lease lapses, without running again a task
 // that succeeded. A task's result (TaskContext.SetResult) and the outbox
 // messages it writes (TaskContext.Enqueue) are committed in the transaction
-// that records its success: they exist once, or not at all.
+// that records its success: they exist once, or not at all. An attempt
+// whose success could not be recorded because the database was out of
+// reach (a killed connection, a failover) is treated as one cut off by a
+// crash: it runs again and does not count as a failure.
 //
 // # Failures and repair
 //

@@ -12,8 +12,9 @@ import (
 )
 
 // driver drives one run in this engine: it evaluates the stored states,
-// applies what follows from them, starts ready tasks, records their
-// outcomes, and renews the run's lease, until the run ends.
+// applies what follows from them, starts ready tasks and records their
+// outcomes, until the run ends; keepLease renews the run's lease
+// meanwhile.
 type driver struct {
 	e       *Engine
 	d       *DAG
@@ -24,9 +25,9 @@ type driver struct {
 	snap    *wfstore.Snapshot
 	running map[string]*inflight // by task ID
 	results chan result
-	renewed time.Time // when the lease was last taken or renewed
-	slot    bool      // holds an attempt token won in wait
-	stopped string    // under fail: the failed task whose failure cancelled the running attempts
+	lease   *keeper // renews the run's lease while the driver holds it
+	slot    bool    // holds an attempt token won in wait
+	stopped string  // under fail: the failed task whose failure cancelled the running attempts
 	handled map[string]bool
 }
 
@@ -60,9 +61,10 @@ func (e *Engine) driveEntered(ctx context.Context, d *DAG, runID string) (*Run, 
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	dr := &driver{e: e, d: d, runID: runID, ctx: ctx, runCtx: runCtx, cancel: cancel,
-		running: map[string]*inflight{}, results: make(chan result, len(d.order)), renewed: l.Now,
-		handled: map[string]bool{}}
+		running: map[string]*inflight{}, results: make(chan result, len(d.order)), handled: map[string]bool{}}
 	defer cancel(nil)
+	dr.lease = dr.keepLease(l.Now)
+	defer dr.lease.stop()
 	return dr.run()
 }
 
@@ -80,7 +82,7 @@ func (dr *driver) run() (*Run, error) {
 			dr.runID, dr.d.id, missing))
 	}
 	for {
-		if err := dr.renewIfDue(); err != nil {
+		if err := dr.lease.err(); err != nil {
 			return dr.abort(err)
 		}
 		if err := dr.load(); err != nil {
@@ -192,11 +194,10 @@ func (dr *driver) start(id string) error {
 	attempt := t.Attempt + 1
 	err := dr.e.st.StartAttempt(dr.ctx, dr.runID, id, attempt, l)
 	if errors.Is(err, wfstore.ErrConflict) {
-		// The lease may have lapsed while this instance was busy or
-		// paused. Renewing fails if another instance took the run over;
-		// if it succeeds, nobody can now, and the attempt may start.
-		dr.renewed = time.Time{}
-		if err = dr.renewIfDue(); err == nil {
+		// The lease may have lapsed while this instance was paused.
+		// Renewing fails if another instance took the run over; if it
+		// succeeds, nobody can now, and the attempt may start.
+		if _, err = dr.renew(); err == nil {
 			l = dr.e.lease()
 			err = dr.e.st.StartAttempt(dr.ctx, dr.runID, id, attempt, l)
 		}
@@ -225,108 +226,44 @@ func (dr *driver) start(id string) error {
 	return nil
 }
 
-// wait blocks until an attempt ends, a retry falls due, the lease is to be
-// renewed, a token frees up (when wantSlot), or the caller's context ends.
+// wait blocks until an attempt ends, a retry falls due, the lease is
+// renewed (the loop then reads the run again) or cannot be, a token frees
+// up (when wantSlot), or the caller's context ends.
 func (dr *driver) wait(nextDue time.Time, wantSlot bool) error {
 	clk := dr.e.cfg.Clock
-	renewAt := dr.renewed.Add(dr.e.cfg.LeaseDuration / 3)
-	wake := renewAt
-	if !nextDue.IsZero() && nextDue.Before(wake) {
-		wake = nextDue
-	}
-	if clk.Now().Before(wake) {
-		timer := clk.NewTimer(wake.Sub(clk.Now()))
+	var fired <-chan time.Time
+	if !nextDue.IsZero() {
+		if !clk.Now().Before(nextDue) {
+			return nil
+		}
+		timer := clk.NewTimer(nextDue.Sub(clk.Now()))
 		defer timer.Stop()
-		fired := timer.C()
-		if !clk.Now().Before(wake) {
-			// The clock moved past wake while the timer was made, which
-			// may then be set for later: do not wait for it.
+		fired = timer.C()
+		if !clk.Now().Before(nextDue) {
+			// The clock moved past nextDue while the timer was made,
+			// which may then be set for later: do not wait for it.
 			now := make(chan time.Time, 1)
-			now <- wake
+			now <- nextDue
 			fired = now
 		}
-		var sem chan struct{}
-		if wantSlot {
-			sem = dr.e.sem
-		}
-		select {
-		case r := <-dr.results:
-			if err := dr.record(dr.ctx, r); err != nil {
-				return err
-			}
-		case sem <- struct{}{}:
-			dr.slot = true
-		case <-fired:
-		case <-dr.ctx.Done():
-			return context.Cause(dr.ctx)
-		}
 	}
-	return nil
-}
-
-// whileRenewing runs fn, a user's callback, on the driver's goroutine and
-// meanwhile renews the run's lease from another: renewals are otherwise
-// made by the driver's loop, and a slow callback (an OnTaskFailure that
-// posts an alert) let the lease lapse while attempts were running, so that
-// another instance took the run over and ran a running task a second time
-// at once. A renewal that fails cancels the run's attempts (runCtx), and
-// the loop then stops on its own renewal's error.
-func (dr *driver) whileRenewing(fn func()) {
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		clk := dr.e.cfg.Clock
-		for {
-			due := dr.renewed.Add(dr.e.cfg.LeaseDuration / 3)
-			if wait := due.Sub(clk.Now()); wait > 0 {
-				t := clk.NewTimer(wait)
-				fired := t.C()
-				if !clk.Now().Before(due) {
-					// The clock passed due while the timer was made,
-					// which may then be set for later: do not wait.
-					now := make(chan time.Time, 1)
-					now <- due
-					fired = now
-				}
-				select {
-				case <-done:
-					t.Stop()
-					return
-				case <-fired:
-				}
-				t.Stop()
-			}
-			select {
-			case <-done:
-				return
-			default:
-			}
-			l := dr.e.lease()
-			if err := dr.e.st.RenewRun(dr.ctx, dr.runID, l); err != nil {
-				dr.cancel(fmt.Errorf("workflow: run %s: %w", dr.runID, err))
-				return
-			}
-			dr.renewed = l.Now
+	var sem chan struct{}
+	if wantSlot {
+		sem = dr.e.sem
+	}
+	select {
+	case r := <-dr.results:
+		if err := dr.record(dr.ctx, r); err != nil {
+			return err
 		}
-	}()
-	defer func() {
-		close(done)
-		<-stopped // dr.renewed is the loop's again
-	}()
-	fn()
-}
-
-// renewIfDue renews the run's lease when a third of it has passed since it
-// was last taken or renewed. Renewing succeeds as long as no other instance
-// took the run over, even if the lease lapsed meanwhile.
-func (dr *driver) renewIfDue() error {
-	if dr.e.cfg.Clock.Now().Before(dr.renewed.Add(dr.e.cfg.LeaseDuration / 3)) {
-		return nil
+	case sem <- struct{}{}:
+		dr.slot = true
+	case <-fired:
+	case <-dr.lease.renewed:
+	case <-dr.lease.lost:
+		return dr.lease.err()
+	case <-dr.ctx.Done():
+		return context.Cause(dr.ctx)
 	}
-	l := dr.e.lease()
-	if err := dr.e.st.RenewRun(dr.ctx, dr.runID, l); err != nil {
-		return fmt.Errorf("workflow: run %s: %w", dr.runID, err)
-	}
-	dr.renewed = l.Now
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 // failed.
 func (dr *driver) finish(p plan) (*Run, error) {
 	dr.release()
+	dr.lease.stop()
 	ended, err := dr.e.st.EndRun(dr.ctx, dr.runID, dr.e.lease(), p.state, p.reason)
 	if err != nil {
 		return nil, fmt.Errorf("workflow: run %s: %w", dr.runID, err)
@@ -55,6 +56,7 @@ func (dr *driver) abort(err error) (*Run, error) {
 		}
 	}
 	dr.release()
+	dr.lease.stop()
 	if !errors.Is(err, wfstore.ErrLeaseLost) {
 		if rerr := dr.e.st.ReleaseRun(bg, dr.runID, dr.e.cfg.InstanceID); rerr != nil {
 			err = errors.Join(err, rerr)

@@ -31,7 +31,9 @@ var (
 	// ErrUnknownDAG: no DAG with the ID is registered with the engine.
 	ErrUnknownDAG = errors.New("workflow: DAG not registered")
 	// ErrDAGChanged: the registered DAG's tasks, edges or policy differ
-	// from those the run was created with, so it cannot be resumed.
+	// from those the run was created with, so it cannot be resumed or
+	// repaired by ReplayTask (which then changes nothing); or a dead
+	// letter names another DAG than its run's.
 	ErrDAGChanged = errors.New("workflow: DAG changed since the run was created")
 	// ErrRunFailed is matched by the *RunError of a run that ended failed.
 	ErrRunFailed = errors.New("workflow: run failed")

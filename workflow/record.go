@@ -10,6 +10,7 @@ import (
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/retry"
+	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/workflow/models"
 	"github.com/backstophq/backstop/workflow/wfstore"
 )
@@ -46,7 +47,21 @@ func (dr *driver) record(ctx context.Context, r result) error {
 		dr.fail(f, r.err)
 	}
 	err := dr.e.st.FinishAttempt(ctx, f)
-	if err != nil && f.Outcome == wfstore.OutcomeSuccess && !errors.Is(err, wfstore.ErrConflict) && ctx.Err() == nil {
+	if err != nil && f.Outcome == wfstore.OutcomeSuccess && errors.Is(err, store.ErrUnavailable) {
+		// The database went away while the success was recorded (its
+		// connection was killed, a failover): nothing the attempt wrote
+		// was committed, and that is not the task's failure. As when the
+		// instance crashes there, the attempt is lost: it runs again at
+		// once, no failure counted. If the database does not answer that
+		// either, the driver stops and the attempt is found lost when the
+		// run is resumed.
+		f = &wfstore.Finish{RunID: f.RunID, TaskID: f.TaskID, Attempt: f.Attempt, Owner: f.Owner, Now: now,
+			Outcome: wfstore.OutcomeLost, State: models.TaskStateUpForRetry, Failures: t.Failures, NextAttemptAt: now,
+			Error: outbox.TruncateError("interrupted: recording the success failed: " + err.Error()),
+			Reason: fmt.Sprintf("up for retry: the database was unavailable while attempt %d's success was recorded, so nothing it wrote was kept; it runs again and does not count as a failure",
+				f.Attempt)}
+		err = dr.e.st.FinishAttempt(ctx, f)
+	} else if err != nil && f.Outcome == wfstore.OutcomeSuccess && !errors.Is(err, wfstore.ErrConflict) && ctx.Err() == nil {
 		// The success could not be committed (a message or an OnCommit
 		// function failed): the attempt failed, and nothing it wrote
 		// exists.

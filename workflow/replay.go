@@ -26,7 +26,11 @@ import (
 // not a workflow task's or its task is no longer failed with it (already
 // replayed), ErrRunActive while the run runs, and ErrUnknownDAG when the
 // DAG is not registered. Like Run, it returns the run with a *RunError when
-// the run fails again.
+// the run fails again. When the registered DAG is not the one the run was
+// created with (its tasks, edges or policy changed since, or the entry
+// names another DAG than the run's), ReplayTask fails with ErrDAGChanged
+// and changes nothing: the run stays as it ended and the entry stays
+// replayable, by an instance that registers the run's DAG as it was.
 func (e *Engine) ReplayTask(ctx context.Context, entryID string) (*Run, error) {
 	entry, err := e.dlq.Get(ctx, entryID)
 	if err != nil {
@@ -35,11 +39,11 @@ func (e *Engine) ReplayTask(ctx context.Context, entryID string) (*Run, error) {
 	if entry.DAGRunID == "" || entry.TaskID == "" {
 		return nil, fmt.Errorf("%w: entry %s is not a workflow task's", ErrNotReplayable, entryID)
 	}
-	d, err := e.dag(entry.DAGID)
+	runID := entry.DAGRunID
+	d, err := e.replayableDAG(ctx, entry)
 	if err != nil {
 		return nil, err
 	}
-	runID := entry.DAGRunID
 	if !e.enter(runID) {
 		return nil, fmt.Errorf("%w: run %s is being driven by this engine", ErrRunActive, runID)
 	}
@@ -61,6 +65,34 @@ func (e *Engine) ReplayTask(ctx context.Context, entryID string) (*Run, error) {
 			slog.String("dlq_id", entryID), slog.String("error", err.Error()))
 	}
 	return e.driveEntered(ctx, d, runID)
+}
+
+// replayableDAG returns the registered DAG the entry's run can be driven
+// with. It is checked before the run is reopened: a run reopened for a
+// DAG whose shape changed was refused by the driver and stayed running,
+// with nobody to drive it, and its entry was no longer replayable.
+func (e *Engine) replayableDAG(ctx context.Context, entry *dlq.Entry) (*DAG, error) {
+	snap, err := e.st.Load(ctx, entry.DAGRunID)
+	if errors.Is(err, wfstore.ErrNotFound) {
+		return nil, fmt.Errorf("%w: entry %s: %w", ErrNotReplayable, entry.ID, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("workflow: replay %s: %w", entry.ID, err)
+	}
+	run := &snap.Run
+	if entry.DAGID != run.DAGID {
+		return nil, fmt.Errorf("%w: entry %s names DAG %q, but run %s is a run of DAG %q",
+			ErrDAGChanged, entry.ID, entry.DAGID, run.ID, run.DAGID)
+	}
+	d, err := e.dag(run.DAGID)
+	if err != nil {
+		return nil, err
+	}
+	if run.DAGHash != d.hash {
+		return nil, fmt.Errorf("%w: run %s of DAG %s was created with other tasks, edges or policy than those registered; replay it from an instance that registers them",
+			ErrDAGChanged, run.ID, d.id)
+	}
+	return d, nil
 }
 
 // whyNotReplayable explains a Reopen conflict.

@@ -5,15 +5,21 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/backstophq/backstop/clock"
 	"github.com/backstophq/backstop/dlq"
+	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/workflow/models"
 	"github.com/backstophq/backstop/workflow/wfstore"
 )
 
 // abandonedBatch is how many abandoned runs one pass of Work takes at most.
 const abandonedBatch = 100
+
+// postponeUnresumable is how long Work leaves a run it could not resume
+// for a reason of the run's own (its rows damaged) before it tries again.
+const postponeUnresumable = 10 * time.Minute
 
 // Work drives, until ctx ends, the runs that need an instance: runs
 // created with Start, and runs whose instance stopped renewing its lease
@@ -27,6 +33,13 @@ const abandonedBatch = 100
 // dead-letter queue itself (see ReplayMarked). When ctx ends, Work waits for
 // the runs it drives to stop (their attempts are interrupted, not failed)
 // and returns nil.
+//
+// A run Work cannot resume for a reason of its own (rows written by hand
+// that the store cannot read, a task's row missing) is logged at ERROR and
+// left for 10 minutes before Work tries it again, so that such runs do not
+// keep the healthy ones behind them waiting; Resume still takes it at
+// once. A run that failed to resume for want of the database is tried
+// again on the next pass.
 func (e *Engine) Work(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -77,41 +90,53 @@ func (e *Engine) shapes() []string {
 }
 
 // logResume logs what a resume of Work came to; losing the race for a run
-// to another instance is normal.
+// to another instance is normal. A run that failed to resume for a reason
+// of its own is postponed (postponeUnresumable): it would otherwise stay
+// first in every batch of Abandoned, its lease never taken or released at
+// once, and 100 of them kept Work from ever taking a healthy run.
 func (e *Engine) logResume(ctx context.Context, runID string, err error) {
 	switch {
 	case err == nil, errors.Is(err, ErrRunFailed), errors.Is(err, wfstore.ErrLeased),
 		errors.Is(err, ErrRunActive), errors.Is(err, ErrUnknownDAG), ctx.Err() != nil:
 		return
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, wfstore.ErrLeaseLost):
+		e.log.LogAttrs(ctx, slog.LevelWarn, "resuming a run failed", slog.String("run_id", runID),
+			slog.String("error", err.Error()))
+		return
 	}
-	e.log.LogAttrs(ctx, slog.LevelWarn, "resuming a run failed", slog.String("run_id", runID),
-		slog.String("error", err.Error()))
+	now := e.cfg.Clock.Now()
+	if perr := e.st.PostponeRun(ctx, runID, now, postponeUnresumable); perr != nil {
+		err = errors.Join(err, perr)
+	}
+	e.log.LogAttrs(ctx, slog.LevelError, "resuming a run failed", slog.String("run_id", runID),
+		slog.String("error", err.Error()), slog.Time("next_try", now.Add(postponeUnresumable)))
 }
 
 // ReplayMarked finishes the replays that the dead-letter queue started but
 // cannot carry out itself: entries of registered DAGs' tasks marked
 // replayed (by an operator's dlq Replay or ReplayMatching, status
-// replayed) and not yet resolved, whose task is still failed with that entry in a run that has
-// ended. Each is repaired as ReplayTask does; the returned runs are those
-// repaired, whatever their outcome. Work calls it on every pass.
+// replayed) and not yet resolved, whose task is still failed with that
+// entry in a run that has ended and was created with the DAG as it is
+// registered. Each is repaired as ReplayTask does; the returned runs are
+// those repaired, whatever their outcome. Work calls it on every pass.
 func (e *Engine) ReplayMarked(ctx context.Context) ([]*Run, error) {
 	e.mu.Lock()
-	var dagIDs []string
-	for id := range e.dags {
-		dagIDs = append(dagIDs, id)
+	var dags []*DAG
+	for _, d := range e.dags {
+		dags = append(dags, d)
 	}
 	e.mu.Unlock()
 	replayed := true
 	var runs []*Run
 	var errs []error
-	for _, dagID := range dagIDs {
-		entries, err := e.dlq.List(ctx, &dlq.Filters{DAGID: dagID, Status: dlq.StatusReplayed, Replayed: &replayed})
+	for _, d := range dags {
+		entries, err := e.dlq.List(ctx, &dlq.Filters{DAGID: d.id, Status: dlq.StatusReplayed, Replayed: &replayed})
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		for _, en := range entries {
-			if !e.awaitsReplay(ctx, en) {
+			if !e.awaitsReplay(ctx, en, d) {
 				continue
 			}
 			r, err := e.ReplayTask(ctx, en.ID)
@@ -127,13 +152,18 @@ func (e *Engine) ReplayMarked(ctx context.Context) ([]*Run, error) {
 }
 
 // awaitsReplay reports whether the entry's task is still failed with it in
-// a run that has ended.
-func (e *Engine) awaitsReplay(ctx context.Context, en *dlq.Entry) bool {
+// a run of d, in its registered shape, that has ended. Runs of another
+// shape are left for the instances that register it, as Abandoned leaves
+// them: ReplayTask refuses them (ErrDAGChanged), on every pass.
+func (e *Engine) awaitsReplay(ctx context.Context, en *dlq.Entry, d *DAG) bool {
 	if en.DAGRunID == "" || en.TaskID == "" {
 		return false
 	}
 	snap, err := e.st.Load(ctx, en.DAGRunID)
 	if err != nil {
+		return false
+	}
+	if snap.Run.DAGID != d.id || snap.Run.DAGHash != d.hash {
 		return false
 	}
 	t := snap.Task(en.TaskID)

@@ -53,7 +53,7 @@ func (s *Store) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result
 		res, bad, err = s.processOneByOne(ctx, b)
 	}
 	if err != nil {
-		if unavailable(err) {
+		if Unavailable(err) {
 			return nil, fmt.Errorf("postgres: process batch: %w: %w", store.ErrUnavailable, err)
 		}
 		return nil, fmt.Errorf("postgres: process batch: %w", err)

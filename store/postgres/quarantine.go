@@ -110,11 +110,13 @@ func refused(err error) bool {
 	return false
 }
 
-// unavailable reports whether err says nothing of the statements' data:
+// Unavailable reports whether err says nothing of the statements' data:
 // the connection could not be made, was closed or killed (SQLSTATE class
 // 08, 57P01 to 57P03 when an administrator or a restart ends it), the
-// server has no connection left (53300), or the call timed out.
-func unavailable(err error) bool {
+// server has no connection left (53300), or the call timed out. The store
+// wraps such errors with store.ErrUnavailable; the workflow store
+// (workflow/wfpostgres) classifies its own statements' errors with it.
+func Unavailable(err error) bool {
 	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
 		return true
 	}

@@ -29,8 +29,8 @@ func TestUnavailable(t *testing.T) {
 		{&pgconn.PgError{Code: "40001"}, false},
 		{errors.New("something else"), false},
 	} {
-		if got := unavailable(c.err); got != c.want {
-			t.Errorf("unavailable(%v) = %v, want %v", c.err, got, c.want)
+		if got := Unavailable(c.err); got != c.want {
+			t.Errorf("Unavailable(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
 }

@@ -40,7 +40,7 @@ func (s *Store) Load(ctx context.Context, runID string) (*wfstore.Snapshot, erro
 		return nil, fmt.Errorf("%w: %q", wfstore.ErrNotFound, runID)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("wfpostgres: load run %q: %w", runID, err)
+		return nil, fmt.Errorf("wfpostgres: load run %q: %w", runID, classify(err))
 	}
 	return snap, nil
 }

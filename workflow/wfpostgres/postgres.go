@@ -159,16 +159,18 @@ func OnCommit(tc *workflow.TaskContext, fn func(ctx context.Context, tx pgx.Tx) 
 // q returns the statement with the table names in place.
 func (s *Store) q(stmt string) string { return s.r.Replace(stmt) }
 
-// tx runs fn in a read-committed transaction.
+// tx runs fn in a read-committed transaction. An error for want of the
+// database matches store.ErrUnavailable.
 func (s *Store) tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, s.pool, fn)
+	return classify(pgx.BeginFunc(ctx, s.pool, fn))
 }
 
-// exec runs one statement and returns the rows it changed.
+// exec runs one statement and returns the rows it changed. An error for
+// want of the database matches store.ErrUnavailable.
 func (s *Store) exec(ctx context.Context, stmt string, args ...any) (int64, error) {
 	tag, err := s.pool.Exec(ctx, s.q(stmt), args...)
 	if err != nil {
-		return 0, err
+		return 0, classify(err)
 	}
 	return tag.RowsAffected(), nil
 }

@@ -52,13 +52,20 @@ const (
 		  AND ($3::text[] IS NULL OR dag_hash || ':' || dag_id = ANY($3::text[]))
 		ORDER BY lease_expiry, id LIMIT $2`
 
+	// postponeRun is by primary key; the new lease_expiry moves the run
+	// within wf_runs_abandoned_idx.
+	postponeRun = `UPDATE {{T}}wf_runs SET owner = NULL,
+		lease_expiry = coalesce($2::timestamptz, now()) + $3::bigint * interval '1 microsecond'
+		WHERE id = $1 AND state = 'running' AND (owner IS NULL OR lease_expiry < coalesce($2::timestamptz, now()))`
+
 	// The steps of Reopen: lock the run, then by primary key and, for the
 	// dependents, within one run's rows.
 	lockEndedRun = `SELECT 1 FROM {{T}}wf_runs WHERE id = $1 AND state <> 'running' FOR UPDATE`
 	reopenTask   = `UPDATE {{T}}wf_tasks SET state = 'pending', failures = 0, dead_letter = '', replay_of = $1,
 		reason = $2, cause = '', error = '', next_attempt_at = NULL
 		WHERE run_id = $3 AND task_id = $4 AND state = 'failed' AND dead_letter = $1`
-	reopenDependents = `UPDATE {{T}}wf_tasks SET state = 'pending', reason = '', cause = ''
+	reopenDependents = `UPDATE {{T}}wf_tasks SET state = 'pending', reason = '', cause = '',
+		replay_of = CASE WHEN dead_letter <> '' THEN dead_letter ELSE replay_of END, dead_letter = ''
 		WHERE run_id = $1 AND cause = $2 AND state IN ('upstream_failed', 'skipped')`
 	reopenRun = `UPDATE {{T}}wf_runs SET state = 'running', reason = '', ended_at = NULL, owner = $1,
 		lease_expiry = ` + leaseUntil2 + ` WHERE id = $3`
@@ -159,6 +166,14 @@ func (s *Store) Abandoned(ctx context.Context, now time.Time, limit int, shapes 
 		return nil, fmt.Errorf("wfpostgres: abandoned runs: %w", err)
 	}
 	return ids, nil
+}
+
+// PostponeRun implements wfstore.Store.
+func (s *Store) PostponeRun(ctx context.Context, runID string, now time.Time, d time.Duration) error {
+	if _, err := s.exec(ctx, postponeRun, runID, s.leaseNow(now), d.Microseconds()); err != nil {
+		return fmt.Errorf("wfpostgres: postpone run %q: %w", runID, err)
+	}
+	return nil
 }
 
 // Reopen implements wfstore.Store.

@@ -89,7 +89,10 @@ func (s *Store) FinishAttempt(ctx context.Context, f *wfstore.Finish) error {
 			}
 			for _, fn := range f.TxFuncs {
 				if err := fn(ctx, tx); err != nil {
-					return err
+					if tx.Conn().IsClosed() {
+						return err // the connection died under the function
+					}
+					return userError{err}
 				}
 			}
 		}

@@ -35,13 +35,19 @@ const (
 		  AND (? OR dag_hash || ':' || dag_id IN (SELECT value FROM json_each(?)))
 		ORDER BY lease_expiry, id LIMIT ?`
 
+	// postponeRun is by primary key; the new lease_expiry moves the run
+	// within wf_runs_abandoned.
+	postponeRun = `UPDATE {{prefix}}wf_runs SET owner = NULL, lease_expiry = ?
+		WHERE id = ? AND state = 'running' AND (owner IS NULL OR lease_expiry < ?)`
+
 	// The three steps of Reopen, by primary key and, for the dependents,
 	// within one run's rows.
 	reopenTask = `UPDATE {{prefix}}wf_tasks SET state = 'pending', failures = 0, dead_letter = '', replay_of = ?,
 		reason = ?, cause = '', error = '', next_attempt_at = NULL
 		WHERE run_id = ? AND task_id = ? AND state = 'failed' AND dead_letter = ?
 		  AND EXISTS (SELECT 1 FROM {{prefix}}wf_runs WHERE id = ? AND state <> 'running')`
-	reopenDependents = `UPDATE {{prefix}}wf_tasks SET state = 'pending', reason = '', cause = ''
+	reopenDependents = `UPDATE {{prefix}}wf_tasks SET state = 'pending', reason = '', cause = '',
+		replay_of = CASE WHEN dead_letter <> '' THEN dead_letter ELSE replay_of END, dead_letter = ''
 		WHERE run_id = ? AND cause = ? AND state IN ('upstream_failed', 'skipped')`
 	reopenRun = `UPDATE {{prefix}}wf_runs SET state = 'running', reason = '', ended_at = NULL, owner = ?, lease_expiry = ?
 		WHERE id = ?`
@@ -157,6 +163,14 @@ func (s *Store) Abandoned(ctx context.Context, now time.Time, limit int, shapes 
 		ids = append(ids, id)
 	}
 	return ids, rows.Err()
+}
+
+// PostponeRun implements wfstore.Store.
+func (s *Store) PostponeRun(ctx context.Context, runID string, now time.Time, d time.Duration) error {
+	if _, err := s.exec(ctx, postponeRun, now.Add(d).UnixMilli(), runID, now.UnixMilli()); err != nil {
+		return fmt.Errorf("wfsqlite: postpone run %q: %w", runID, err)
+	}
+	return nil
 }
 
 // Reopen implements wfstore.Store.

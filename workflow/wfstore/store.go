@@ -71,7 +71,11 @@ type Store interface {
 	// f.Messages to the outbox and runs f.TxFuncs in that transaction, so
 	// that they exist if and only if the success is recorded. It fails
 	// with ErrConflict, changing nothing, unless the task is running
-	// attempt f.Attempt started by f.Owner.
+	// attempt f.Attempt started by f.Owner. An error for want of the
+	// database (a connection killed or refused, a timeout) matches
+	// store.ErrUnavailable: the engine then takes the attempt for lost,
+	// not failed, as when the instance crashes; an error of a TxFunc on a
+	// live connection must not match it.
 	FinishAttempt(ctx context.Context, f *Finish) error
 	// Mark moves tasks that are in one of a mark's From states to its To
 	// state, with its reason and cause, while l.Owner holds the run. It
@@ -90,8 +94,11 @@ type Store interface {
 	// dead-lettered as r.EntryID, becomes pending with no failures
 	// counted (its attempt numbers go on) and replay_of r.EntryID; every
 	// task in state upstream_failed or skipped whose cause is r.TaskID
-	// becomes pending again. It fails with ErrConflict, changing nothing,
-	// when the run is running or the task is not failed with that entry.
+	// becomes pending again, and one that was dead-lettered (a replayed
+	// task that ended so) is now replayed from that entry: its dead
+	// letter becomes its replay_of, to be settled when the task ends
+	// again. It fails with ErrConflict, changing nothing, when the run is
+	// running or the task is not failed with that entry.
 	Reopen(ctx context.Context, r *Reopen) error
 	// Abandoned returns up to limit IDs of running runs that nobody holds
 	// or whose lease lapsed before now, oldest first, of the DAG shapes
@@ -100,6 +107,14 @@ type Store interface {
 	// unknown DAG, an older shape of one) took the first places of every
 	// batch, and 100 of them kept it from ever taking another run.
 	Abandoned(ctx context.Context, now time.Time, limit int, shapes []string) ([]string, error)
+	// PostponeRun keeps a running run that nobody holds (no owner, or a
+	// lease lapsed before now) out of Abandoned until now + d, and leaves
+	// it with no owner, so that AcquireRun can still take it at once. A
+	// run that is held or has ended is left alone. Work postpones the runs
+	// it cannot resume (rows it cannot read, or that it never writes):
+	// left in place they took the first places of every batch of
+	// Abandoned, and 100 of them kept it from ever taking a healthy run.
+	PostponeRun(ctx context.Context, runID string, now time.Time, d time.Duration) error
 	// DLQ is the dead-letter queue of the database the store is in.
 	DLQ() dlq.Operator
 }

@@ -150,6 +150,7 @@ func testEndAndReopen(t *testing.T, h Harness) {
 	if _, err := s.Mark(ctx, "r", lease("one", 0), marks); err != nil {
 		t.Fatal(err)
 	}
+	must(t, "dead letter of a dependent", s.SetDeadLetter(ctx, "r", "b", "e-b"))
 	ok, err := s.EndRun(ctx, "r", lease("one", time.Minute), models.RunStateFailed, "a failed")
 	if !ok || err != nil {
 		t.Fatalf("EndRun = %v, %v", ok, err)
@@ -176,6 +177,9 @@ func testEndAndReopen(t *testing.T, h Harness) {
 	}
 	if b.State != models.TaskStatePending || b.Cause != "" || c.State != models.TaskStateSkipped {
 		t.Errorf("dependents: b %s (cause %q), c %s; want b pending, c (another cause) skipped", b.State, b.Cause, c.State)
+	}
+	if b.DeadLetter != "" || b.ReplayOf != "e-b" {
+		t.Errorf("dead-lettered dependent b: dead letter %q, replay_of %q; want \"\", e-b", b.DeadLetter, b.ReplayOf)
 	}
 	must(t, "start after the reopen", s.StartAttempt(ctx, "r", "a", 2, lease("two", time.Hour)))
 	mustIs(t, "reopen again", s.Reopen(ctx, reopen), wfstore.ErrConflict)

@@ -39,6 +39,7 @@ func Run(t *testing.T, h Harness) {
 		"CreateAndLoad":            testCreateAndLoad,
 		"AcquireRenewRelease":      testAcquireRenewRelease,
 		"Abandoned":                testAbandoned,
+		"PostponeRun":              testPostponeRun,
 		"StartAttemptFences":       testStartAttemptFences,
 		"FinishSuccessCommitsOnce": testFinishSuccess,
 		"FinishFailureAndLost":     testFinishFailureAndLost,
