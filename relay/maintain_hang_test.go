@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/retry"
@@ -79,17 +81,40 @@ func TestStoreDownKeepsTheErrorBackOff(t *testing.T) {
 }
 
 // refusingRenewals is a store that refuses every lease renewal, as when
-// another instance took the messages.
-type refusingRenewals struct{ *sqlite.Store }
+// another instance took the messages: a message whose renewal it refused
+// is never claimed here again (the other instance holds it). Without
+// that, this relay claimed the message again once its lease lapsed, and
+// held it again, and the test saw a second try it rightly made.
+type refusingRenewals struct {
+	*sqlite.Store
+	mu    sync.Mutex
+	taken map[uuid.UUID]bool
+}
 
-func (s refusingRenewals) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result, error) {
+func (s *refusingRenewals) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result, error) {
 	renew := b.RenewLeases
 	b.RenewLeases = nil
 	res, err := s.Store.ProcessBatch(ctx, b)
-	if err == nil {
-		res.Stale = append(res.Stale, renew...)
+	if err != nil {
+		return res, err
 	}
-	return res, err
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.taken == nil {
+		s.taken = map[uuid.UUID]bool{}
+	}
+	for _, id := range renew {
+		s.taken[id] = true
+	}
+	res.Stale = append(res.Stale, renew...)
+	kept := res.Claimed[:0]
+	for _, m := range res.Claimed {
+		if !s.taken[m.ID] {
+			kept = append(kept, m)
+		}
+	}
+	res.Claimed = kept
+	return res, nil
 }
 
 // TestNoInProcessRetryAfterTheLeaseLapsed: a delivery fails and waits 20 s
@@ -108,7 +133,7 @@ func TestNoInProcessRetryAfterTheLeaseLapsed(t *testing.T) {
 	}}
 	cfg := e.config(map[string]Destination{"d": {Transport: rec.transport(),
 		InProcess: retry.NewConfig(2, retry.NewFixedDelay(20*time.Second, false))}})
-	r, err := New(refusingRenewals{e.s}, cfg)
+	r, err := New(&refusingRenewals{Store: e.s}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
