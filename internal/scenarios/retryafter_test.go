@@ -12,8 +12,10 @@ import (
 // TestRetryAfterIsHonoured: the webhook answers a message 429 with
 // Retry-After: 30. The message is given back without charging an attempt
 // (a 429 blames the destination), is not sent again before the fake clock
-// passes +30 s, and is delivered at +30 s; a message of another stream is
-// not held up.
+// passes +30 s, and is delivered at +30 s. The hint pauses the whole
+// destination (a message of another stream claimed beside it is held as
+// well, which relay's pause tests cover); a message for another
+// destination is not held up.
 func TestRetryAfterIsHonoured(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, retryAfter)
@@ -23,11 +25,13 @@ func retryAfter(t *testing.T, b backend) {
 	e := newEnv(t, b)
 	h := e.newHook()
 	m, bystander := stream("orders", 1)[0], stream("other", 1)[0]
+	bystander.Destination = "other-hooks"
 	e.enqueue(m, bystander)
 	h.onPayload("orders-0", failing(1, reply{status: 429, retryAfter: "30", body: "slow down"}))
-	rn := e.start("relay-1", relay.Config{Destinations: map[string]relay.Destination{dest: {
-		Transport: h.transport("relay-1", false), // the default in-process retry and 30 s timeout
-	}}})
+	rn := e.start("relay-1", relay.Config{Destinations: map[string]relay.Destination{
+		dest:          {Transport: h.transport("relay-1", false)}, // the default in-process retry and 30 s timeout
+		"other-hooks": {Transport: h.transport("relay-1", false)},
+	}})
 	e.waitFor("the 429 and the bystander", func() bool { return h.count("orders-0") == 1 && e.gone(bystander) })
 	e.settle()
 
