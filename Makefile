@@ -6,7 +6,7 @@ PKGS        ?= ./...
 TESTFLAGS   ?=
 BENCHFLAGS  ?= -benchmem -run '^$$'
 
-.PHONY: test vet lint gotest fuzz fuzz-ci bench bench-targets bench-smoke bench-breaker bench-postgres bench-sqlite bench-relay fmt chaos
+.PHONY: test vet lint gotest fuzz fuzz-ci bench bench-targets bench-floors bench-smoke bench-breaker bench-postgres bench-sqlite bench-relay fmt chaos
 
 ## test: vet, lint, run every test with the race detector, then every fuzz
 ## target briefly.
@@ -60,6 +60,12 @@ bench:
 TARGET_CASES = postgres/drain/backstop$$,postgres/drain/river-bench$$,postgres/drain/raw$$,postgres/work/backstop$$,postgres/work/river-bench$$,postgres/work-ordered/backstop$$,postgres/work-ordered/river-bench$$,postgres/latency/backstop$$,postgres/latency/river-bench$$,postgres/enqueue-1/,postgres/enqueue-100/,sqlite/drain/backstop$$,sqlite/drain/river-bench$$
 bench-targets:
 	cd bench && BENCH_VIA='make bench-targets' $(GO) run ./cmd/bench --rounds 3 --scale default --cases '$(TARGET_CASES)' --out ../BENCHMARKS.md $(BENCH_ARGS)
+
+## bench-floors: how close any outbox can come to the raw-SQL baselines
+## (pgbench on lean variants of the table beside the raw one, 3 rounds; about
+## 2.5 minutes; docs/benchmarks.md). Needs psql and pgbench.
+bench-floors:
+	bash bench/floors.sh 3
 
 ## bench-smoke: every case of `make bench` once at a tiny scale; fails if a case
 ## fails or a check finds a lost, phantom or out-of-order message.
