@@ -232,6 +232,10 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		badField(w, "idempotency_key", fmt.Sprintf("idempotency_key is at most %d bytes", store.MaxIdempotencyKeyLen))
 		return
 	}
+	if strings.HasPrefix(req.IdempotencyKey, store.FanOutKeyPrefix) {
+		badField(w, "idempotency_key", "idempotency keys beginning with "+store.FanOutKeyPrefix+" are reserved for the topics' fan-out")
+		return
+	}
 	if !textFields(w, [2]string{"idempotency_key", req.IdempotencyKey}, [2]string{"topic", req.Topic}) {
 		return // PostgreSQL's text columns hold no NUL: a 500 before
 	}

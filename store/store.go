@@ -380,6 +380,15 @@ const MaxPoisonCandidates = 100
 // error, so a key works the same on either.
 const MaxIdempotencyKeyLen = 255
 
+// FanOutKeyPrefix begins the idempotency keys under which a topic's
+// fan-out (backstop serve's routes) writes its copies: fanout:<topic
+// message id>. These keys are the fan-out's own: the admin API refuses a
+// client key that begins with it, and a Go caller of EnqueueIdempotent
+// must not use one either (a topic message whose key another writer took
+// is dead-lettered rather than fanned out, and that writer's later
+// requests under the key are answered as duplicates of the copies).
+const FanOutKeyPrefix = "fanout:"
+
 // CheckIdempotencyKey returns an error saying why key cannot be an
 // idempotency key (empty, or over MaxIdempotencyKeyLen bytes), or nil.
 func CheckIdempotencyKey(key string) error {

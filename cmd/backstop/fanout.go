@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
 
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/internal/config"
@@ -17,7 +21,12 @@ import (
 // "delivered" by writing one copy per routed destination, each then with
 // its own attempts, order, breaker and dead letters. The copies are written
 // under the idempotency key fanout:<id>, so a message delivered twice (at
-// least once) is fanned out once.
+// least once) is fanned out once. Keys beginning with fanout: are the
+// fan-out's own (the admin API refuses them); each copy's id is derived
+// from the topic message's and its destination (copyID), so that a key
+// found taken can be told apart: taken by this fan-out before, the message
+// was fanned out; taken by another writer, the message is dead-lettered,
+// never counted as delivered with no copy written.
 type fanOut struct {
 	adm   store.Admin
 	route func(topic string) []string
@@ -42,18 +51,41 @@ func (f *fanOut) Deliver(ctx context.Context, m *outbox.Message) error {
 		return errorhandling.WithReason(errorhandling.Permanent(fmt.Errorf("no route matches topic %q", m.Type)), errorhandling.ReasonValidationFailure)
 	}
 	copies := make([]*outbox.Message, len(dests))
+	mine := make(map[uuid.UUID]bool, len(dests))
 	for i, d := range dests {
-		copies[i] = &outbox.Message{Destination: d, Stream: m.Stream, Type: m.Type, Payload: m.Payload,
-			Headers: m.Headers, Ordering: m.Ordering}
+		copies[i] = &outbox.Message{ID: copyID(m.ID, d), Destination: d, Stream: m.Stream, Type: m.Type,
+			Payload: m.Payload, Headers: m.Headers, Ordering: m.Ordering}
+		mine[copies[i].ID] = true
 	}
-	_, _, err := f.adm.EnqueueIdempotent(ctx, "fanout:"+m.ID.String(), copies...)
+	key := store.FanOutKeyPrefix + m.ID.String()
+	ids, created, err := f.adm.EnqueueIdempotent(ctx, key, copies...)
 	if errors.Is(err, outbox.ErrInvalidMessage) {
 		return errorhandling.WithReason(errorhandling.Permanent(err), errorhandling.ReasonValidationFailure)
 	}
 	if err != nil {
 		return errorhandling.Transient(fmt.Errorf("fan out topic %q: %w", m.Type, err))
 	}
-	return nil
+	if created || slices.ContainsFunc(ids, func(id uuid.UUID) bool { return mine[id] }) {
+		return nil // written now, or by an earlier delivery of the message
+	}
+	return errorhandling.WithReason(errorhandling.Permanent(fmt.Errorf(
+		"fan out topic %q: idempotency key %s holds messages another writer wrote (%d), not this fan-out's copies; nothing was written",
+		m.Type, key, len(ids))), errorhandling.ReasonValidationFailure)
+}
+
+// copyID is the id of topic message topic's copy for destination dest: the
+// topic message's id (a UUIDv7, so copies sort with it) with its random
+// tail mixed with a hash of dest. Every delivery of the topic message
+// derives the same ids, which is how a fan-out recognises its own copies
+// behind a key it finds taken.
+func copyID(topic uuid.UUID, dest string) uuid.UUID {
+	h := sha256.Sum256(append(topic[:], dest...))
+	id := topic
+	for i := 8; i < 16; i++ {
+		id[i] ^= h[i-8]
+	}
+	id[8] = id[8]&0x3f | 0x80 // RFC 9562 variant
+	return id
 }
 
 func (f *fanOut) Close() error { return nil }
