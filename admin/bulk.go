@@ -189,7 +189,10 @@ func (s *Server) replayPages(ctx context.Context, f *dlq.Filters, a dlq.Action, 
 	}
 }
 
-// changePages resolves or deletes the matching entries a page at a time.
+// changePages resolves or deletes the matching entries a page at a time,
+// each page in one statement. Only the entries still in the status they
+// were listed with are changed (and reported): one another operator
+// replayed, resolved or deleted meanwhile is left as that operator left it.
 func (s *Server) changePages(ctx context.Context, f *dlq.Filters, action string, a dlq.Action, fn func([]*dlq.Entry)) error {
 	page, err := s.eligible(ctx, f, action)
 	if err != nil {
@@ -201,25 +204,43 @@ func (s *Server) changePages(ctx context.Context, f *dlq.Filters, action string,
 		if err != nil {
 			return err
 		}
-		for _, e := range es {
-			switch action {
-			case "resolve":
-				err = q.ResolveAs(ctx, e.ID, a)
-			case "delete":
-				err = q.Delete(ctx, e.ID)
-			}
-			if err != nil && !errors.Is(err, dlq.ErrNotFound) {
-				return err
-			}
+		ids := make([]string, len(es))
+		for i, e := range es {
+			ids[i] = e.ID
 		}
-		fn(es)
+		var done []string
+		switch action {
+		case "resolve":
+			done, err = q.ResolveEntriesAs(ctx, ids, page.Status, a)
+		case "delete":
+			done, err = q.DeleteEntries(ctx, ids, page.Status)
+		}
+		if err != nil {
+			return err
+		}
+		fn(changed(es, done))
 		if len(es) < page.Limit {
 			return nil
 		}
-		if action == "resolve" && page.Status != dlq.StatusPending {
-			page.Cursor = dlq.NextCursor(es[len(es)-1]) // resolved entries stay in the filter
+		// Past the page: entries left as they were (changed by someone
+		// else, or resolved and still in the filter) are not listed again.
+		page.Cursor = dlq.NextCursor(es[len(es)-1])
+	}
+}
+
+// changed is the entries of es whose ids are in done, in es's order.
+func changed(es []*dlq.Entry, done []string) []*dlq.Entry {
+	in := make(map[string]bool, len(done))
+	for _, id := range done {
+		in[id] = true
+	}
+	out := es[:0:0]
+	for _, e := range es {
+		if in[e.ID] {
+			out = append(out, e)
 		}
 	}
+	return out
 }
 
 // PurgeRequest removes entries dead-lettered before a time.

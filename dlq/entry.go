@@ -211,6 +211,17 @@ type Operator interface {
 	// PurgeBefore removes the entries dead-lettered before t and returns
 	// how many it removed.
 	PurgeBefore(ctx context.Context, t time.Time) (int, error)
+	// ResolveEntriesAs resolves, in one step, those of ids whose status is
+	// still from (the status they were listed with), recording a, and
+	// returns the ids it resolved. An entry someone replayed, resolved or
+	// deleted since it was listed is left as it is: a bulk resolve never
+	// overwrites another operator's decision.
+	ResolveEntriesAs(ctx context.Context, ids []string, from Status, a Action) ([]string, error)
+	// DeleteEntries removes, in one step, those of ids whose status is
+	// still from (whatever their status when from is empty), and their
+	// messages that are still dead-lettered, and returns the ids it
+	// removed.
+	DeleteEntries(ctx context.Context, ids []string, from Status) ([]string, error)
 }
 
 // Errors returned by queues.

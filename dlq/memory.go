@@ -257,6 +257,39 @@ func (q *MemoryQueue) ResolveAs(ctx context.Context, id string, a Action) error 
 	return nil
 }
 
+// ResolveEntriesAs resolves those of ids whose status is still from and
+// returns their ids; see Operator.
+func (q *MemoryQueue) ResolveEntriesAs(ctx context.Context, ids []string, from Status, a Action) ([]string, error) {
+	a = a.Cleaned()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := q.clock.Now()
+	done := []string{}
+	for _, id := range ids {
+		if e, ok := q.entries[id]; ok && e.Status == from {
+			resolved := now
+			e.Status, e.ResolutionNotes, e.ResolvedBy, e.ResolvedAt = StatusResolved, a.Notes, a.Actor, &resolved
+			done = append(done, id)
+		}
+	}
+	return done, nil
+}
+
+// DeleteEntries removes those of ids whose status is still from (any when
+// from is empty) and returns their ids; see Operator.
+func (q *MemoryQueue) DeleteEntries(ctx context.Context, ids []string, from Status) ([]string, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	done := []string{}
+	for _, id := range ids {
+		if e, ok := q.entries[id]; ok && (from == "" || e.Status == from) {
+			delete(q.entries, id)
+			done = append(done, id)
+		}
+	}
+	return done, nil
+}
+
 // Delete removes the entry with the id, or returns an error matching
 // ErrNotFound.
 func (q *MemoryQueue) Delete(ctx context.Context, id string) error {

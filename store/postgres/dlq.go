@@ -290,6 +290,39 @@ func (q *deadLetters) Resolve(ctx context.Context, id, notes string) error {
 	return q.ResolveAs(ctx, id, dlq.Action{Notes: notes})
 }
 
+// validEntryIDs keeps the ids that can name an entry (entryIDOK).
+func validEntryIDs(ids []string) []string {
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if entryIDOK(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// ResolveEntriesAs resolves those of ids whose status is still from, in
+// one statement; see dlq.Operator.
+func (q *deadLetters) ResolveEntriesAs(ctx context.Context, ids []string, from dlq.Status, a dlq.Action) ([]string, error) {
+	ids = validEntryIDs(ids)
+	if len(ids) == 0 {
+		return []string{}, nil
+	}
+	a = a.Cleaned()
+	rows, err := q.s.pool.Query(ctx, `UPDATE `+q.s.n.deadLetters+`
+		SET status = 'resolved', resolution_notes = $3, resolved_by = $4, resolved_at = `+nowExpr+`
+		WHERE id = ANY($2::text[]) AND status = $5 RETURNING id`,
+		q.s.now(), ids, a.Notes, a.Actor, string(from))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: dlq resolve: %w", err)
+	}
+	done, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: dlq resolve: %w", err)
+	}
+	return done, nil
+}
+
 // ResolveAs marks the entry resolved by a.Actor with a.Notes.
 func (q *deadLetters) ResolveAs(ctx context.Context, id string, a dlq.Action) error {
 	if !entryIDOK(id) {

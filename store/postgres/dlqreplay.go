@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -226,8 +227,8 @@ func (q *deadLetters) ReplayMatchingAs(ctx context.Context, f *dlq.Filters, dryR
 
 // deleteEntriesSQL deletes the entries selected by {where} and the
 // dead-lettered outbox rows that only those entries park (not replayed):
-// the message is given up and no longer holds its stream. It returns how
-// many entries it deleted.
+// the message is given up and no longer holds its stream. It returns the
+// ids of the entries it deleted.
 const deleteEntriesSQL = `
 WITH gone AS (
 	DELETE FROM {d} WHERE {where} RETURNING id, message_id, replayed
@@ -239,14 +240,47 @@ WITH gone AS (
 			AND k.id NOT IN (SELECT id FROM gone))
 	RETURNING 1
 )
-SELECT count(*)::int FROM gone`
+SELECT id FROM gone`
 
-func (q *deadLetters) deleteWhere(ctx context.Context, where string, args ...any) (int, error) {
+// purgePage is how many entries one statement of a purge deletes: each
+// page is its own transaction, so a purge of a large queue neither holds
+// its locks nor builds its change in one statement for its whole length.
+const purgePage = 1000
+
+// deleteWhere runs deleteEntriesSQL; {d} in where is the dead letters'
+// table.
+func (q *deadLetters) deleteWhere(ctx context.Context, where string, args ...any) ([]string, error) {
+	where = strings.ReplaceAll(where, "{d}", q.s.n.deadLetters)
 	sql := strings.NewReplacer("{d}", q.s.n.deadLetters, "{o}", q.s.n.outbox,
 		"{msgid}", msgIDOf("gone.message_id"), "{where}", where).Replace(deleteEntriesSQL)
-	var n int
-	err := retryTx(ctx, func() error { return q.s.pool.QueryRow(ctx, sql, args...).Scan(&n) })
-	return n, err
+	var ids []string
+	err := retryTx(ctx, func() error {
+		rows, err := q.s.pool.Query(ctx, sql, args...)
+		if err != nil {
+			return err
+		}
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	return ids, err
+}
+
+// purgeWhere deletes the entries matching cond a purgePage at a time, in
+// dead-letter order, and returns how many it deleted.
+func (q *deadLetters) purgeWhere(ctx context.Context, cond string, args ...any) (int, error) {
+	where := `id IN (SELECT id FROM {d} WHERE ` + cond + ` ORDER BY failure_time, id LIMIT ` +
+		strconv.Itoa(purgePage) + `)`
+	n := 0
+	for {
+		ids, err := q.deleteWhere(ctx, where, args...)
+		n += len(ids)
+		if err != nil || len(ids) == 0 {
+			return n, err
+		}
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+	}
 }
 
 // Delete removes one entry, and its message when that is still
@@ -255,32 +289,47 @@ func (q *deadLetters) Delete(ctx context.Context, id string) error {
 	if !entryIDOK(id) {
 		return fmt.Errorf("%w: %q", dlq.ErrNotFound, id)
 	}
-	n, err := q.deleteWhere(ctx, `id = $1`, id)
+	ids, err := q.deleteWhere(ctx, `id = $1`, id)
 	if err != nil {
 		return fmt.Errorf("postgres: dlq delete: %w", err)
 	}
-	if n == 0 {
+	if len(ids) == 0 {
 		return fmt.Errorf("%w: %s", dlq.ErrNotFound, id)
 	}
 	return nil
 }
 
+// DeleteEntries removes those of ids whose status is still from (any when
+// from is empty), and their messages that are still dead-lettered, in one
+// statement; see dlq.Operator.
+func (q *deadLetters) DeleteEntries(ctx context.Context, ids []string, from dlq.Status) ([]string, error) {
+	ids = validEntryIDs(ids)
+	if len(ids) == 0 {
+		return []string{}, nil
+	}
+	done, err := q.deleteWhere(ctx, `id = ANY($1::text[]) AND ($2 = '' OR status = $2)`, ids, string(from))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: dlq delete: %w", err)
+	}
+	return done, nil
+}
+
 // Purge removes every entry, and their messages that are still
-// dead-lettered.
+// dead-lettered, a page at a time.
 func (q *deadLetters) Purge(ctx context.Context) error {
-	if _, err := q.deleteWhere(ctx, `true`); err != nil {
+	if _, err := q.purgeWhere(ctx, `true`); err != nil {
 		return fmt.Errorf("postgres: dlq purge: %w", err)
 	}
 	return nil
 }
 
 // PurgeBefore removes the entries dead-lettered before t, and their
-// messages that are still dead-lettered, and returns how many entries it
-// removed.
+// messages that are still dead-lettered, a page at a time, and returns how
+// many entries it removed (those of the pages done when it fails too).
 func (q *deadLetters) PurgeBefore(ctx context.Context, t time.Time) (int, error) {
-	n, err := q.deleteWhere(ctx, `failure_time < $1`, t)
+	n, err := q.purgeWhere(ctx, `failure_time < $1`, t)
 	if err != nil {
-		return 0, fmt.Errorf("postgres: dlq purge before: %w", err)
+		return n, fmt.Errorf("postgres: dlq purge before: %w", err)
 	}
 	return n, nil
 }

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -194,6 +196,101 @@ func (d *deadLetters) ResolveAs(ctx context.Context, id string, a dlq.Action) er
 	})
 }
 
+// ResolveEntriesAs resolves those of ids whose status is still from, in
+// one transaction; see dlq.Operator.
+func (d *deadLetters) ResolveEntriesAs(ctx context.Context, ids []string, from dlq.Status, a dlq.Action) ([]string, error) {
+	a = a.Cleaned()
+	var done []string
+	err := d.s.write(ctx, func(tx *sql.Tx) error {
+		done = []string{}
+		for _, chunk := range idChunks(ids) {
+			rows, err := tx.QueryContext(ctx, d.s.sql(`UPDATE {{prefix}}dead_letters
+				SET status = 'resolved', resolution_notes = ?, resolved_by = ?, resolved_at = ?
+				WHERE id IN (`+placeholders(len(chunk))+`) AND status = ? RETURNING id`),
+				append(append([]any{a.Notes, a.Actor, d.s.now().UnixMilli()}, chunk...), string(from))...)
+			if err != nil {
+				return err
+			}
+			got, err := scanIDs(rows)
+			if err != nil {
+				return err
+			}
+			done = append(done, got...)
+		}
+		return nil
+	})
+	return done, wrap("dlq resolve", err)
+}
+
+// DeleteEntries removes those of ids whose status is still from (any when
+// from is empty), and their messages that are still dead-lettered, in one
+// transaction; see dlq.Operator.
+func (d *deadLetters) DeleteEntries(ctx context.Context, ids []string, from dlq.Status) ([]string, error) {
+	var done []string
+	err := d.s.write(ctx, func(tx *sql.Tx) error {
+		done = []string{}
+		for _, chunk := range idChunks(ids) {
+			in := "id IN (" + placeholders(len(chunk)) + ")"
+			rows, err := tx.QueryContext(ctx, d.s.sql(`SELECT id FROM {{prefix}}dead_letters
+				WHERE `+in+` AND (? = '' OR status = ?)`), append(chunk, string(from), string(from))...)
+			if err != nil {
+				return err
+			}
+			got, err := scanIDs(rows)
+			if err != nil || len(got) == 0 {
+				return err
+			}
+			args := make([]any, len(got))
+			for i, id := range got {
+				args[i] = id
+			}
+			if _, err := d.remove(ctx, tx, "id IN ("+placeholders(len(got))+")", args...); err != nil {
+				return err
+			}
+			done = append(done, got...)
+		}
+		return nil
+	})
+	return done, wrap("dlq delete", err)
+}
+
+// idChunk bounds the ids one statement names (remove names them twice),
+// well under SQLite's limit on a statement's parameters.
+const idChunk = 500
+
+// idChunks splits ids into statement arguments of at most idChunk each.
+func idChunks(ids []string) [][]any {
+	var out [][]any
+	for start := 0; start < len(ids); start += idChunk {
+		part := ids[start:min(start+idChunk, len(ids))]
+		args := make([]any, len(part))
+		for i, id := range part {
+			args[i] = id
+		}
+		out = append(out, args)
+	}
+	return out
+}
+
+// placeholders is "?, ?, …" for n parameters.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// scanIDs reads a column of ids and closes rows.
+func scanIDs(rows *sql.Rows) ([]string, error) {
+	defer rows.Close()
+	ids := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
 func (d *deadLetters) Delete(ctx context.Context, id string) error {
 	return d.s.write(ctx, func(tx *sql.Tx) error {
 		n, err := d.remove(ctx, tx, "id = ?", id)
@@ -204,21 +301,46 @@ func (d *deadLetters) Delete(ctx context.Context, id string) error {
 	})
 }
 
+// Purge removes every entry, and their messages that are still
+// dead-lettered, a purgePage at a time.
 func (d *deadLetters) Purge(ctx context.Context) error {
-	return d.s.write(ctx, func(tx *sql.Tx) error {
-		_, err := d.remove(ctx, tx, "1 = 1")
-		return err
-	})
+	_, err := d.purgeWhere(ctx, "1 = 1")
+	return err
 }
 
+// PurgeBefore removes the entries dead-lettered before t, a purgePage at
+// a time, and returns how many it removed (those of the pages done when it
+// fails too).
 func (d *deadLetters) PurgeBefore(ctx context.Context, t time.Time) (int, error) {
-	var n int64
-	err := d.s.write(ctx, func(tx *sql.Tx) error {
-		var err error
-		n, err = d.remove(ctx, tx, "failure_time < ?", t.UnixMilli())
-		return err
-	})
-	return int(n), err
+	return d.purgeWhere(ctx, "failure_time < ?", t.UnixMilli())
+}
+
+// purgePage is how many entries one transaction of a purge deletes, so
+// that a purge of a large queue never holds the database's one writer
+// for its whole length: the relays' writes go on between pages.
+const purgePage = 1000
+
+// purgeWhere deletes the entries matching cond a purgePage at a time, in
+// dead-letter order, and returns how many it deleted.
+func (d *deadLetters) purgeWhere(ctx context.Context, cond string, args ...any) (int, error) {
+	page := "id IN (SELECT id FROM {{prefix}}dead_letters WHERE " + cond +
+		" ORDER BY failure_time, id LIMIT " + strconv.Itoa(purgePage) + ")"
+	n := 0
+	for {
+		var k int64
+		err := d.s.write(ctx, func(tx *sql.Tx) error {
+			var err error
+			k, err = d.remove(ctx, tx, page, args...)
+			return err
+		})
+		n += int(k)
+		if err != nil || k == 0 {
+			return n, err
+		}
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+	}
 }
 
 // remove deletes the entries matching cond, and the dead-lettered outbox

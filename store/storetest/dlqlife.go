@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,120 @@ var dlqLifeCases = []testCase{
 	{"HandDeadLetteredInFlightIsReplayedOnlyOnceItsDeliveryEnds", testLifeReplayWaitsForTheDelivery},
 	{"TextsAreCleanedOnEveryWrite", testLifeCleanTexts},
 	{"UnknownStatusIsRefused", testLifeUnknownStatus},
+	{"BulkResolveChangesOnlyEntriesStillInTheirListedStatus", testLifeResolveEntries},
+	{"BulkDeleteChangesOnlyEntriesStillInTheirListedStatus", testLifeDeleteEntries},
+	{"PurgeGoesPageByPage", testLifePurgePages},
+}
+
+// testLifeResolveEntries: ResolveEntriesAs resolves the listed entries
+// still pending in one step, and leaves as they are an entry someone
+// resolved meanwhile (its actor and notes kept), one replayed meanwhile,
+// one deleted, and ids that name nothing.
+func testLifeResolveEntries(t *testing.T, h Harness) {
+	e := newEnv(t, h, withOrdering(outbox.OrderingNone))
+	m := e.enqueue(msgs(5, "d", "")...)
+	for _, x := range m {
+		e.deadLetter("a", x)
+	}
+	q := e.s.DLQ()
+	listed := mustList(t, e, &dlq.Filters{Status: dlq.StatusPending})
+	eq(t, "pending entries", len(listed), 5)
+	ids := make([]string, len(listed))
+	for i, x := range listed {
+		ids[i] = x.ID
+	}
+	// between the listing and the bulk resolve: alice resolves one, bob
+	// replays another, carol deletes a third
+	noErr(t, "ResolveAs", q.ResolveAs(e.ctx, ids[0], dlq.Action{Actor: "alice", Notes: "sent by hand"}))
+	noErr(t, "Replay", q.Replay(e.ctx, ids[1]))
+	noErr(t, "Delete", q.Delete(e.ctx, ids[2]))
+	e.clk.Advance(time.Minute)
+	done, err := q.ResolveEntriesAs(e.ctx, append(ids, "no-such-entry", "bad\xff\x00id"), dlq.StatusPending,
+		dlq.Action{Actor: "dave", Notes: "bulk"})
+	noErr(t, "ResolveEntriesAs", err)
+	slices.Sort(done)
+	want := []string{ids[3], ids[4]}
+	slices.Sort(want)
+	eq(t, "resolved ids", strings.Join(done, ","), strings.Join(want, ","))
+	for _, id := range want {
+		got, err := q.Get(e.ctx, id)
+		noErr(t, "Get", err)
+		eq(t, "Status", got.Status, dlq.StatusResolved)
+		eq(t, "ResolvedBy", got.ResolvedBy, "dave")
+		if got.ResolvedAt == nil || !got.ResolvedAt.Equal(e.clk.Now()) {
+			t.Fatalf("ResolvedAt = %v, want %v", got.ResolvedAt, e.clk.Now())
+		}
+	}
+	alice, err := q.Get(e.ctx, ids[0])
+	noErr(t, "Get", err)
+	eq(t, "the entry alice resolved keeps her name", alice.ResolvedBy, "alice")
+	eq(t, "and her notes", alice.ResolutionNotes, "sent by hand")
+	bob, err := q.Get(e.ctx, ids[1])
+	noErr(t, "Get", err)
+	eq(t, "the entry bob replayed stays replayed", bob.Status, dlq.StatusReplayed)
+	_, err = q.Get(e.ctx, ids[2])
+	isErr(t, "the deleted entry", err, dlq.ErrNotFound)
+	eq(t, "depth", depth(t, e), 0)
+	none, err := q.ResolveEntriesAs(e.ctx, nil, dlq.StatusPending, dlq.Action{})
+	noErr(t, "ResolveEntriesAs of nothing", err)
+	eq(t, "resolved of nothing", len(none), 0)
+}
+
+// testLifeDeleteEntries: DeleteEntries removes the listed entries still in
+// the status they were listed with (any status when none is given), and
+// the messages they alone park; an entry replayed meanwhile stays.
+func testLifeDeleteEntries(t *testing.T, h Harness) {
+	e := newEnv(t, h, withOrdering(outbox.OrderingNone))
+	m := e.enqueue(msgs(4, "d", "")...)
+	for _, x := range m {
+		e.deadLetter("a", x)
+	}
+	q := e.s.DLQ()
+	listed := mustList(t, e, &dlq.Filters{Status: dlq.StatusPending})
+	eq(t, "pending entries", len(listed), 4)
+	byMsg := map[string]string{}
+	for _, x := range listed {
+		byMsg[x.MessageID] = x.ID
+	}
+	ids := []string{byMsg[m[0].ID.String()], byMsg[m[1].ID.String()], byMsg[m[2].ID.String()]}
+	noErr(t, "Replay", q.Replay(e.ctx, ids[0]))
+	done, err := q.DeleteEntries(e.ctx, append(ids, "no-such-entry"), dlq.StatusPending)
+	noErr(t, "DeleteEntries", err)
+	slices.Sort(done)
+	want := []string{ids[1], ids[2]}
+	slices.Sort(want)
+	eq(t, "deleted ids", strings.Join(done, ","), strings.Join(want, ","))
+	e.mustBeGone(m[1].ID)
+	e.mustBeGone(m[2].ID)
+	got, err := q.Get(e.ctx, ids[0])
+	noErr(t, "Get the replayed entry", err)
+	eq(t, "replayed entry", got.Status, dlq.StatusReplayed)
+	// without a status, whatever the entry's
+	done, err = q.DeleteEntries(e.ctx, []string{ids[0]}, "")
+	noErr(t, "DeleteEntries any status", err)
+	eq(t, "deleted the replayed entry", strings.Join(done, ","), ids[0])
+	eq(t, "depth", depth(t, e), 1) // the fourth, never listed
+}
+
+// testLifePurgePages: a purge of more entries than one page removes them
+// all and counts them all.
+func testLifePurgePages(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	q := e.s.DLQ()
+	const n = 2345
+	for i := range n {
+		ft := epoch.Add(time.Duration(i) * time.Second)
+		noErr(t, "Add", q.Add(e.ctx, &dlq.Entry{TaskID: "t", DAGID: "g", FailureTime: ft, ErrorMessage: "x"}))
+	}
+	removed, err := q.PurgeBefore(e.ctx, epoch.Add(2000*time.Second))
+	noErr(t, "PurgeBefore", err)
+	eq(t, "PurgeBefore removed", removed, 2000)
+	eq(t, "depth after PurgeBefore", depth(t, e), n-2000)
+	if left := mustList(t, e, &dlq.Filters{Limit: 1}); len(left) != 1 || left[0].FailureTime.Before(epoch.Add(2000*time.Second)) {
+		t.Fatalf("the oldest entry left is %+v, want one dead-lettered at +2000s or later", left)
+	}
+	noErr(t, "Purge", q.Purge(e.ctx))
+	eq(t, "depth after Purge", depth(t, e), 0)
 }
 
 // depth is the queue's Count.
