@@ -380,6 +380,18 @@ const MaxPoisonCandidates = 100
 // error, so a key works the same on either.
 const MaxIdempotencyKeyLen = 255
 
+// ShowUndecodable readies for an operator's view (a list, Get, a stream's
+// head) a row whose values could not all be read, err naming the first: the
+// message keeps what could be read (the rest zero), and its Error, unless
+// the row already says why it failed (a quarantine does), names the value.
+// One such row, written before the stores refused them, must not make a
+// whole list fail.
+func ShowUndecodable(m *outbox.Message, err error) {
+	if m.Error == "" {
+		m.Error = outbox.TruncateError(fmt.Sprintf("undecodable outbox row (seq %d): %s", m.Seq, err))
+	}
+}
+
 // FanOutKeyPrefix begins the idempotency keys under which a topic's
 // fan-out (backstop serve's routes) writes its copies: fanout:<topic
 // message id>. These keys are the fan-out's own: the admin API refuses a

@@ -110,7 +110,7 @@ func (s *Store) StreamStatus(ctx context.Context, destination, stream string) (*
 		WHERE `+inStream+` AND (dead_lettered_at IS NULL OR
 			(coalesce(ordering, $3) = 'strict' AND stream_released_at IS NULL))
 		ORDER BY seq LIMIT 1`, destination, stream, destMode)
-	m, err := scanMessage(extraColumn{row, &released})
+	m, err := scanShown(extraColumn{row, &released})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:

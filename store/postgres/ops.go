@@ -14,10 +14,12 @@ import (
 	"github.com/backstophq/backstop/store"
 )
 
-// Get returns a message by id, or an error matching store.ErrNotFound.
+// Get returns a message by id, or an error matching store.ErrNotFound. A
+// row with values it cannot read comes back as store.ShowUndecodable
+// leaves it.
 func (s *Store) Get(ctx context.Context, id uuid.UUID) (*outbox.Message, error) {
 	row := s.pool.QueryRow(ctx, `SELECT `+msgCols+` FROM `+s.n.outbox+` WHERE id = $1::uuid`, id.String())
-	m, err := scanMessage(row)
+	m, err := scanShown(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%w: %s", store.ErrNotFound, id)
 	}

@@ -59,101 +59,123 @@ func scanMessage(row pgx.Row) (*outbox.Message, error) {
 	return r.decode()
 }
 
-// decode checks the row's values and turns them into a message.
+// decode checks the row's values and turns them into a message, or
+// returns a *store.ColumnError for the first value it cannot use.
 func (r *rawMessage) decode() (*outbox.Message, error) {
-	bad := func(col string, v any, problem string) error {
-		return &store.ColumnError{Column: col, Value: v, Problem: problem}
+	m, err := r.decodeAll()
+	if err != nil {
+		return nil, err
 	}
-	text := func(col string, t pgtype.Text, required bool) (string, error) {
+	return m, nil
+}
+
+// decodeAll turns the row into a message whatever its values: each value
+// it cannot use is left zero, and the first is returned as a
+// *store.ColumnError beside the message.
+func (r *rawMessage) decodeAll() (*outbox.Message, error) {
+	var first error
+	bad := func(col string, v any, problem string) {
+		if first == nil {
+			first = &store.ColumnError{Column: col, Value: v, Problem: problem}
+		}
+	}
+	text := func(col string, t pgtype.Text, required bool) string {
 		switch {
 		case !t.Valid && required:
-			return "", bad(col, nil, "is NULL")
+			bad(col, nil, "is NULL")
 		case required && t.String == "":
-			return "", bad(col, "", "is empty")
+			bad(col, "", "is empty")
 		}
-		return t.String, nil
+		return t.String
 	}
-	when := func(col string, t pgtype.Timestamptz, required bool) (time.Time, error) {
+	when := func(col string, t pgtype.Timestamptz, required bool) time.Time {
 		switch {
 		case !t.Valid && required:
-			return time.Time{}, bad(col, nil, "is NULL")
+			bad(col, nil, "is NULL")
 		case !t.Valid:
-			return time.Time{}, nil
 		case t.InfinityModifier == pgtype.Infinity:
-			return time.Time{}, bad(col, "infinity", "is not a finite time")
+			bad(col, "infinity", "is not a finite time")
 		case t.InfinityModifier == pgtype.NegativeInfinity:
-			return time.Time{}, bad(col, "-infinity", "is not a finite time")
+			bad(col, "-infinity", "is not a finite time")
+		default:
+			return t.Time.UTC()
 		}
-		return t.Time.UTC(), nil
+		return time.Time{}
 	}
-	var (
-		m   outbox.Message
-		err error
-	)
+	var m outbox.Message
 	if !r.seq.Valid {
-		return nil, bad("seq", nil, "is NULL")
+		bad("seq", nil, "is NULL")
 	}
 	m.Seq = r.seq.Int64
 	if !r.id.Valid {
-		return nil, bad("id", nil, "is NULL")
+		bad("id", nil, "is NULL")
 	}
 	m.ID = uuid.UUID(r.id.Bytes)
-	if m.Destination, err = text("destination", r.destination, true); err != nil {
-		return nil, err
-	}
-	if m.Stream, err = text("stream", r.stream, false); err != nil {
-		return nil, err
-	}
-	if m.Type, err = text("type", r.typ, true); err != nil {
-		return nil, err
-	}
+	m.Destination = text("destination", r.destination, true)
+	m.Stream = text("stream", r.stream, false)
+	m.Type = text("type", r.typ, true)
 	m.Payload = r.payload
 	if m.Payload == nil {
 		m.Payload = []byte{}
 	}
-	if m.Headers, err = store.DecodeHeaders(r.headers); err != nil {
-		return nil, bad("headers", string(r.headers), err.Error())
+	h, err := store.DecodeHeaders(r.headers)
+	if err != nil {
+		bad("headers", string(r.headers), err.Error())
 	}
+	m.Headers = h
 	m.Ordering = outbox.Ordering(r.ordering.String)
 	if m.Ordering.Validate() != nil {
-		return nil, bad("ordering", r.ordering.String, "is not strict, release or none")
+		bad("ordering", r.ordering.String, "is not strict, release or none")
+		m.Ordering = ""
 	}
 	switch {
 	case !r.status.Valid:
-		return nil, bad("status", nil, "is NULL")
+		bad("status", nil, "is NULL")
 	case r.status.Int32 < 0 || r.status.Int32 > store.MaxStatus:
-		return nil, bad("status", int64(r.status.Int32), fmt.Sprintf("is out of range [0, %d]", store.MaxStatus))
-	case !r.attempts.Valid:
-		return nil, bad("attempts", nil, "is NULL")
-	case r.attempts.Int32 < 0:
-		return nil, bad("attempts", int64(r.attempts.Int32), "is negative")
+		bad("status", int64(r.status.Int32), fmt.Sprintf("is out of range [0, %d]", store.MaxStatus))
+	default:
+		m.Status = outbox.Status(r.status.Int32)
 	}
-	m.Status, m.Attempts = outbox.Status(r.status.Int32), int(r.attempts.Int32)
+	switch {
+	case !r.attempts.Valid:
+		bad("attempts", nil, "is NULL")
+	case r.attempts.Int32 < 0:
+		bad("attempts", int64(r.attempts.Int32), "is negative")
+	default:
+		m.Attempts = int(r.attempts.Int32)
+	}
 	if r.reason.Valid {
 		m.FailureReason = errorhandling.FailureReason(r.reason.Int32)
 	}
 	m.Error, m.Fingerprint, m.InstanceID = r.errText.String, r.fp.String, r.instance.String
-	if m.ScheduledFor, err = when("scheduled_for", r.sched, false); err != nil {
-		return nil, err
-	}
-	if m.LeaseExpiry, err = when("lease_expiry", r.lease, false); err != nil {
-		return nil, err
-	}
-	if m.CreatedAt, err = when("created_at", r.created, true); err != nil {
-		return nil, err
-	}
-	if m.DeadLetteredAt, err = when("dead_lettered_at", r.dead, false); err != nil {
-		return nil, err
-	}
-	return &m, nil
+	m.ScheduledFor = when("scheduled_for", r.sched, false)
+	m.LeaseExpiry = when("lease_expiry", r.lease, false)
+	m.CreatedAt = when("created_at", r.created, true)
+	m.DeadLetteredAt = when("dead_lettered_at", r.dead, false)
+	return &m, first
 }
 
-// collectMessages reads every row of msgCols.
+// scanShown reads one row of msgCols for an operator's view: a value it
+// cannot use is left zero and named in Error (store.ShowUndecodable).
+func scanShown(row pgx.Row) (*outbox.Message, error) {
+	var r rawMessage
+	if err := row.Scan(r.dest()...); err != nil {
+		return nil, err
+	}
+	m, err := r.decodeAll()
+	if err != nil {
+		store.ShowUndecodable(m, err)
+	}
+	return m, nil
+}
+
+// collectMessages reads every row of msgCols for an operator's view
+// (scanShown).
 func collectMessages(rows pgx.Rows) ([]*outbox.Message, error) {
 	defer rows.Close()
 	var out []*outbox.Message
 	for rows.Next() {
-		m, err := scanMessage(rows)
+		m, err := scanShown(rows)
 		if err != nil {
 			return nil, err
 		}

@@ -59,7 +59,7 @@ func (s *Store) PoisonCandidates(ctx context.Context, minAttempts int) ([]*outbo
 	out, err := queryAll(ctx, s, `SELECT `+messageColumns+` FROM {{prefix}}outbox
 		WHERE attempts >= ? AND (status & 32768) <> 0 AND (status & 4) = 0 AND dead_lettered_at IS NULL
 		ORDER BY attempts DESC, seq LIMIT ?`, []any{minAttempts, store.MaxPoisonCandidates},
-		func(rows *sql.Rows) (*outbox.Message, error) { return scanMessage(rows) })
+		func(rows *sql.Rows) (*outbox.Message, error) { return scanShown(rows) })
 	return out, wrap("poison candidates", err)
 }
 
@@ -84,7 +84,7 @@ func (s *Store) StreamStatus(ctx context.Context, destination, stream string) (*
 		}
 		defer tx.Rollback()
 		var released sql.NullInt64
-		head, err := scanMessage(withLeading{tx.QueryRowContext(ctx, s.sql(streamHead), destination, stream), []any{&released}})
+		head, err := scanShown(withLeading{tx.QueryRowContext(ctx, s.sql(streamHead), destination, stream), []any{&released}})
 		if errors.Is(err, sql.ErrNoRows) {
 			head, err = nil, nil
 		}

@@ -69,6 +69,32 @@ func scanMessage(sc scanner) (*outbox.Message, error) {
 // decode turns the row into a message, or a *store.ColumnError for the
 // first column it cannot read.
 func (r *rawRow) decode() (*outbox.Message, error) {
+	m, err := r.decodeAll()
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// scanShown reads one row of messageColumns for an operator's view: a
+// value it cannot read is left zero and named in Error
+// (store.ShowUndecodable).
+func scanShown(sc scanner) (*outbox.Message, error) {
+	r, err := scanRaw(sc)
+	if err != nil {
+		return nil, err
+	}
+	m, err := r.decodeAll()
+	if err != nil {
+		store.ShowUndecodable(m, err)
+	}
+	return m, nil
+}
+
+// decodeAll turns the row into a message whatever its values: each one it
+// cannot read is left zero, and the first is returned as a
+// *store.ColumnError beside the message.
+func (r *rawRow) decodeAll() (*outbox.Message, error) {
 	var (
 		m   outbox.Message
 		d   decoder
@@ -91,16 +117,16 @@ func (r *rawRow) decode() (*outbox.Message, error) {
 	m.LeaseExpiry = d.millis(r, 15, false)
 	m.CreatedAt = d.millis(r, 16, true)
 	m.DeadLetteredAt = d.millis(r, 17, false)
-	if d.err != nil {
-		return nil, d.err
-	}
-	if m.ID, err = uuid.Parse(id); err != nil {
-		return nil, &store.ColumnError{Column: "id", Value: r[1], Problem: "is not a UUID"}
+	if m.ID, err = uuid.Parse(id); err != nil && d.err == nil {
+		d.err = &store.ColumnError{Column: "id", Value: r[1], Problem: "is not a UUID"}
 	}
 	if err := m.Ordering.Validate(); err != nil {
-		return nil, &store.ColumnError{Column: "ordering", Value: r[7], Problem: "is not strict, release or none"}
+		m.Ordering = ""
+		if d.err == nil {
+			d.err = &store.ColumnError{Column: "ordering", Value: r[7], Problem: "is not strict, release or none"}
+		}
 	}
-	return &m, nil
+	return &m, d.err
 }
 
 // decoder reads columns of a rawRow, keeping the first error.
@@ -262,12 +288,13 @@ func (d *decoder) headers(r *rawRow, i int) map[string]string {
 	return h
 }
 
-// scanMessages reads every row and closes rows.
+// scanMessages reads every row for an operator's view (scanShown) and
+// closes rows.
 func scanMessages(rows *sql.Rows) ([]*outbox.Message, error) {
 	defer rows.Close()
 	var out []*outbox.Message
 	for rows.Next() {
-		m, err := scanMessage(rows)
+		m, err := scanShown(rows)
 		if err != nil {
 			return nil, err
 		}

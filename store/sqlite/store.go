@@ -267,7 +267,7 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (*outbox.Message, error) 
 	var m *outbox.Message
 	err := retryBusy(ctx, func() error {
 		var err error
-		m, err = scanMessage(s.r.QueryRowContext(ctx, s.sql(`SELECT `+messageColumns+` FROM {{prefix}}outbox WHERE id = ?`), id.String()))
+		m, err = scanShown(s.r.QueryRowContext(ctx, s.sql(`SELECT `+messageColumns+` FROM {{prefix}}outbox WHERE id = ?`), id.String()))
 		return err
 	})
 	if errors.Is(err, sql.ErrNoRows) {
