@@ -149,14 +149,23 @@ func (s *Server) eligible(ctx context.Context, f *dlq.Filters, action string) (*
 	return &c, nil
 }
 
-// scan pages through the entries the action would touch.
+// scan pages through the entries the action would touch. A replay's is
+// the store's own dry run, which passes over what a replay does (entries
+// replayed before, messages still being delivered: dlq.ErrInFlight).
 func (s *Server) scan(ctx context.Context, f *dlq.Filters, action string, fn func([]*dlq.Entry)) error {
 	page, err := s.eligible(ctx, f, action)
 	if err != nil {
 		return err
 	}
+	q := s.st.DLQ()
+	list := q.List
+	if action == "replay" || action == "recover" {
+		list = func(ctx context.Context, f *dlq.Filters) ([]*dlq.Entry, error) {
+			return q.ReplayMatchingAs(ctx, f, true, dlq.Action{})
+		}
+	}
 	for {
-		es, err := s.st.DLQ().List(ctx, page)
+		es, err := list(ctx, page)
 		if err != nil {
 			return err
 		}

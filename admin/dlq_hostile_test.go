@@ -342,6 +342,18 @@ func TestReplayWhileTheMessageIsStillBeingDelivered(t *testing.T) {
 		if p := wantProblem(t, err, 409, ""); !strings.Contains(p.Title, "being delivered") {
 			t.Errorf("409 title %q, want it to say the message is being delivered", p.Title)
 		}
+		// The dry runs say what the real replay then does: nothing.
+		for _, action := range []string{"replay", "recover"} {
+			var dry admin.BulkResult
+			if action == "replay" {
+				dry, err = a.op.Bulk(a.ctx, action, admin.BulkRequest{Filter: admin.Filter{Destination: "billing"}, DryRun: true})
+			} else {
+				dry, err = a.op.Recover(a.ctx, admin.RecoverRequest{Destination: "billing", Since: &time.Time{}, DryRun: true})
+			}
+			if err != nil || dry.Count != 0 || len(dry.Sample) != 0 {
+				t.Errorf("%s dry run while in flight: %+v %v, want 0 (a replay passes the entry over)", action, dry, err)
+			}
+		}
 		bulk, err := a.op.Bulk(a.ctx, "replay", admin.BulkRequest{Filter: admin.Filter{Destination: "billing"}})
 		if err != nil || bulk.Count != 0 {
 			t.Fatalf("bulk replay while in flight: %+v %v, want 0 replayed", bulk, err)

@@ -237,7 +237,7 @@ WITH gone AS (
 	WHERE NOT gone.replayed AND gone.message_id <> '' AND o.id = {msgid}
 		AND o.dead_lettered_at IS NOT NULL
 		AND NOT EXISTS (SELECT 1 FROM {d} k WHERE NOT k.replayed AND k.message_id = gone.message_id
-			AND k.id NOT IN (SELECT id FROM gone))
+			AND NOT EXISTS (SELECT 1 FROM gone g WHERE g.id = k.id))
 	RETURNING 1
 )
 SELECT id FROM gone`
