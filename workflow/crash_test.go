@@ -66,7 +66,7 @@ func crashDAG(t *testing.T, hook func(ctx context.Context, id string) error) *wo
 
 // openCrashStore opens the workflow store a crash spec names, and a
 // function counting outbox messages of a type.
-func openCrashStore(t *testing.T, spec string) (wfstore.Store, func(typ string) int) {
+func openCrashStore(t testing.TB, spec string) (wfstore.Store, func(typ string) int) {
 	t.Helper()
 	ctx := context.Background()
 	kind, arg, _ := strings.Cut(spec, ":")

@@ -59,6 +59,7 @@ type DAG struct {
 	prop     *errorhandling.PropagationConfig
 	tasks    []Task         // in definition order
 	index    map[string]int // task ID -> position in tasks
+	ups      [][]string     // each task's upstream IDs without repeats, as tasks
 	order    []string       // topological, ties in definition order
 	down     map[string][]string
 	allow    map[[2]string]bool // {task, upstream} edges allowed to fail
@@ -129,13 +130,20 @@ func NewDAG(id string, prop *errorhandling.PropagationConfig, tasks ...Task) (*D
 // link checks the edges and indexes them.
 func (d *DAG) link() error {
 	var unknown []string
-	for _, t := range d.tasks {
+	d.ups = make([][]string, len(d.tasks))
+	for i, t := range d.tasks {
+		seen := make(map[string]bool, len(t.Upstream))
 		for _, up := range t.Upstream {
-			if _, ok := d.index[up]; !ok {
+			_, known := d.index[up]
+			if !known {
 				unknown = append(unknown, t.ID+" -> "+up)
+			}
+			if seen[up] {
 				continue
 			}
-			if !slices.Contains(d.down[up], t.ID) {
+			seen[up] = true
+			d.ups[i] = append(d.ups[i], up)
+			if known {
 				d.down[up] = append(d.down[up], t.ID)
 			}
 		}
@@ -217,16 +225,10 @@ func (d *DAG) findCycle(done map[string]bool) string {
 	}
 }
 
-// upstream returns the task's dependencies without repeats.
-func (d *DAG) upstream(id string) []string {
-	var out []string
-	for _, up := range d.tasks[d.index[id]].Upstream {
-		if !slices.Contains(out, up) {
-			out = append(out, up)
-		}
-	}
-	return out
-}
+// upstream returns the task's dependencies without repeats, computed
+// once by link (a join after 1,000 tasks took a quadratic pass on every
+// evaluation of its run). Callers must not change the slice.
+func (d *DAG) upstream(id string) []string { return d.ups[d.index[id]] }
 
 // edges returns each task's upstream IDs, empty for a root: what a run
 // keeps of its DAG (wfstore.Run.Upstream).
@@ -269,7 +271,7 @@ func (d *DAG) buildModel() *models.DAG {
 	for _, id := range d.order {
 		t := d.tasks[d.index[id]]
 		m.Tasks = append(m.Tasks, models.Task{ID: t.ID, DAGID: d.id, Retries: t.Retries, Timeout: t.Timeout,
-			Critical: d.critical[t.ID], Upstream: d.upstream(t.ID)})
+			Critical: d.critical[t.ID], Upstream: slices.Clone(d.upstream(t.ID))})
 	}
 	return m
 }

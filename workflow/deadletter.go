@@ -39,7 +39,7 @@ func (dr *driver) deadLetter(ctx context.Context, ti *models.TaskInstance, err e
 	id := e.entries.take(ti.ID)
 	if addErr == nil && id == "" {
 		var replayedFrom string
-		if t := dr.snap.Task(ti.TaskID); t != nil {
+		if t := dr.task(ti.TaskID); t != nil {
 			replayedFrom = t.ReplayOf
 		}
 		id, addErr = dr.findEntry(ctx, ti, replayedFrom)
@@ -49,6 +49,9 @@ func (dr *driver) deadLetter(ctx context.Context, ti *models.TaskInstance, err e
 	}
 	if addErr == nil {
 		addErr = e.st.SetDeadLetter(ctx, dr.runID, ti.TaskID, id)
+	}
+	if addErr == nil {
+		dr.deadLettered(ti.TaskID, id)
 	}
 	if addErr != nil {
 		e.log.LogAttrs(ctx, slog.LevelError, "dead-lettering a failed task failed", slog.String("run_id", dr.runID),
@@ -102,7 +105,9 @@ func (dr *driver) settleFailures() {
 			ti := dr.failure(&t)
 			id, err := dr.findEntry(dr.ctx, ti, t.ReplayOf)
 			if err == nil && id != "" {
-				err = dr.e.st.SetDeadLetter(dr.ctx, dr.runID, t.TaskID, id)
+				if err = dr.e.st.SetDeadLetter(dr.ctx, dr.runID, t.TaskID, id); err == nil {
+					dr.deadLettered(t.TaskID, id)
+				}
 			} else if err == nil {
 				id = dr.deadLetter(dr.ctx, ti, nil)
 			}

@@ -11,10 +11,10 @@ import (
 	"github.com/backstophq/backstop/workflow/wfstore"
 )
 
-// driver drives one run in this engine: it evaluates the stored states,
-// applies what follows from them, starts ready tasks and records their
-// outcomes, until the run ends; keepLease renews the run's lease
-// meanwhile.
+// driver drives one run in this engine: it evaluates the run's states
+// (read once, then kept in memory: see load), applies what follows from
+// them, starts ready tasks and records their outcomes, until the run ends;
+// keepLease renews the run's lease meanwhile.
 type driver struct {
 	e       *Engine
 	d       *DAG
@@ -22,13 +22,19 @@ type driver struct {
 	ctx     context.Context         // the caller's: its end stops the driver
 	runCtx  context.Context         // parent of the attempts' contexts
 	cancel  context.CancelCauseFunc // cancels runCtx
-	snap    *wfstore.Snapshot
-	running map[string]*inflight // by task ID
+	running map[string]*inflight    // by task ID
 	results chan result
 	lease   *keeper // renews the run's lease while the driver holds it
 	slot    bool    // holds an attempt token won in wait
 	stopped string  // under fail: the failed task whose failure cancelled the running attempts
 	handled map[string]bool
+
+	// The run as the driver knows it (see load): as read, with the
+	// driver's changes since applied.
+	snap     *wfstore.Snapshot
+	tasks    map[string]int     // index in snap.Tasks by task ID
+	attempts map[attemptKey]int // index in snap.Attempts
+	stale    bool               // the store may hold changes snap lacks: read the run again
 }
 
 // inflight is an attempt running in this engine.
@@ -85,14 +91,17 @@ func (dr *driver) run() (*Run, error) {
 		if err := dr.lease.err(); err != nil {
 			return dr.abort(err)
 		}
-		if err := dr.load(); err != nil {
-			return dr.abort(err)
+		if dr.stale {
+			if err := dr.load(); err != nil {
+				return dr.abort(err)
+			}
 		}
 		changed, err := dr.settleLost()
 		if err != nil {
 			return dr.abort(err)
 		}
 		if changed {
+			dr.stale = true
 			continue
 		}
 		dr.settleFailures()
@@ -138,21 +147,13 @@ func (dr *driver) missingTasks() []string {
 	return out
 }
 
-// load reads the run's stored state.
-func (dr *driver) load() error {
-	snap, err := dr.e.st.Load(dr.ctx, dr.runID)
+// mark stores the marks of a plan and reports them.
+func (dr *driver) mark(marks []wfstore.Mark) error {
+	moved, err := dr.e.st.Mark(dr.ctx, dr.runID, dr.e.lease(), marks)
 	if err != nil {
 		return fmt.Errorf("workflow: run %s: %w", dr.runID, err)
 	}
-	dr.snap = snap
-	return nil
-}
-
-// mark stores the marks of a plan and reports them.
-func (dr *driver) mark(marks []wfstore.Mark) error {
-	if _, err := dr.e.st.Mark(dr.ctx, dr.runID, dr.e.lease(), marks); err != nil {
-		return fmt.Errorf("workflow: run %s: %w", dr.runID, err)
-	}
+	dr.marked(marks, moved)
 	now := dr.e.cfg.Clock.Now()
 	for _, m := range marks {
 		dr.e.log.LogAttrs(dr.ctx, slog.LevelInfo, "task not run", slog.String("run_id", dr.runID),
@@ -189,7 +190,7 @@ func (dr *driver) startReady(ready []string) (blocked bool, err error) {
 // start records the next attempt of a task and runs it in a goroutine
 // that holds one token.
 func (dr *driver) start(id string) error {
-	t := dr.snap.Task(id)
+	t := dr.task(id)
 	l := dr.e.lease()
 	attempt := t.Attempt + 1
 	err := dr.e.st.StartAttempt(dr.ctx, dr.runID, id, attempt, l)
@@ -198,6 +199,7 @@ func (dr *driver) start(id string) error {
 		// Renewing fails if another instance took the run over; if it
 		// succeeds, nobody can now, and the attempt may start.
 		if _, err = dr.renew(); err == nil {
+			dr.stale = true // the lease had lapsed: read the run again
 			l = dr.e.lease()
 			err = dr.e.st.StartAttempt(dr.ctx, dr.runID, id, attempt, l)
 		}
@@ -205,6 +207,7 @@ func (dr *driver) start(id string) error {
 	if err != nil {
 		return fmt.Errorf("workflow: run %s: %w", dr.runID, err)
 	}
+	dr.started(id, attempt, l)
 	results := map[string][]byte{}
 	for _, other := range dr.snap.Tasks {
 		if other.State == models.TaskStateSuccess {
@@ -260,6 +263,7 @@ func (dr *driver) wait(nextDue time.Time, wantSlot bool) error {
 		dr.slot = true
 	case <-fired:
 	case <-dr.lease.renewed:
+		dr.stale = true
 	case <-dr.lease.lost:
 		return dr.lease.err()
 	case <-dr.ctx.Done():

@@ -12,8 +12,9 @@ import (
 
 // plan is what the engine must do next for a run, derived from nothing but
 // the DAG, the stored states and the time. Because it is recomputed from
-// the stored states after every change, a run resumed after a crash takes
-// the same decisions the crashed instance would have.
+// the stored states (as the driver read them, with what it recorded since)
+// after every change, a run resumed after a crash takes the same decisions
+// the crashed instance would have.
 type plan struct {
 	// marks move tasks that can no longer run to upstream_failed or
 	// skipped.
@@ -35,14 +36,16 @@ type plan struct {
 // evaluate plans the next step of a run.
 func evaluate(d *DAG, snap *wfstore.Snapshot, now time.Time) plan {
 	var p plan
-	states := map[string]models.TaskState{}
-	causes := map[string]string{}
-	for _, t := range snap.Tasks {
-		states[t.TaskID], causes[t.TaskID] = t.State, t.Cause
+	states := make(map[string]models.TaskState, len(snap.Tasks))
+	causes := make(map[string]string, len(snap.Tasks))
+	tasks := make(map[string]*wfstore.Task, len(snap.Tasks))
+	for i := range snap.Tasks {
+		t := &snap.Tasks[i]
+		states[t.TaskID], causes[t.TaskID], tasks[t.TaskID] = t.State, t.Cause, t
 	}
 	policy := d.policy()
 	if policy == errorhandling.PropagationPolicyFail {
-		p.stopCause = firstFailure(d, snap)
+		p.stopCause = firstFailure(d, tasks)
 	}
 	for _, id := range d.order {
 		switch states[id] {
@@ -68,7 +71,7 @@ func evaluate(d *DAG, snap *wfstore.Snapshot, now time.Time) plan {
 				p.ready = append(p.ready, id)
 			}
 		case models.TaskStateUpForRetry:
-			t := snap.Task(id)
+			t := tasks[id]
 			switch {
 			case p.stopCause != "":
 				p.skip(id, p.stopCause, reasonStopped(p.stopCause), states, causes)
@@ -120,11 +123,11 @@ func (d *DAG) blockedBy(id string, states map[string]models.TaskState) (blocked 
 
 // firstFailure returns the failed task that ended first (ties in
 // dependency order), or "".
-func firstFailure(d *DAG, snap *wfstore.Snapshot) string {
+func firstFailure(d *DAG, tasks map[string]*wfstore.Task) string {
 	first := ""
 	var at time.Time
 	for _, id := range d.order {
-		t := snap.Task(id)
+		t := tasks[id]
 		if t != nil && t.State == models.TaskStateFailed && (first == "" || t.EndedAt.Before(at)) {
 			first, at = id, t.EndedAt
 		}

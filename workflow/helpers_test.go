@@ -50,7 +50,7 @@ func newHarness(t *testing.T, cfg workflow.Config) *harness {
 
 // openSQLite opens a SQLite store at path and the workflow store on it,
 // closed when the test ends.
-func openSQLite(t *testing.T, path string) (*sqlite.Store, *wfsqlite.Store) {
+func openSQLite(t testing.TB, path string) (*sqlite.Store, *wfsqlite.Store) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, path, store.Config{})

@@ -27,7 +27,7 @@ func (dr *driver) record(ctx context.Context, r result) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
 	delete(dr.running, r.taskID)
-	t := dr.snap.Task(r.taskID)
+	t := dr.task(r.taskID)
 	now := dr.e.cfg.Clock.Now()
 	f := &wfstore.Finish{RunID: dr.runID, TaskID: r.taskID, Attempt: r.attempt, Owner: dr.e.cfg.InstanceID,
 		Now: now, Failures: t.Failures}
@@ -77,6 +77,8 @@ func (dr *driver) record(ctx context.Context, r result) error {
 		}
 		return fmt.Errorf("workflow: run %s: %w", dr.runID, err)
 	}
+	replayOf := t.ReplayOf
+	dr.finished(f)
 	dr.logFinish(ctx, f)
 	dr.e.emit(Event{Time: now, RunID: dr.runID, DAGID: dr.d.id, TaskID: f.TaskID, Attempt: f.Attempt,
 		TaskState: f.State, Reason: f.Reason, NextAttemptAt: f.NextAttemptAt})
@@ -85,9 +87,9 @@ func (dr *driver) record(ctx context.Context, r result) error {
 		dr.handled[f.TaskID] = true
 		ti := dr.instance(f.TaskID, f.Attempt, f.Error, now)
 		id := dr.deadLetter(ctx, ti, r.err)
-		dr.settleReplay(ctx, t.ReplayOf, ti, models.TaskStateFailed, id)
+		dr.settleReplay(ctx, replayOf, ti, models.TaskStateFailed, id)
 	case models.TaskStateSuccess:
-		dr.settleReplay(ctx, t.ReplayOf, dr.instance(f.TaskID, f.Attempt, "", now), models.TaskStateSuccess, "")
+		dr.settleReplay(ctx, replayOf, dr.instance(f.TaskID, f.Attempt, "", now), models.TaskStateSuccess, "")
 	}
 	return nil
 }
@@ -192,6 +194,7 @@ func (dr *driver) settleLost() (bool, error) {
 		if err == nil || errors.Is(err, wfstore.ErrConflict) {
 			changed = true // settled, by this driver or by the previous holder
 		} else {
+			dr.stale = true // whether it was recorded is not known
 			dr.e.log.LogAttrs(dr.ctx, slog.LevelWarn, "recording a lost attempt failed", slog.String("run_id", dr.runID),
 				slog.String("task_id", t.TaskID), slog.Int("attempt", t.Attempt), slog.String("error", err.Error()))
 		}
@@ -226,10 +229,8 @@ func (dr *driver) instance(taskID string, attempt int, errText string, ended tim
 	if errText == "" {
 		ti.State = models.TaskStateSuccess
 	}
-	for _, a := range dr.snap.Attempts {
-		if a.TaskID == taskID && a.Number == attempt {
-			ti.StartedAt = a.StartedAt
-		}
+	if a := dr.attempt(taskID, attempt); a != nil {
+		ti.StartedAt = a.StartedAt
 	}
 	return ti
 }
