@@ -49,16 +49,6 @@ func (r *rawMessage) dest() []any {
 		&r.status, &r.attempts, &r.reason, &r.errText, &r.fp, &r.sched, &r.instance, &r.lease, &r.created, &r.dead}
 }
 
-// scanMessage reads one row of msgCols. A value it cannot use is a
-// *store.ColumnError naming the column and the value.
-func scanMessage(row pgx.Row) (*outbox.Message, error) {
-	var r rawMessage
-	if err := row.Scan(r.dest()...); err != nil {
-		return nil, err
-	}
-	return r.decode()
-}
-
 // decode checks the row's values and turns them into a message, or
 // returns a *store.ColumnError for the first value it cannot use.
 func (r *rawMessage) decode() (*outbox.Message, error) {
