@@ -20,7 +20,7 @@ func (in *Inbox) deliver(ctx context.Context, m *outbox.Message) error {
 	}
 	msg := messageOf(in.name, m)
 	if h.fn != nil {
-		return in.handlerError(h.fn(ctx, msg))
+		return in.attemptError(ctx, h.fn(ctx, msg))
 	}
 	return in.deliverTx(ctx, h.tx, m, msg)
 }
@@ -39,9 +39,14 @@ func (in *Inbox) deliverTx(ctx context.Context, h Handler, m *outbox.Message, ms
 		}
 	}()
 	if err := h(ctx, tx, msg); err != nil {
-		return in.handlerError(err)
+		return in.attemptError(ctx, err)
 	}
 	if err := tx.Complete(ctx, m.ID, m.InstanceID); err != nil {
+		if timedOut(ctx) {
+			// The handler returned past the attempt's time, and nothing
+			// it wrote is kept: the handler's fault, as a timeout is.
+			return in.attemptError(ctx, fmt.Errorf("inbox %q: complete: %w", in.name, err))
+		}
 		if errors.Is(err, store.ErrLeaseLost) {
 			// Another instance has the message now (or an operator
 			// dead-lettered it): nothing of this attempt is kept, and
@@ -61,6 +66,34 @@ func (in *Inbox) deliverTx(ctx context.Context, h Handler, m *outbox.Message, ms
 	}
 	return nil
 }
+
+// attemptError is handlerError, except for an attempt that ran out of its
+// time (the relay's Timeout for the inbox's destination): that is the
+// message's fault, a transient one with reason TimeoutExceeded, so that it
+// uses up its attempts and is dead-lettered when they run out. Left to the
+// classifier, a deadline blames the destination (right for a webhook that
+// does not answer), which charges nothing: a handler that never finishes
+// on one message was retried for ever, and held its stream. A handler
+// that wants a destination's treatment (an outage of what it calls) says
+// so with errorhandling.WithBlame.
+func (in *Inbox) attemptError(ctx context.Context, err error) error {
+	if err == nil || !timedOut(ctx) {
+		return in.handlerError(err)
+	}
+	if _, ok := errorhandling.MarkedClass(err); !ok {
+		err = errorhandling.Transient(err)
+	}
+	if _, ok := errorhandling.BlameOf(err); !ok {
+		err = errorhandling.WithBlame(err, errorhandling.BlameMessage)
+	}
+	if _, ok := errorhandling.ReasonOf(err); !ok {
+		err = errorhandling.WithReason(err, errorhandling.ReasonTimeoutExceeded)
+	}
+	return err
+}
+
+// timedOut reports whether the attempt's context ran out of time.
+func timedOut(ctx context.Context) bool { return errors.Is(ctx.Err(), context.DeadlineExceeded) }
 
 // handlerError marks a handler's error that the classifier knows nothing
 // about with reason HandlerException, so that the dead-letter queue says
