@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/backstophq/backstop/clock"
+	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/transport/webhook"
 )
 
@@ -128,14 +129,8 @@ func (h *httpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "inbox: no message type (Backstop-Type header or a JSON body's \"type\")", http.StatusBadRequest)
 		return
 	}
-	for _, name := range h.cfg.Headers {
-		if v := r.Header.Get(name); v != "" {
-			if msg.Headers == nil {
-				msg.Headers = map[string]string{}
-			}
-			msg.Headers[http.CanonicalHeaderKey(name)] = v
-		}
-	}
+	msg.Headers = h.keptHeaders(r)
+
 	dup, err := h.in.Receive(r.Context(), msg)
 	switch {
 	case errors.Is(err, ErrInvalid):
@@ -176,4 +171,44 @@ func jsonType(body []byte) string {
 		return ""
 	}
 	return v.Type
+}
+
+// keptHeaders are the request's headers named in HTTPConfig.Headers that
+// the message can carry. The signature covers the body, not the headers,
+// so one that cannot be kept (invalid UTF-8, a control character, over
+// the inbox's header limits: a proxy on the path may add such) is left out
+// with a warning rather than answered 400, which would make the sender
+// dead-letter a correctly signed message.
+func (h *httpReceiver) keptHeaders(r *http.Request) map[string]string {
+	var (
+		kept    map[string]string
+		dropped []string
+		size    int
+	)
+	limits := h.in.cfg.Limits
+	for _, name := range h.cfg.Headers {
+		v := r.Header.Get(name)
+		if v == "" {
+			continue
+		}
+		name = http.CanonicalHeaderKey(name)
+		if _, ok := kept[name]; ok {
+			continue
+		}
+		if outbox.CheckHeader(name, v) != nil || len(kept) >= limits.MaxHeaders ||
+			size+len(name)+len(v) > limits.MaxHeaderBytes {
+			dropped = append(dropped, name)
+			continue
+		}
+		if kept == nil {
+			kept = map[string]string{}
+		}
+		kept[name] = v
+		size += len(name) + len(v)
+	}
+	if len(dropped) > 0 {
+		h.in.log.LogAttrs(r.Context(), slog.LevelWarn, "received request headers left out: the message cannot carry them",
+			slog.String("source", "http"), slog.Any("headers", dropped))
+	}
+	return kept
 }

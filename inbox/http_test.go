@@ -3,6 +3,7 @@ package inbox
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -149,6 +150,45 @@ func TestHTTPAnswers(t *testing.T) {
 		}
 		if _, err := in.HTTPHandler(HTTPConfig{Secrets: [][]byte{[]byte("whsec_!!")}}); err == nil {
 			t.Error("HTTPHandler with a secret that is not base64: no error")
+		}
+	})
+}
+
+// TestHTTPLeavesOutHeadersTheMessageCannotCarry: a correctly signed
+// request whose kept header the message cannot carry (invalid UTF-8, which
+// net/http lets through; a value over the inbox's header limit) is stored
+// without that header, not answered 400: the signature does not cover
+// headers, and a 400 makes the sender dead-letter the message.
+func TestHTTPLeavesOutHeadersTheMessageCannotCarry(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, k kind) {
+		e := newEnv(t, k)
+		in := e.newInbox(e.config())
+		h, err := in.HTTPHandler(HTTPConfig{Secrets: [][]byte{[]byte(secret)}, Headers: []string{"Content-Type", "X-Tenant"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := e.clk.Now()
+		for i, ct := range []string{"application/json; charset=\xff", strings.Repeat("x", 20<<10)} {
+			id := fmt.Sprintf("msg_%d", i)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, signed(t, secret, id, now, []byte(`{}`),
+				map[string]string{webhook.HeaderType: "order.created", "Content-Type": ct, "X-Tenant": "acme"}))
+			if w.Code != StatusStored {
+				t.Fatalf("%s: answered %d (%s), want %d", id, w.Code, strings.TrimSpace(w.Body.String()), StatusStored)
+			}
+		}
+		msgs, err := e.s.(store.Admin).ListMessages(e.ctx, store.MessageFilter{Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) != 2 {
+			t.Fatalf("%d messages stored, want 2", len(msgs))
+		}
+		for _, m := range msgs {
+			if _, ok := m.Headers["Content-Type"]; ok || m.Headers["X-Tenant"] != "acme" {
+				t.Errorf("message %s headers %q: want Content-Type left out and X-Tenant kept", m.Headers[HeaderID], m.Headers)
+			}
 		}
 	})
 }

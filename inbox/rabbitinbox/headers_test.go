@@ -1,6 +1,7 @@
 package rabbitinbox
 
 import (
+	"github.com/backstophq/backstop/outbox"
 	"maps"
 	"slices"
 	"testing"
@@ -35,5 +36,28 @@ func TestReceivedKeepsTheHeadersAMessageCanCarry(t *testing.T) {
 	}
 	if msg.Stream != "s-1" || msg.ID != "m1" || msg.Type != "t" {
 		t.Errorf("id, type, stream = %q, %q, %q", msg.ID, msg.Type, msg.Stream)
+	}
+}
+
+// TestReceivedLeavesOutAContentTypeItCannotCarry: a content-type property
+// with invalid UTF-8 or a line break is left out, as any such header is,
+// instead of making the message invalid (it was rejected without requeue:
+// lost); a valid content-type table header then stands in for it.
+func TestReceivedLeavesOutAContentTypeItCannotCarry(t *testing.T) {
+	for _, ct := range []string{"text/plain; charset=\xe9", "application/json\r\n"} {
+		d := &amqp.Delivery{MessageId: "m1", Type: "t", ContentType: ct, Body: []byte(`{}`),
+			Headers: amqp.Table{"content-type": "text/csv"}}
+		msg, dropped := received(d)
+		if want := map[string]string{"Content-Type": "text/csv"}; !maps.Equal(msg.Headers, want) {
+			t.Errorf("content type %q: headers %q, want %q", ct, msg.Headers, want)
+		}
+		if len(dropped) != 1 {
+			t.Errorf("content type %q: left out %q, want the property named", ct, dropped)
+		}
+		for k, v := range msg.Headers {
+			if err := outbox.CheckHeader(k, v); err != nil {
+				t.Errorf("content type %q: kept header %s the message cannot carry: %v", ct, k, err)
+			}
+		}
 	}
 }

@@ -233,6 +233,15 @@ func received(d *amqp.Delivery) (inbox.Received, []string) {
 	}
 	var headers map[string]string
 	var dropped []string
+	// The content-type property is kept as the Content-Type header,
+	// unless the message cannot carry it (a control character, invalid
+	// UTF-8): then it is left out like any such header, and a valid
+	// content-type table header may stand in for it.
+	contentType := d.ContentType
+	if contentType != "" && outbox.CheckHeader("Content-Type", contentType) != nil {
+		dropped = append(dropped, "content-type (property)")
+		contentType = ""
+	}
 	names := make([]string, 0, len(d.Headers))
 	for k := range d.Headers {
 		names = append(names, k)
@@ -244,7 +253,7 @@ func received(d *amqp.Delivery) (inbox.Received, []string) {
 			continue
 		}
 		name := http.CanonicalHeaderKey(k)
-		if _, taken := headers[name]; taken || (name == "Content-Type" && d.ContentType != "") {
+		if _, taken := headers[name]; taken || (name == "Content-Type" && contentType != "") {
 			dropped = append(dropped, k)
 			continue
 		}
@@ -257,11 +266,11 @@ func received(d *amqp.Delivery) (inbox.Received, []string) {
 		}
 		headers[name] = s
 	}
-	if d.ContentType != "" {
+	if contentType != "" {
 		if headers == nil {
 			headers = map[string]string{}
 		}
-		headers["Content-Type"] = d.ContentType
+		headers["Content-Type"] = contentType
 	}
 	return inbox.Received{
 		ID: d.MessageId, Type: typ, Stream: stringHeader(d.Headers, HeaderStream),
