@@ -17,7 +17,7 @@ import (
 	"github.com/backstophq/backstop/store"
 )
 
-// msgCols are the outbox columns scanMessage reads, in its order.
+// msgCols are the outbox columns rawMessage reads, in its order.
 const msgCols = `seq, id, destination, stream, type, payload, headers, ordering,
 	status, attempts, failure_reason, error, fingerprint, scheduled_for,
 	instance_id, lease_expiry, created_at, dead_lettered_at`
