@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/backstophq/backstop/clock"
-	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/inbox/internal/headers"
 	"github.com/backstophq/backstop/transport/webhook"
 )
 
@@ -180,35 +180,18 @@ func jsonType(body []byte) string {
 // with a warning rather than answered 400, which would make the sender
 // dead-letter a correctly signed message.
 func (h *httpReceiver) keptHeaders(r *http.Request) map[string]string {
-	var (
-		kept    map[string]string
-		dropped []string
-		size    int
-	)
-	limits := h.in.cfg.Limits
+	kept := headers.Kept{MaxHeaders: h.in.cfg.Limits.MaxHeaders, MaxBytes: h.in.cfg.Limits.MaxHeaderBytes}
 	for _, name := range h.cfg.Headers {
-		v := r.Header.Get(name)
-		if v == "" {
-			continue
+		if _, twice := kept.Headers[http.CanonicalHeaderKey(name)]; twice {
+			continue // named twice in HTTPConfig.Headers
 		}
-		name = http.CanonicalHeaderKey(name)
-		if _, ok := kept[name]; ok {
-			continue
+		if v := r.Header.Get(name); v != "" {
+			kept.Add(name, v)
 		}
-		if outbox.CheckHeader(name, v) != nil || len(kept) >= limits.MaxHeaders ||
-			size+len(name)+len(v) > limits.MaxHeaderBytes {
-			dropped = append(dropped, name)
-			continue
-		}
-		if kept == nil {
-			kept = map[string]string{}
-		}
-		kept[name] = v
-		size += len(name) + len(v)
 	}
-	if len(dropped) > 0 {
+	if len(kept.Dropped) > 0 {
 		h.in.log.LogAttrs(r.Context(), slog.LevelWarn, "received request headers left out: the message cannot carry them",
-			slog.String("source", "http"), slog.Any("headers", dropped))
+			slog.String("source", "http"), slog.Any("headers", headers.CleanNames(kept.Dropped)))
 	}
-	return kept
+	return kept.Headers
 }

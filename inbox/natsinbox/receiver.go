@@ -26,15 +26,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/backstophq/backstop/inbox"
+	"github.com/backstophq/backstop/inbox/internal/headers"
 	"github.com/backstophq/backstop/inbox/internal/resume"
 	"github.com/backstophq/backstop/outbox"
 )
@@ -190,7 +189,7 @@ func (r *Receiver) receive(ctx context.Context, m jetstream.Msg) {
 	if len(dropped) > 0 {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "headers left out: a message cannot carry them",
 			slog.String("subject", m.Subject()), slog.String("message_id", outbox.CleanText(msg.ID, 100)),
-			slog.Any("headers", cleanNames(dropped)))
+			slog.Any("headers", headers.CleanNames(dropped)))
 	}
 	if err == nil && r.cfg.StreamKey != nil {
 		msg.Stream = r.cfg.StreamKey(m)
@@ -246,10 +245,10 @@ func received(m jetstream.Msg) (inbox.Received, []string, error) {
 	if typ == "" {
 		typ = m.Subject()
 	}
-	headers, dropped := keptHeaders(h)
+	kept, dropped := keptHeaders(h)
 	return inbox.Received{
 		ID: id, Type: typ, Stream: h.Get(HeaderStream), Payload: m.Data(),
-		Headers: headers, Source: "nats",
+		Headers: kept, Source: "nats",
 	}, dropped, nil
 }
 
@@ -264,35 +263,13 @@ func keptHeaders(h nats.Header) (map[string]string, []string) {
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	var out map[string]string
-	var dropped []string
+	var kept headers.Kept
 	for _, k := range names {
 		vs := h[k]
-		if len(vs) == 0 || hasPrefixFold(k, "nats-") || hasPrefixFold(k, "backstop-") {
+		if len(vs) == 0 || headers.HasPrefixFold(k, "nats-") || headers.HasPrefixFold(k, "backstop-") {
 			continue
 		}
-		name := http.CanonicalHeaderKey(k)
-		if _, taken := out[name]; taken || outbox.CheckHeader(name, vs[0]) != nil {
-			dropped = append(dropped, k)
-			continue
-		}
-		if out == nil {
-			out = map[string]string{}
-		}
-		out[name] = vs[0]
+		kept.Add(k, vs[0])
 	}
-	return out, dropped
-}
-
-// cleanNames makes header names fit for a log record.
-func cleanNames(names []string) []string {
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = outbox.CleanText(n, 100)
-	}
-	return out
-}
-
-func hasPrefixFold(s, prefix string) bool {
-	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+	return kept.Headers, kept.Dropped
 }

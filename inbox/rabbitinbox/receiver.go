@@ -32,14 +32,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/backstophq/backstop/inbox"
+	"github.com/backstophq/backstop/inbox/internal/headers"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/transport/rabbitmq"
 )
@@ -174,7 +173,7 @@ func (r *Receiver) receive(ctx context.Context, d *amqp.Delivery) {
 	if len(dropped) > 0 {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "headers left out: a message cannot carry them",
 			slog.String("routing_key", d.RoutingKey), slog.String("message_id", outbox.CleanText(d.MessageId, 100)),
-			slog.Any("headers", cleanNames(dropped)))
+			slog.Any("headers", headers.CleanNames(dropped)))
 	}
 	if r.cfg.StreamKey != nil {
 		msg.Stream = r.cfg.StreamKey(d)
@@ -231,16 +230,18 @@ func received(d *amqp.Delivery) (inbox.Received, []string) {
 	if typ == "" {
 		typ = d.RoutingKey
 	}
-	var headers map[string]string
-	var dropped []string
-	// The content-type property is kept as the Content-Type header,
-	// unless the message cannot carry it (a control character, invalid
-	// UTF-8): then it is left out like any such header, and a valid
-	// content-type table header may stand in for it.
-	contentType := d.ContentType
-	if contentType != "" && outbox.CheckHeader("Content-Type", contentType) != nil {
-		dropped = append(dropped, "content-type (property)")
-		contentType = ""
+	var kept headers.Kept
+	// The content-type property is kept as the Content-Type header (the
+	// table's content-type is then a second of the name), unless the
+	// message cannot carry it (a control character, invalid UTF-8): then
+	// it is left out like any such header, and a valid content-type table
+	// header may stand in for it.
+	if ct := d.ContentType; ct != "" {
+		if outbox.CheckHeader("Content-Type", ct) != nil {
+			kept.Dropped = append(kept.Dropped, "content-type (property)")
+		} else {
+			kept.Add("Content-Type", ct)
+		}
 	}
 	names := make([]string, 0, len(d.Headers))
 	for k := range d.Headers {
@@ -248,50 +249,17 @@ func received(d *amqp.Delivery) (inbox.Received, []string) {
 	}
 	slices.Sort(names)
 	for _, k := range names {
-		s, ok := d.Headers[k].(string)
-		if !ok || rabbitmq.IsReservedHeader(k) || hasPrefixFold(k, "backstop-") {
-			continue
+		if s, ok := d.Headers[k].(string); ok && !rabbitmq.IsReservedHeader(k) && !headers.HasPrefixFold(k, "backstop-") {
+			kept.Add(k, s)
 		}
-		name := http.CanonicalHeaderKey(k)
-		if _, taken := headers[name]; taken || (name == "Content-Type" && contentType != "") {
-			dropped = append(dropped, k)
-			continue
-		}
-		if outbox.CheckHeader(name, s) != nil {
-			dropped = append(dropped, k)
-			continue
-		}
-		if headers == nil {
-			headers = map[string]string{}
-		}
-		headers[name] = s
-	}
-	if contentType != "" {
-		if headers == nil {
-			headers = map[string]string{}
-		}
-		headers["Content-Type"] = contentType
 	}
 	return inbox.Received{
 		ID: d.MessageId, Type: typ, Stream: stringHeader(d.Headers, HeaderStream),
-		Payload: d.Body, Headers: headers, Source: "amqp",
-	}, dropped
-}
-
-// cleanNames makes header names fit for a log record.
-func cleanNames(names []string) []string {
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = outbox.CleanText(n, 100)
-	}
-	return out
+		Payload: d.Body, Headers: kept.Headers, Source: "amqp",
+	}, kept.Dropped
 }
 
 func stringHeader(t amqp.Table, name string) string {
 	s, _ := t[name].(string)
 	return s
-}
-
-func hasPrefixFold(s, prefix string) bool {
-	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }

@@ -19,8 +19,8 @@ import (
 // the row; deleting the last entry deletes the row); the later live
 // message is looked for once per stream, after its first blocking message
 // (a later one after any is after the first), not once per blocking
-// message. BlockedStreams's own query reads the whole stream index. The conformance suite checks that
-// both agree.
+// message. BlockedStreams's own query reads the whole stream index. The
+// conformance suite checks that both agree.
 const gaugesSQL = `SELECT
 	-- dead_letters_pending
 	(SELECT count(*) FROM {{prefix}}dead_letters WHERE status = 'pending'),

@@ -28,19 +28,27 @@ var dlqLifeCases = []testCase{
 	{"PurgeGoesPageByPage", testLifePurgePages},
 }
 
+// parked enqueues n unordered messages, dead-letters each, and returns
+// them and the pending entries as listed.
+func parked(t *testing.T, e *env, n int) ([]*outbox.Message, []*dlq.Entry) {
+	t.Helper()
+	m := e.enqueue(msgs(n, "d", "")...)
+	for _, x := range m {
+		e.deadLetter("a", x)
+	}
+	listed := mustList(t, e, &dlq.Filters{Status: dlq.StatusPending})
+	eq(t, "pending entries", len(listed), n)
+	return m, listed
+}
+
 // testLifeResolveEntries: ResolveEntriesAs resolves the listed entries
 // still pending in one step, and leaves as they are an entry someone
 // resolved meanwhile (its actor and notes kept), one replayed meanwhile,
 // one deleted, and ids that name nothing.
 func testLifeResolveEntries(t *testing.T, h Harness) {
 	e := newEnv(t, h, withOrdering(outbox.OrderingNone))
-	m := e.enqueue(msgs(5, "d", "")...)
-	for _, x := range m {
-		e.deadLetter("a", x)
-	}
+	_, listed := parked(t, e, 5)
 	q := e.s.DLQ()
-	listed := mustList(t, e, &dlq.Filters{Status: dlq.StatusPending})
-	eq(t, "pending entries", len(listed), 5)
 	ids := make([]string, len(listed))
 	for i, x := range listed {
 		ids[i] = x.ID
@@ -87,13 +95,8 @@ func testLifeResolveEntries(t *testing.T, h Harness) {
 // the messages they alone park; an entry replayed meanwhile stays.
 func testLifeDeleteEntries(t *testing.T, h Harness) {
 	e := newEnv(t, h, withOrdering(outbox.OrderingNone))
-	m := e.enqueue(msgs(4, "d", "")...)
-	for _, x := range m {
-		e.deadLetter("a", x)
-	}
+	m, listed := parked(t, e, 4)
 	q := e.s.DLQ()
-	listed := mustList(t, e, &dlq.Filters{Status: dlq.StatusPending})
-	eq(t, "pending entries", len(listed), 4)
 	byMsg := map[string]string{}
 	for _, x := range listed {
 		byMsg[x.MessageID] = x.ID

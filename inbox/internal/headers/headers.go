@@ -1,0 +1,55 @@
+// Package headers keeps the headers a received message can carry: the
+// receivers (HTTP, NATS, RabbitMQ) leave out, with a warning, a header the
+// outbox would refuse, rather than lose or bounce the whole message.
+package headers
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/backstophq/backstop/outbox"
+)
+
+// Kept collects a message's headers, each under its canonical name: the
+// first value given for a name, and only what a message can carry
+// (outbox.CheckHeader) within the bounds set (zero: none). The others are
+// named in Dropped, as given.
+type Kept struct {
+	Headers map[string]string
+	Dropped []string
+	// MaxHeaders and MaxBytes bound the headers kept, as
+	// outbox.Limits.MaxHeaders and MaxHeaderBytes count them.
+	MaxHeaders, MaxBytes int
+	size                 int
+}
+
+// Add keeps name: value, or names it in Dropped.
+func (k *Kept) Add(name, value string) {
+	canon := http.CanonicalHeaderKey(name)
+	_, taken := k.Headers[canon]
+	if taken || outbox.CheckHeader(canon, value) != nil ||
+		(k.MaxHeaders > 0 && len(k.Headers) >= k.MaxHeaders) ||
+		(k.MaxBytes > 0 && k.size+len(canon)+len(value) > k.MaxBytes) {
+		k.Dropped = append(k.Dropped, name)
+		return
+	}
+	if k.Headers == nil {
+		k.Headers = map[string]string{}
+	}
+	k.Headers[canon] = value
+	k.size += len(canon) + len(value)
+}
+
+// CleanNames makes header names (Dropped) fit for a log record.
+func CleanNames(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = outbox.CleanText(n, 100)
+	}
+	return out
+}
+
+// HasPrefixFold reports whether s begins with prefix, ignoring case.
+func HasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
