@@ -180,7 +180,7 @@ func jsonType(body []byte) string {
 // with a warning rather than answered 400, which would make the sender
 // dead-letter a correctly signed message.
 func (h *httpReceiver) keptHeaders(r *http.Request) map[string]string {
-	kept := headers.Kept{MaxHeaders: h.in.cfg.Limits.MaxHeaders, MaxBytes: h.in.cfg.Limits.MaxHeaderBytes}
+	kept := headers.Within(h.in.cfg.Limits)
 	for _, name := range h.cfg.Headers {
 		if _, twice := kept.Headers[http.CanonicalHeaderKey(name)]; twice {
 			continue // named twice in HTTPConfig.Headers

@@ -119,6 +119,12 @@ func (in *Inbox) Destination() relay.Destination {
 	return d
 }
 
+// Limits returns the bounds Receive holds messages to (Config.Limits,
+// defaults applied). A receiver leaves out the headers past
+// MaxHeaders and MaxHeaderBytes rather than have Receive refuse the whole
+// message.
+func (in *Inbox) Limits() outbox.Limits { return in.cfg.Limits }
+
 // Relay returns the relay Run starts (for Stats and Breaker).
 func (in *Inbox) Relay() *relay.Relay { return in.relay }
 

@@ -185,7 +185,7 @@ func (r *Receiver) read(ctx context.Context) (started bool, err error) {
 
 // receive stores m and acknowledges it, or asks for it again.
 func (r *Receiver) receive(ctx context.Context, m jetstream.Msg) {
-	msg, dropped, err := received(m)
+	msg, dropped, err := received(m, r.cfg.Inbox.Limits())
 	if len(dropped) > 0 {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "headers left out: a message cannot carry them",
 			slog.String("subject", m.Subject()), slog.String("message_id", outbox.CleanText(msg.ID, 100)),
@@ -226,7 +226,7 @@ func (r *Receiver) receive(ctx context.Context, m jetstream.Msg) {
 
 // received maps a JetStream message to the inbox's form, and names the
 // headers it left out.
-func received(m jetstream.Msg) (inbox.Received, []string, error) {
+func received(m jetstream.Msg, limits outbox.Limits) (inbox.Received, []string, error) {
 	h := m.Headers()
 	id := h.Get(jetstream.MsgIDHeader)
 	if id == "" {
@@ -245,7 +245,7 @@ func received(m jetstream.Msg) (inbox.Received, []string, error) {
 	if typ == "" {
 		typ = m.Subject()
 	}
-	kept, dropped := keptHeaders(h)
+	kept, dropped := keptHeaders(h, limits)
 	return inbox.Received{
 		ID: id, Type: typ, Stream: h.Get(HeaderStream), Payload: m.Data(),
 		Headers: kept, Source: "nats",
@@ -257,13 +257,13 @@ func received(m jetstream.Msg) (inbox.Received, []string, error) {
 // a name that is not a token, a second name differing only in case),
 // which it names: one odd header of another program's must not lose the
 // whole message, as it did (terminated, never stored).
-func keptHeaders(h nats.Header) (map[string]string, []string) {
+func keptHeaders(h nats.Header, limits outbox.Limits) (map[string]string, []string) {
 	names := make([]string, 0, len(h))
 	for k := range h {
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	var kept headers.Kept
+	kept := headers.Within(limits)
 	for _, k := range names {
 		vs := h[k]
 		if len(vs) == 0 || headers.HasPrefixFold(k, "nats-") || headers.HasPrefixFold(k, "backstop-") {

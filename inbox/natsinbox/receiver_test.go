@@ -179,6 +179,11 @@ func TestReceiveOnce(t *testing.T) {
 		// A header a message cannot carry is left out; the message is
 		// kept (it was terminated, never stored).
 		plain.Header["X-Trace"] = []string{"a\x01b"}
+		// So are the headers past the inbox's limits (64 by default): the
+		// message was terminated for them.
+		for i := range 70 {
+			plain.Header.Set(fmt.Sprintf("Z-Extra-%02d", i), "v")
+		}
 		if _, err := js.PublishMsg(e.Ctx, plain); err != nil {
 			t.Fatal(err)
 		}
@@ -195,6 +200,9 @@ func TestReceiveOnce(t *testing.T) {
 			}
 			if _, ok := msg.Headers["X-Trace"]; ok || msg.Headers["X-Tenant"] != "acme" {
 				return errorhandling.Permanent(fmt.Errorf("headers %v, want X-Tenant without X-Trace", msg.Headers))
+			}
+			if _, ok := msg.Headers["Z-Extra-63"]; ok || msg.Headers["Z-Extra-62"] != "v" {
+				return errorhandling.Permanent(fmt.Errorf("headers %v, want Z-Extra-00 to -62 (64 with X-Tenant)", msg.Headers))
 			}
 			pinged.Done()
 			return nil

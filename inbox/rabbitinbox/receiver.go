@@ -169,7 +169,7 @@ func New(cfg Config) (*Receiver, error) {
 // receive stores d and acknowledges it, or gives it back.
 func (r *Receiver) receive(ctx context.Context, d *amqp.Delivery) {
 	// A delivery without a message-id is refused by Receive, and counted.
-	msg, dropped := received(d)
+	msg, dropped := received(d, r.cfg.Inbox.Limits())
 	if len(dropped) > 0 {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "headers left out: a message cannot carry them",
 			slog.String("routing_key", d.RoutingKey), slog.String("message_id", outbox.CleanText(d.MessageId, 100)),
@@ -222,7 +222,7 @@ func (r *Receiver) receive(ctx context.Context, d *amqp.Delivery) {
 // leaves out the others, so that one header no handler reads does not
 // refuse the whole message (rejected without requeue, it is gone unless
 // the queue has a dead-letter exchange).
-func received(d *amqp.Delivery) (inbox.Received, []string) {
+func received(d *amqp.Delivery, limits outbox.Limits) (inbox.Received, []string) {
 	typ := d.Type
 	if typ == "" {
 		typ = stringHeader(d.Headers, HeaderType)
@@ -230,7 +230,7 @@ func received(d *amqp.Delivery) (inbox.Received, []string) {
 	if typ == "" {
 		typ = d.RoutingKey
 	}
-	var kept headers.Kept
+	kept := headers.Within(limits)
 	// The content-type property is kept as the Content-Type header (the
 	// table's content-type is then a second of the name), unless the
 	// message cannot carry it (a control character, invalid UTF-8): then

@@ -23,6 +23,11 @@ type Kept struct {
 	size                 int
 }
 
+// Within returns a Kept bounded by limits' MaxHeaders and MaxHeaderBytes.
+func Within(limits outbox.Limits) Kept {
+	return Kept{MaxHeaders: limits.MaxHeaders, MaxBytes: limits.MaxHeaderBytes}
+}
+
 // Add keeps name: value, or names it in Dropped.
 func (k *Kept) Add(name, value string) {
 	canon := http.CanonicalHeaderKey(name)
