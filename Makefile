@@ -63,7 +63,7 @@ bench-targets:
 
 ## bench-floors: how close any outbox can come to the raw-SQL baselines
 ## (pgbench on lean variants of the table beside the raw one, 3 rounds; about
-## 2.5 minutes; docs/benchmarks.md). Needs psql and pgbench.
+## 4.5 minutes; docs/benchmarks.md). Needs psql and pgbench.
 bench-floors:
 	bash bench/floors.sh 3
 

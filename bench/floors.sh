@@ -6,14 +6,18 @@
 # rows and writes an outbox cannot do without cost by themselves, with
 # everything else of Backstop taken away?
 #
-# Enqueue of 100 rows a statement (4 clients, rows made by the server so
-# that no client cost enters), into:
+# Enqueue of 100 rows a statement, and of one row a statement (4 clients,
+# rows made by the server so that no client cost enters), into:
 #   raw    the baseline's table: (bigserial, payload, created_at)
 #   lean   the outbox's columns with only its primary key: no other index,
 #          no trigger, no check
 #   keyed  lean plus the unique index on id that lookups by message id need
-#          (ids are UUIDv7, time-ordered, as Enqueue makes them)
 #   outbox Backstop's own table, as `backstop migrate` creates it
+# The outbox variants are given their ids, time-ordered like the UUIDv7s
+# Enqueue makes, from a sequence (one nextval, some text and a cast a row,
+# which the raw rows do not pay): Backstop sends ids made by the client, and
+# the schema's backstop_uuidv7(), the default for plain-SQL writers, costs
+# about a quarter of a lean 100-row insert by itself.
 # Drain of a 100k backlog, 1000 rows a transaction, 4 clients:
 #   raw    the baseline's DELETE ... FOR UPDATE SKIP LOCKED, handled inside
 #          the transaction that deletes (a crash mid-handling rolls back)
@@ -47,6 +51,7 @@ CREATE TABLE lean (LIKE backstop_outbox INCLUDING DEFAULTS INCLUDING IDENTITY);
 ALTER TABLE lean ADD PRIMARY KEY (seq);
 CREATE TABLE keyed (LIKE lean INCLUDING DEFAULTS INCLUDING IDENTITY);
 ALTER TABLE keyed ADD PRIMARY KEY (seq), ADD UNIQUE (id);
+CREATE SEQUENCE ids;
 CREATE TABLE leased (LIKE lean INCLUDING DEFAULTS INCLUDING IDENTITY);
 ALTER TABLE leased ADD PRIMARY KEY (seq);
 CREATE INDEX leased_free ON leased (seq) WHERE instance_id IS NULL;
@@ -56,11 +61,20 @@ SQL
 cat > "$work/raw.sql" <<SQL
 INSERT INTO raw_queue (payload) SELECT $payload FROM generate_series(1, 100) g;
 SQL
+id="('01a20bc9-4264-7cc6-93c8-' || lpad(to_hex(nextval('ids')), 12, '0'))::uuid"
+cat > "$work/raw-1.sql" <<SQL
+INSERT INTO raw_queue (payload) SELECT $payload FROM (VALUES (1)) AS v(g);
+SQL
 for t in lean keyed backstop_outbox; do
 	cat > "$work/$t.sql" <<SQL
 INSERT INTO $t (id, destination, stream, type, payload, headers, created_at)
-SELECT backstop_uuidv7(), 'bench', '', 'bench', $payload, '{}'::jsonb, now()
+SELECT $id, 'bench', '', 'bench', $payload, '{}'::jsonb, now()
 FROM generate_series(1, 100) g RETURNING id, seq, status, created_at;
+SQL
+	cat > "$work/$t-1.sql" <<SQL
+INSERT INTO $t (id, destination, stream, type, payload, headers, created_at)
+SELECT $id, 'bench', '', 'bench', $payload, '{}'::jsonb, now()
+FROM (VALUES (1)) AS v(g) RETURNING id, seq, status, created_at;
 SQL
 done
 cat > "$work/raw-drain.sql" <<'SQL'
@@ -106,19 +120,25 @@ for r in $(seq 1 "$rounds"); do
 	for t in raw lean keyed backstop_outbox; do
 		empty
 		rate[$t]=$(tps "$t.sql" -T 10)
+		empty
+		rate[$t-1]=$(tps "$t-1.sql" -T 10)
 	done
 	fill
 	# 100k rows, 1000 a transaction, over 4 clients: 25 transactions each
 	# (the lease drain one more, to delete its last lease).
 	drain_raw=$(tps raw-drain.sql -t 25)
 	drain_lease=$(tps lease-drain.sql -t 26)
-	printf 'round %d: enqueue-100 rows/s raw %.0f lean %.0f keyed %.0f outbox %.0f; drain rows/s raw %.0f lease %.0f\n' \
+	printf 'round %d: enqueue-100 rows/s raw %.0f lean %.0f keyed %.0f outbox %.0f; enqueue-1 rows/s raw %.0f lean %.0f keyed %.0f outbox %.0f; drain rows/s raw %.0f lease %.0f\n' \
 		"$r" "$(awk -v x="${rate[raw]}" 'BEGIN{print x*100}')" "$(awk -v x="${rate[lean]}" 'BEGIN{print x*100}')" \
 		"$(awk -v x="${rate[keyed]}" 'BEGIN{print x*100}')" "$(awk -v x="${rate[backstop_outbox]}" 'BEGIN{print x*100}')" \
+		"${rate[raw-1]}" "${rate[lean-1]}" "${rate[keyed-1]}" "${rate[backstop_outbox-1]}" \
 		"$(awk -v x="$drain_raw" 'BEGIN{print x*1000}')" "$(awk -v x="$drain_lease" 'BEGIN{print x*1000}')"
 	ratios[lean]+=" $(ratio "${rate[lean]}" "${rate[raw]}")"
 	ratios[keyed]+=" $(ratio "${rate[keyed]}" "${rate[raw]}")"
 	ratios[outbox]+=" $(ratio "${rate[backstop_outbox]}" "${rate[raw]}")"
+	ratios[lean-1]+=" $(ratio "${rate[lean-1]}" "${rate[raw-1]}")"
+	ratios[keyed-1]+=" $(ratio "${rate[keyed-1]}" "${rate[raw-1]}")"
+	ratios[outbox-1]+=" $(ratio "${rate[backstop_outbox-1]}" "${rate[raw-1]}")"
 	ratios[lease]+=" $(ratio "$drain_lease" "$drain_raw")"
 done
 
@@ -128,4 +148,7 @@ echo "ratios to raw, median [min-max] over $rounds rounds:"
 echo "  enqueue 100 rows, lean table (outbox columns, primary key only): $(median "${ratios[lean]}")"
 echo "  enqueue 100 rows, lean table + unique id:                        $(median "${ratios[keyed]}")"
 echo "  enqueue 100 rows, Backstop's outbox table:                       $(median "${ratios[outbox]}")"
+echo "  enqueue 1 row, lean table:                                       $(median "${ratios[lean-1]}")"
+echo "  enqueue 1 row, lean table + unique id:                           $(median "${ratios[keyed-1]}")"
+echo "  enqueue 1 row, Backstop's outbox table:                          $(median "${ratios[outbox-1]}")"
 echo "  drain 100k, least lease protocol (database only):                $(median "${ratios[lease]}")"
