@@ -65,6 +65,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, dlq.ErrNotFound):
 		problem(w, http.StatusNotFound, "not found", "no such message or entry", "")
+	case errors.Is(err, store.ErrDeadLettered):
+		problem(w, http.StatusConflict, "message is dead-lettered",
+			"the message waits in the dead-letter queue: replay, resolve or delete its entry there", "")
+	case errors.Is(err, store.ErrDelivered):
+		problem(w, http.StatusConflict, "message already delivered", "a delivered message is kept only for the record", "")
 	case errors.Is(err, store.ErrLeased):
 		problem(w, http.StatusConflict, "message is being delivered", "a relay holds the message; try again when its attempt ends", "")
 	case errors.Is(err, dlq.ErrAlreadyReplayed):
@@ -85,11 +90,19 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
+// writeJSON answers status with v as JSON. v is encoded before anything is
+// written, so a value JSON cannot carry is a 500 that says so, never a
+// 200 with an empty or cut body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		problem(w, http.StatusInternalServerError, "internal error", "the answer could not be written as JSON: "+err.Error(), "")
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(append(body, '\n'))
 }
 
 // List is a page of items.

@@ -3,7 +3,17 @@ package outbox
 import (
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
+)
+
+// MinTime and MaxTime bound the times a message can carry (ScheduledFor):
+// the years 1 to 9999 in UTC, what SQLite's columns keep and what JSON
+// (RFC 3339) can write. PostgreSQL keeps more, but a time past 9999 could
+// then not be shown.
+var (
+	MinTime = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	MaxTime = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
 )
 
 // ErrInvalidMessage is matched (errors.Is) by every validation error.
@@ -43,6 +53,7 @@ func (m *Message) Validate() error { return m.ValidateLimits(Limits{}) }
 //   - Ordering is a known mode.
 //   - Payload is no larger than l.MaxPayloadBytes; its content is not
 //     looked at.
+//   - ScheduledFor is zero or within MinTime and MaxTime.
 //   - Headers: at most l.MaxHeaders, whose names and values together are
 //     at most l.MaxHeaderBytes; each name is an HTTP token (RFC 9110:
 //     letters, digits and !#$%&'*+-.^_`|~); each value is valid UTF-8
@@ -84,6 +95,10 @@ func (m *Message) ValidateLimits(l Limits) error {
 	}
 	if len(m.Payload) > l.MaxPayloadBytes {
 		return &FieldError{"payload", fmt.Sprintf("is %d bytes, over the limit of %d", len(m.Payload), l.MaxPayloadBytes)}
+	}
+	if t := m.ScheduledFor; !t.IsZero() && (t.Before(MinTime) || t.After(MaxTime)) {
+		return &FieldError{"scheduled_for", fmt.Sprintf("is %s, outside the years 1 to 9999 (UTC) a store keeps",
+			t.UTC().Format(time.RFC3339Nano))}
 	}
 	return checkHeaders(m.Headers, l)
 }

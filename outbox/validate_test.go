@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/backstophq/backstop/outbox"
 )
@@ -50,6 +51,15 @@ func TestValidate(t *testing.T) {
 			m.Destination, m.Stream, m.Type = strings.Repeat("d", 200), strings.Repeat("é", 100), strings.Repeat("t", 200)
 		}, ""},
 		{"headers at the limits", func(m *outbox.Message) { m.Headers = headersOf(64, 16<<10/64-6) }, ""},
+
+		{"scheduled at the first and last times kept", func(m *outbox.Message) { m.ScheduledFor = outbox.MaxTime }, ""},
+		{"scheduled at the year 1", func(m *outbox.Message) { m.ScheduledFor = outbox.MinTime }, ""},
+		{"scheduled past the year 9999 in UTC", func(m *outbox.Message) {
+			m.ScheduledFor = time.Date(9999, 12, 31, 23, 59, 59, 0, time.FixedZone("", -3600))
+		}, "scheduled_for is 10000-01-01T00:59:59Z, outside the years 1 to 9999 (UTC) a store keeps"},
+		{"scheduled before the year 1", func(m *outbox.Message) {
+			m.ScheduledFor = time.Date(0, 12, 31, 0, 0, 0, 0, time.UTC)
+		}, "scheduled_for is 0000-12-31T00:00:00Z, outside the years 1 to 9999 (UTC) a store keeps"},
 
 		{"no destination", func(m *outbox.Message) { m.Destination = "" }, "destination is required"},
 		{"no type", func(m *outbox.Message) { m.Type = "" }, "type is required"},

@@ -81,7 +81,9 @@ type Operations interface {
 	// how many blocking messages it released.
 	ReleaseStream(ctx context.Context, destination, stream string) (int, error)
 	// DeadLetter moves a message to the dead-letter queue by hand, with
-	// the operator's reason text.
+	// the operator's reason text. ErrNotFound when it does not exist,
+	// ErrDeadLettered when it already is, ErrDelivered when it was
+	// delivered.
 	DeadLetter(ctx context.Context, id uuid.UUID, reason string) error
 }
 
@@ -115,7 +117,9 @@ type Admin interface {
 	ListMessages(ctx context.Context, f MessageFilter) ([]*outbox.Message, error)
 	// Cancel deletes an undelivered message no relay holds: it will never
 	// be delivered. ErrLeased when a relay holds it, ErrNotFound when it
-	// does not exist or was delivered.
+	// does not exist or was delivered, ErrDeadLettered when it waits in
+	// the dead-letter queue (a replay of its entry would bring it back:
+	// delete the entry instead, which deletes the message).
 	Cancel(ctx context.Context, id uuid.UUID) error
 	// Audit records an operator's action; r.ID and r.At are set.
 	Audit(ctx context.Context, r *AuditRecord) error
@@ -181,6 +185,15 @@ func CleanAudit(r *AuditRecord) {
 
 // ErrLeased is returned when an action needs a message no relay holds.
 var ErrLeased = errors.New("store: message is leased by a relay")
+
+// ErrDeadLettered is returned when an action needs a message that is not
+// in the dead-letter queue: dead-lettering it again, or cancelling it
+// (its pending dead-letter entry holds it; deleting the entry drops it).
+var ErrDeadLettered = errors.New("store: message is dead-lettered")
+
+// ErrDelivered is returned when an action needs a message not yet
+// delivered, such as dead-lettering it.
+var ErrDelivered = errors.New("store: message already delivered")
 
 // Instance identifies a relay process.
 type Instance struct {

@@ -125,14 +125,16 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 // Cancel deletes an undelivered message no relay holds; see store.Admin.
 func (s *Store) Cancel(ctx context.Context, id uuid.UUID) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var leased bool
-		err := tx.QueryRow(ctx, `SELECT instance_id IS NOT NULL AND lease_expiry > coalesce($2, now()) FROM `+s.n.outbox+`
-			WHERE id = $1::uuid AND published_at IS NULL FOR UPDATE`, id.String(), s.now()).Scan(&leased)
+		var leased, dead bool
+		err := tx.QueryRow(ctx, `SELECT instance_id IS NOT NULL AND lease_expiry > coalesce($2, now()), dead_lettered_at IS NOT NULL
+			FROM `+s.n.outbox+` WHERE id = $1::uuid AND published_at IS NULL FOR UPDATE`, id.String(), s.now()).Scan(&leased, &dead)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return fmt.Errorf("%w: %s", store.ErrNotFound, id)
 		case err != nil:
 			return fmt.Errorf("postgres: cancel %s: %w", id, err)
+		case dead:
+			return fmt.Errorf("%w: %s", store.ErrDeadLettered, id)
 		case leased:
 			return fmt.Errorf("%w: %s", store.ErrLeased, id)
 		}

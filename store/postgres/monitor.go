@@ -64,7 +64,14 @@ func (s *Store) ScheduledBacklog(ctx context.Context) (store.Backlog, error) {
 		b            store.Backlog
 		next, latest *time.Time
 	)
-	err := s.pool.QueryRow(ctx, `SELECT count(*), min(scheduled_for), max(scheduled_for) FROM `+s.n.outbox+`
+	// Times clamped to what a message can carry (outbox.MinTime, MaxTime):
+	// a row plain SQL scheduled for the year 10000 or infinity counts, and
+	// shows as the latest time there is. (least and greatest pass over
+	// NULL, so an empty backlog is tested for.)
+	err := s.pool.QueryRow(ctx, `SELECT count(*),
+		CASE WHEN count(*) > 0 THEN greatest(least(min(scheduled_for), '9999-12-31 23:59:59.999999+00'), '0001-01-01 00:00:00+00') END,
+		CASE WHEN count(*) > 0 THEN greatest(least(max(scheduled_for), '9999-12-31 23:59:59.999999+00'), '0001-01-01 00:00:00+00') END
+		FROM `+s.n.outbox+`
 		WHERE published_at IS NULL AND dead_lettered_at IS NULL AND scheduled_for > `+nowExpr,
 		s.now()).Scan(&b.Count, &next, &latest)
 	if err != nil {

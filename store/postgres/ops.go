@@ -108,9 +108,9 @@ func (s *Store) deadLetterTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, reaso
 	case err != nil:
 		return fmt.Errorf("postgres: dead-letter %s: %w", id, err)
 	case dead:
-		return fmt.Errorf("postgres: dead-letter %s: already dead-lettered", id)
+		return fmt.Errorf("postgres: dead-letter %s: %w", id, store.ErrDeadLettered)
 	case published:
-		return fmt.Errorf("postgres: dead-letter %s: already published", id)
+		return fmt.Errorf("postgres: dead-letter %s: %w", id, store.ErrDelivered)
 	}
 	now := s.now()
 	_, err = tx.Exec(ctx, `UPDATE `+s.n.outbox+` SET dead_lettered_at = `+nowExpr+`,

@@ -87,6 +87,10 @@ func (r *rawMessage) decodeAll() (*outbox.Message, error) {
 			bad(col, "infinity", "is not a finite time")
 		case t.InfinityModifier == pgtype.NegativeInfinity:
 			bad(col, "-infinity", "is not a finite time")
+		case t.Time.Before(outbox.MinTime) || t.Time.After(outbox.MaxTime):
+			// PostgreSQL keeps years up to 294276; a message cannot carry
+			// them, and JSON cannot show them (time.Time.MarshalJSON).
+			bad(col, t.Time.UTC().Format(time.RFC3339Nano), "is outside the years 1 to 9999")
 		default:
 			return t.Time.UTC()
 		}

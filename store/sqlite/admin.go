@@ -120,14 +120,16 @@ func (s *Store) Now(context.Context) (time.Time, error) { return s.now(), nil }
 // Cancel deletes an undelivered message no relay holds; see store.Admin.
 func (s *Store) Cancel(ctx context.Context, id uuid.UUID) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		var leased bool
-		err := tx.QueryRowContext(ctx, s.sql(`SELECT instance_id IS NOT NULL AND lease_expiry > ? FROM {{prefix}}outbox
-			WHERE id = ? AND (status & 4) = 0`), s.now().UnixMilli(), id.String()).Scan(&leased)
+		var leased, dead bool
+		err := tx.QueryRowContext(ctx, s.sql(`SELECT instance_id IS NOT NULL AND lease_expiry > ?, dead_lettered_at IS NOT NULL
+			FROM {{prefix}}outbox WHERE id = ? AND (status & 4) = 0`), s.now().UnixMilli(), id.String()).Scan(&leased, &dead)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("%w: %s", store.ErrNotFound, id)
 		case err != nil:
 			return wrap("cancel", err)
+		case dead:
+			return fmt.Errorf("%w: %s", store.ErrDeadLettered, id)
 		case leased:
 			return fmt.Errorf("%w: %s", store.ErrLeased, id)
 		}

@@ -89,9 +89,9 @@ func (s *Store) DeadLetter(ctx context.Context, id uuid.UUID, reason string) err
 		case row == nil:
 			return fmt.Errorf("%w: %s", store.ErrNotFound, id)
 		case !row.DeadLetteredAt.IsZero():
-			return fmt.Errorf("sqlite: dead-letter %s: already dead-lettered at %s", id, row.DeadLetteredAt)
+			return fmt.Errorf("sqlite: dead-letter %s: %w at %s", id, store.ErrDeadLettered, row.DeadLetteredAt)
 		case row.Status&4 != 0:
-			return fmt.Errorf("sqlite: dead-letter %s: already published", id)
+			return fmt.Errorf("sqlite: dead-letter %s: %w", id, store.ErrDelivered)
 		}
 		now := s.now()
 		if _, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET dead_lettered_at = ?, scheduled_for = NULL

@@ -181,6 +181,17 @@ func testCancel(t *testing.T, h Harness) {
 	if err := a.Cancel(e.ctx, uuid.New()); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("cancel of an unknown id: %v", err)
 	}
+	// A dead-lettered message is refused: its pending entry would bring it
+	// back on replay (behind the stream's later messages).
+	if err := e.s.DeadLetter(e.ctx, ms[1].ID, "by hand"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Cancel(e.ctx, ms[1].ID); !errors.Is(err, store.ErrDeadLettered) {
+		t.Errorf("cancel of a dead-lettered message: %v, want ErrDeadLettered", err)
+	}
+	if _, err := e.s.Get(e.ctx, ms[1].ID); err != nil {
+		t.Errorf("the refused cancel took the message: %v", err)
+	}
 	// The lease lapses: now it can be cancelled.
 	e.clk.Advance(31 * time.Second)
 	if err := a.Cancel(e.ctx, held.ID); err != nil {

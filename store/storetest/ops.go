@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -71,8 +72,11 @@ func testDeadLetterByHand(t *testing.T, h Harness) {
 	timeEq(t, "FailureTime", ent.FailureTime, epoch.Add(time.Second))
 	e.clk.Advance(time.Hour)
 	e.claimExactly("b", 10) // strict: the dead letter holds the stream
-	if err := e.s.DeadLetter(e.ctx, m[0].ID, "again"); err == nil {
-		t.Fatal("DeadLetter of a dead-lettered message succeeded")
+	if err := e.s.DeadLetter(e.ctx, m[0].ID, "again"); !errors.Is(err, store.ErrDeadLettered) {
+		t.Fatalf("DeadLetter of a dead-lettered message: %v, want ErrDeadLettered", err)
+	}
+	if err := e.s.DeadLetter(e.ctx, uuid.New(), "nothing"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("DeadLetter of an unknown id: %v, want ErrNotFound", err)
 	}
 	// A leased message can be parked too: it keeps its lease while that
 	// delivery goes on (HandDeadLetteredInFlightIsReplayedOnlyOnceItsDeliveryEnds).
