@@ -43,7 +43,11 @@ func (e *Engine) runAttempt(ctx context.Context, cancel context.CancelCauseFunc,
 	r := result{taskID: tc.task.ID, attempt: tc.attempt, err: err, tc: tc}
 	if ctx.Err() != nil {
 		r.cause = context.Cause(ctx)
-		if errors.Is(r.cause, errAttemptTimeout) && err != nil {
+		// Past its timeout the attempt fails, whatever the function
+		// returned once cancelled: one that ignores its context and
+		// returns nil late succeeded only by chance, after the time the
+		// task allowed (Task.Timeout).
+		if errors.Is(r.cause, errAttemptTimeout) {
 			r.err = &TimeoutError{TaskID: tc.task.ID, Timeout: tc.task.Timeout, Err: err}
 		}
 	}

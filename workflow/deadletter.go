@@ -34,6 +34,16 @@ func (dr *driver) deadLetter(ctx context.Context, ti *models.TaskInstance, err e
 				slog.String("dag_id", dr.d.id), slog.String("task_id", ti.TaskID), slog.String("error", cbErr.Error()))
 		}
 	}
+	// The callback may have run long: an instance that stalled past its
+	// lease (paused, swapped out) must not dead-letter the failure the
+	// instance that took the run over has dead-lettered already.
+	if _, lost := dr.renew(); lost != nil {
+		e.log.LogAttrs(ctx, slog.LevelWarn, "run lost before its failed task was dead-lettered; the instance holding it does so",
+			slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id), slog.String("task_id", ti.TaskID),
+			slog.String("error", lost.Error()))
+		dr.cancel(lost)
+		return ""
+	}
 	e.entries.expect(ti.ID)
 	addErr := e.dlqm.AddFailedTask(ctx, ti, dr.d.Model(), err)
 	id := e.entries.take(ti.ID)
@@ -48,7 +58,7 @@ func (dr *driver) deadLetter(ctx context.Context, ti *models.TaskInstance, err e
 		addErr = errors.New("the dead-letter queue did not report the entry it added")
 	}
 	if addErr == nil {
-		addErr = e.st.SetDeadLetter(ctx, dr.runID, ti.TaskID, id)
+		addErr = e.st.SetDeadLetter(ctx, dr.runID, ti.TaskID, id, e.lease())
 	}
 	if addErr == nil {
 		dr.deadLettered(ti.TaskID, id)
@@ -105,7 +115,7 @@ func (dr *driver) settleFailures() {
 			ti := dr.failure(&t)
 			id, err := dr.findEntry(dr.ctx, ti, t.ReplayOf)
 			if err == nil && id != "" {
-				if err = dr.e.st.SetDeadLetter(dr.ctx, dr.runID, t.TaskID, id); err == nil {
+				if err = dr.e.st.SetDeadLetter(dr.ctx, dr.runID, t.TaskID, id, dr.e.lease()); err == nil {
 					dr.deadLettered(t.TaskID, id)
 				}
 			} else if err == nil {

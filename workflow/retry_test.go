@@ -134,34 +134,44 @@ func TestRetryStrategyStop(t *testing.T) {
 }
 
 // An attempt past its Timeout (on the engine's clock) is cancelled and
-// fails with a *TimeoutError, which is retried like any transient error.
+// fails with a *TimeoutError, which is retried like any transient error:
+// also when the function ignores the cancellation and returns nil late (it
+// was recorded as a success).
 func TestTimeoutCancelsTheAttempt(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, workflow.Config{})
-	events := h.subscribe()
-	started := make(chan struct{}, 1)
-	slow := h.task("slow", func(ctx context.Context, tc *workflow.TaskContext) error {
-		if tc.Attempt() > 1 {
-			return nil
-		}
-		started <- struct{}{}
-		<-ctx.Done()
-		return ctx.Err()
-	})
-	slow.Timeout = 5 * time.Second
-	slow.Retries = 1
-	slow.Strategy = retry.NewFixedDelay(time.Second, false)
-	h.register("timeout", nil, slow)
-	done, out := h.runAsync("timeout", workflow.RunOptions{})
-	<-started // the attempt's timer is set before the function is called
-	h.clock.Advance(5 * time.Second)
-	ev := h.waitFor(events, done, upForRetry("slow"))
-	if !strings.Contains(ev.Reason, "task slow timed out after 5s") {
-		t.Errorf("reason = %q", ev.Reason)
-	}
-	h.clock.Set(ev.NextAttemptAt)
-	if r, err := out(); err != nil || r.Task("slow").Attempts != 2 {
-		t.Fatalf("run: %v, %v", r, err)
+	for name, late := range map[string]func(ctx context.Context) error{
+		"returns the context's error": func(ctx context.Context) error { return ctx.Err() },
+		"returns nil":                 func(context.Context) error { return nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, workflow.Config{})
+			events := h.subscribe()
+			started := make(chan struct{}, 1)
+			slow := h.task("slow", func(ctx context.Context, tc *workflow.TaskContext) error {
+				if tc.Attempt() > 1 {
+					return nil
+				}
+				started <- struct{}{}
+				<-ctx.Done()
+				return late(ctx)
+			})
+			slow.Timeout = 5 * time.Second
+			slow.Retries = 1
+			slow.Strategy = retry.NewFixedDelay(time.Second, false)
+			h.register("timeout", nil, slow)
+			done, out := h.runAsync("timeout", workflow.RunOptions{})
+			<-started // the attempt's timer is set before the function is called
+			h.clock.Advance(5 * time.Second)
+			ev := h.waitFor(events, done, upForRetry("slow"))
+			if !strings.Contains(ev.Reason, "task slow timed out after 5s") {
+				t.Errorf("reason = %q", ev.Reason)
+			}
+			h.clock.Set(ev.NextAttemptAt)
+			if r, err := out(); err != nil || r.Task("slow").Attempts != 2 {
+				t.Fatalf("run: %v, %v", r, err)
+			}
+		})
 	}
 }
 

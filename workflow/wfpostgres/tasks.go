@@ -34,7 +34,8 @@ const (
 	lockOwnedRun = `SELECT 1 FROM {{T}}wf_runs WHERE id = $1 AND state = 'running' AND owner = $2 FOR SHARE`
 	markTask     = `UPDATE {{T}}wf_tasks SET state = $1, reason = $2, cause = $3, next_attempt_at = $4
 		WHERE run_id = $5 AND task_id = $6 AND state = ANY($7::text[])`
-	setDeadLetter = `UPDATE {{T}}wf_tasks SET dead_letter = $1 WHERE run_id = $2 AND task_id = $3`
+	setDeadLetter = `UPDATE {{T}}wf_tasks SET dead_letter = $1 WHERE run_id = $2 AND task_id = $3
+		AND EXISTS (SELECT 1 FROM {{T}}wf_runs WHERE id = $2 AND state = 'running' AND owner = $4)`
 )
 
 // StartAttempt implements wfstore.Store.
@@ -131,9 +132,13 @@ func (s *Store) Mark(ctx context.Context, runID string, l wfstore.Lease, marks [
 }
 
 // SetDeadLetter implements wfstore.Store.
-func (s *Store) SetDeadLetter(ctx context.Context, runID, taskID, entryID string) error {
-	if _, err := s.exec(ctx, setDeadLetter, entryID, runID, taskID); err != nil {
+func (s *Store) SetDeadLetter(ctx context.Context, runID, taskID, entryID string, l wfstore.Lease) error {
+	n, err := s.exec(ctx, setDeadLetter, entryID, runID, taskID, l.Owner)
+	switch {
+	case err != nil:
 		return fmt.Errorf("wfpostgres: dead letter of %s/%s: %w", runID, taskID, err)
+	case n == 0:
+		return fmt.Errorf("wfpostgres: dead letter of %s/%s: %w: %s does not hold the running run", runID, taskID, wfstore.ErrLeaseLost, l.Owner)
 	}
 	return nil
 }

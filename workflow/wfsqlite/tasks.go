@@ -34,7 +34,8 @@ const (
 	// markTask's state list is filled in by Mark.
 	markTask = `UPDATE {{prefix}}wf_tasks SET state = ?, reason = ?, cause = ?, next_attempt_at = ?
 		WHERE run_id = ? AND task_id = ? AND state IN (%s)`
-	setDeadLetter = `UPDATE {{prefix}}wf_tasks SET dead_letter = ? WHERE run_id = ? AND task_id = ?`
+	setDeadLetter = `UPDATE {{prefix}}wf_tasks SET dead_letter = ? WHERE run_id = ? AND task_id = ?
+		AND EXISTS (SELECT 1 FROM {{prefix}}wf_runs WHERE id = ? AND state = 'running' AND owner = ?)`
 )
 
 // StartAttempt implements wfstore.Store.
@@ -123,9 +124,13 @@ func (s *Store) Mark(ctx context.Context, runID string, l wfstore.Lease, marks [
 }
 
 // SetDeadLetter implements wfstore.Store.
-func (s *Store) SetDeadLetter(ctx context.Context, runID, taskID, entryID string) error {
-	if _, err := s.exec(ctx, setDeadLetter, entryID, runID, taskID); err != nil {
+func (s *Store) SetDeadLetter(ctx context.Context, runID, taskID, entryID string, l wfstore.Lease) error {
+	n, err := s.exec(ctx, setDeadLetter, entryID, runID, taskID, runID, l.Owner)
+	switch {
+	case err != nil:
 		return fmt.Errorf("wfsqlite: dead letter of %s/%s: %w", runID, taskID, err)
+	case n == 0:
+		return fmt.Errorf("wfsqlite: dead letter of %s/%s: %w: %s does not hold the running run", runID, taskID, wfstore.ErrLeaseLost, l.Owner)
 	}
 	return nil
 }

@@ -83,8 +83,12 @@ type Store interface {
 	// alone. It fails with ErrLeaseLost when l.Owner does not hold the
 	// run.
 	Mark(ctx context.Context, runID string, l Lease, marks []Mark) (int, error)
-	// SetDeadLetter records the dead-letter entry of a failed task.
-	SetDeadLetter(ctx context.Context, runID, taskID, entryID string) error
+	// SetDeadLetter records the dead-letter entry of a failed task, while
+	// l.Owner holds the running run (lapsed or not, as RenewRun): it fails
+	// with ErrLeaseLost once another instance took the run over or it
+	// ended, so that an instance that stalled cannot replace the entry the
+	// new holder recorded.
+	SetDeadLetter(ctx context.Context, runID, taskID, entryID string, l Lease) error
 	// EndRun moves the run from running to state, with reason, ended at
 	// l.Now, and releases its lease. It reports whether it did so: false
 	// when the run had ended already or l.Owner did not hold it.

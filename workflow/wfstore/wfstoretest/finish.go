@@ -100,7 +100,8 @@ func testFinishFailureAndLost(t *testing.T, h Harness) {
 	if len(snap.Attempts) != 2 || snap.Attempts[1].Outcome != wfstore.OutcomeLost || snap.Attempts[1].Error != "lost: instance one stopped" {
 		t.Errorf("attempts = %+v", snap.Attempts)
 	}
-	must(t, "dead letter", s.SetDeadLetter(ctx, "r", "a", "entry-1"))
+	mustIs(t, "dead letter by a stranger", s.SetDeadLetter(ctx, "r", "a", "entry-0", lease("two", time.Hour)), wfstore.ErrLeaseLost)
+	must(t, "dead letter", s.SetDeadLetter(ctx, "r", "a", "entry-1", lease("one", time.Hour)))
 	if load(t, s, "r").Task("a").DeadLetter != "entry-1" {
 		t.Error("SetDeadLetter did not stick")
 	}
@@ -142,7 +143,7 @@ func testEndAndReopen(t *testing.T, h Harness) {
 	f := finish("one", 1, wfstore.OutcomeFailed, models.TaskStateFailed)
 	f.Failures, f.Error = 1, "boom"
 	must(t, "fail", s.FinishAttempt(ctx, f))
-	must(t, "dead letter", s.SetDeadLetter(ctx, "r", "a", "e1"))
+	must(t, "dead letter", s.SetDeadLetter(ctx, "r", "a", "e1", lease("one", 0)))
 	marks := []wfstore.Mark{
 		{TaskID: "b", From: []models.TaskState{models.TaskStatePending}, To: models.TaskStateUpstreamFailed, Cause: "a"},
 		{TaskID: "c", From: []models.TaskState{models.TaskStatePending}, To: models.TaskStateSkipped, Cause: "other"},
@@ -150,11 +151,12 @@ func testEndAndReopen(t *testing.T, h Harness) {
 	if _, err := s.Mark(ctx, "r", lease("one", 0), marks); err != nil {
 		t.Fatal(err)
 	}
-	must(t, "dead letter of a dependent", s.SetDeadLetter(ctx, "r", "b", "e-b"))
+	must(t, "dead letter of a dependent", s.SetDeadLetter(ctx, "r", "b", "e-b", lease("one", 0)))
 	ok, err := s.EndRun(ctx, "r", lease("one", time.Minute), models.RunStateFailed, "a failed")
 	if !ok || err != nil {
 		t.Fatalf("EndRun = %v, %v", ok, err)
 	}
+	mustIs(t, "dead letter after the run ended", s.SetDeadLetter(ctx, "r", "a", "e9", lease("one", 0)), wfstore.ErrLeaseLost)
 	if ok, _ := s.EndRun(ctx, "r", lease("one", time.Minute), models.RunStateFailed, "again"); ok {
 		t.Error("a second EndRun reported ending the run")
 	}
