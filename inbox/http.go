@@ -25,8 +25,8 @@ type HTTPConfig struct {
 	// Tolerance is how far a request's webhook-timestamp may be from now.
 	// Zero means webhook.DefaultTolerance (5 min).
 	Tolerance time.Duration
-	// MaxBody is the largest body accepted, in bytes. Zero means the
-	// inbox's Limits.MaxPayloadBytes.
+	// MaxBody is the largest body accepted, in bytes, at most the inbox's
+	// Limits.MaxPayloadBytes. Zero means Limits.MaxPayloadBytes.
 	MaxBody int
 	// Headers names the request headers kept with the message (in any
 	// case). Nil means Content-Type only.
@@ -75,6 +75,12 @@ func (in *Inbox) HTTPHandler(cfg HTTPConfig) (http.Handler, error) {
 	}
 	if cfg.MaxBody < 0 {
 		return nil, fmt.Errorf("%w: HTTPConfig.MaxBody must not be negative, got %d", ErrInvalidConfig, cfg.MaxBody)
+	}
+	if most := in.cfg.Limits.MaxPayloadBytes; cfg.MaxBody > most {
+		// A body between the two would pass as a body and be refused as
+		// a payload: a 400 where a body over the limit is a 413.
+		return nil, fmt.Errorf("%w: HTTPConfig.MaxBody is %d, over the inbox's Limits.MaxPayloadBytes (%d)",
+			ErrInvalidConfig, cfg.MaxBody, most)
 	}
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = in.cfg.Limits.MaxPayloadBytes

@@ -154,4 +154,22 @@ func TestHTTPBodyCutShortIsRetried(t *testing.T) {
 		!strings.Contains(err.Error(), "MaxBody") {
 		t.Fatalf("MaxBody -1: %v, want ErrInvalidConfig naming MaxBody", err)
 	}
+	// A MaxBody over the inbox's payload limit is refused: a body between
+	// the two was answered 400 (an invalid payload), not 413.
+	cfg := e.config()
+	cfg.Name, cfg.Limits = "small", outbox.Limits{MaxPayloadBytes: 64}
+	small := e.newInbox(cfg)
+	if _, err := small.HTTPHandler(HTTPConfig{Secrets: [][]byte{[]byte(secret)}, MaxBody: 1000}); !errors.Is(err, ErrInvalidConfig) ||
+		!strings.Contains(err.Error(), "MaxPayloadBytes") {
+		t.Fatalf("MaxBody over the payload limit: %v, want ErrInvalidConfig naming MaxPayloadBytes", err)
+	}
+	h, err = small.HTTPHandler(HTTPConfig{Secrets: [][]byte{[]byte(secret)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, signed(t, secret, "big-1", e.clk.Now(), bytes.Repeat([]byte("x"), 100), map[string]string{webhook.HeaderType: "t"}))
+	if w.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a body over the inbox's payload limit: %d %s, want 413", w.Code, w.Body)
+	}
 }
