@@ -2,6 +2,7 @@ package admin
 
 import (
 	"encoding/json"
+	"github.com/google/uuid"
 	"net/http"
 	"strconv"
 	"time"
@@ -144,11 +145,23 @@ func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// entryID is the entry id a path names: a UUID in any of the forms
+// uuid.Parse takes (upper case, no dashes, urn:uuid:) in the canonical
+// form the stores keep, as message ids are read; anything else as given.
+// An upper-case entry id was not found though the same message id was.
+func entryID(r *http.Request) string {
+	raw := r.PathValue("id")
+	if id, err := uuid.Parse(raw); err == nil {
+		return id.String()
+	}
+	return raw
+}
+
 func (s *Server) getEntry(w http.ResponseWriter, r *http.Request) {
 	if !textFields(w, [2]string{"id", r.PathValue("id")}) {
 		return
 	}
-	e, err := s.st.DLQ().Get(r.Context(), r.PathValue("id"))
+	e, err := s.st.DLQ().Get(r.Context(), entryID(r))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -169,10 +182,10 @@ func (s *Server) entryAction(action string) http.HandlerFunc {
 		if !optionalBody(w, r, &req) {
 			return
 		}
-		id := r.PathValue("id")
-		if !textFields(w, [2]string{"id", id}) {
+		if !textFields(w, [2]string{"id", r.PathValue("id")}) {
 			return
 		}
+		id := entryID(r)
 		q, a := s.st.DLQ(), dlq.Action{Actor: actor(r.Context()), Notes: req.Notes}
 		var err error
 		switch action {

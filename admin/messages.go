@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -58,7 +59,10 @@ func payloadFields(b []byte) (json.RawMessage, string) {
 	if len(b) == 0 {
 		return nil, ""
 	}
-	if json.Valid(b) {
+	// JSON is UTF-8 (RFC 8259): a payload json.Valid takes with invalid
+	// UTF-8 in a string would go out byte for byte, and make the answer
+	// invalid JSON; it goes as base64 instead.
+	if utf8.Valid(b) && json.Valid(b) {
 		var buf bytes.Buffer
 		if json.Compact(&buf, b) == nil {
 			return buf.Bytes(), ""

@@ -92,10 +92,31 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// breakers lists the relay's breakers (Config.Breakers); a server with no
+// relay of its own (the CLI with --db) lists the circuits the store keeps
+// for the fleet instead: open or paused (a Retry-After) when they are, else
+// closed, without the counts a relay keeps in memory. It listed nothing,
+// even while the fleet held a circuit open.
 func (s *Server) breakers(w http.ResponseWriter, r *http.Request) {
 	out := List[Breaker]{Items: []Breaker{}}
 	if s.cfg.Breakers != nil {
 		out.Items = append(out.Items, s.cfg.Breakers()...)
+	} else if fleet, ok := s.st.(store.Fleet); ok {
+		circuits, err := fleet.Circuits(r.Context())
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		for _, c := range circuits {
+			state := "closed"
+			switch {
+			case c.Open:
+				state = "open"
+			case c.Paused:
+				state = "paused"
+			}
+			out.Items = append(out.Items, Breaker{Destination: c.Destination, State: state})
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -85,3 +85,18 @@ func TestARowPastTheYear9999IsShown(t *testing.T) {
 		t.Errorf("stats: %v", err)
 	}
 }
+
+// A dead-letter entry's id is taken in any form of a UUID, as a message's
+// is: upper case was "not found".
+func TestEntryIDInUpperCase(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		a := newAPI(t, st)
+		_, eid := deadLettered(t, a, "billing", "s1")
+		if status, body := checkedSend(t, a, "GET", "/v1/dlq/"+strings.ToUpper(eid), ""); status != 200 {
+			t.Errorf("GET of the entry in upper case: %d %s", status, body)
+		}
+		if status, body := checkedSend(t, a, "POST", "/v1/dlq/"+strings.ToUpper(eid)+"/resolve", ""); status != 200 {
+			t.Errorf("resolve of the entry in upper case: %d %s", status, body)
+		}
+	})
+}

@@ -32,6 +32,9 @@ again changes nothing. The store is --db, else the config's db.`,
 					db = c.DB
 				}
 			}
+			if g.prefix != "" {
+				sc.TablePrefix = g.prefix // the flag over the config, as --db over its db
+			}
 			if db == "" {
 				db = config.DefaultDB
 			}
