@@ -153,8 +153,9 @@ func (c *ErrorClassifier) UnknownTransient() bool {
 // HTTP statuses are sorted by who can fix them:
 //
 //	status                        class      blame        reason                code
-//	401 403 404 405 410 421       transient  destination  DependencyFailure     unauthorized, forbidden, not_found,
-//	                                                                            method_not_allowed, gone, misdirected_request
+//	401 403 404 405 407 410       transient  destination  DependencyFailure     unauthorized, forbidden, not_found,
+//	421 426                                                                     method_not_allowed, proxy_auth_required,
+//	                                                                            gone, misdirected_request, upgrade_required
 //	408, 504                      transient  destination  TimeoutExceeded       timeout
 //	425, 429, other 5xx           transient  destination  TransportUnavailable  http_425, rate_limit, service_unavailable (503), http_5xx
 //	3xx                           transient  destination  TransportUnavailable  http_3xx

@@ -11,9 +11,14 @@ import (
 // Fingerprint returns a short stable key for "the same error": 16 lower-case
 // hex digits of a 64-bit FNV-1a hash over the Go type of err's root cause
 // and err's message as NormalizeMessage rewrites it. Two errors that differ
-// only in ids, addresses, ports, numbers, durations or quoted values share a
+// only in the parts NormalizeMessage replaces (UUIDs, times, addresses and
+// ports, hex ids, durations, numbers, double-quoted strings) share a
 // fingerprint; errors of different root types or with different words do
-// not. The wrappers of this package change neither the message nor the root
+// not. What NormalizeMessage keeps tells them apart: a hex id made of
+// digits alone reads as a number (<n>, not <hex>), a minus sign stays, and
+// single-quoted values are kept. Only the first MaxFingerprintInput bytes
+// of the message count (cut back to a space), so that a huge message (a
+// response body in an error) costs no more to group than that. The wrappers of this package change neither the message nor the root
 // cause, so Permanent(err) has the fingerprint of err. The value depends on
 // nothing but its input, so it is stable across runs and processes and can
 // be stored. A nil error has the fingerprint "".
@@ -24,10 +29,22 @@ func Fingerprint(err error) string {
 	if err == nil {
 		return ""
 	}
+	msg := err.Error()
+	if len(msg) > MaxFingerprintInput {
+		msg = msg[:MaxFingerprintInput]
+		if i := strings.LastIndexAny(msg, " \t\n"); i > 0 {
+			msg = msg[:i] // not in the middle of a token that NormalizeMessage would replace
+		}
+	}
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%T\x00%s", rootCause(err), NormalizeMessage(err.Error()))
+	fmt.Fprintf(h, "%T\x00%s", rootCause(err), NormalizeMessage(msg))
 	return fmt.Sprintf("%016x", h.Sum64())
 }
+
+// MaxFingerprintInput is how many bytes of an error's message Fingerprint
+// reads. NormalizeMessage takes about a microsecond a byte: a 1 MB message
+// cost over a second of CPU on every failure of its message.
+const MaxFingerprintInput = 16 << 10
 
 // maxUnwrapDepth bounds the walk to the root cause, against an error whose
 // Unwrap chain never ends.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,5 +126,21 @@ func TestFingerprintUnwrapLoop(t *testing.T) {
 	t.Parallel()
 	if got := eh.Fingerprint(&loopError{}); len(got) != 16 {
 		t.Errorf("Fingerprint(loop) = %q", got)
+	}
+}
+
+// Fingerprint reads at most MaxFingerprintInput bytes of a message: two
+// huge messages alike in their first part share a fingerprint, and one
+// differing early does not. (A 1 MB message cost over a second of CPU.)
+func TestFingerprintReadsABoundedPrefix(t *testing.T) {
+	body := strings.Repeat(`"x" 12 `, (1<<20)/7)
+	a := eh.Fingerprint(errors.New("upstream said: " + body + "tail one"))
+	b := eh.Fingerprint(errors.New("upstream said: " + body + "tail two"))
+	c := eh.Fingerprint(errors.New("downstream said: " + body))
+	if a != b {
+		t.Errorf("messages alike in their first %d bytes: %s and %s", eh.MaxFingerprintInput, a, b)
+	}
+	if a == c {
+		t.Error("messages that differ in their first words share a fingerprint")
 	}
 }
