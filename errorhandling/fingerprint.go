@@ -18,8 +18,9 @@ import (
 // digits alone reads as a number (<n>, not <hex>), a minus sign stays, and
 // single-quoted values are kept. Only the first MaxFingerprintInput bytes
 // of the message count (cut back to a space), so that a huge message (a
-// response body in an error) costs no more to group than that. The wrappers of this package change neither the message nor the root
-// cause, so Permanent(err) has the fingerprint of err. The value depends on
+// response body in an error) costs no more to group than that. The
+// wrappers of this package change neither the message nor the root cause,
+// so Permanent(err) has the fingerprint of err. The value depends on
 // nothing but its input, so it is stable across runs and processes and can
 // be stored. A nil error has the fingerprint "".
 //

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
@@ -62,23 +63,31 @@ func (s *Store) FailureReasons(ctx context.Context) ([]store.ReasonCount, error)
 func (s *Store) ScheduledBacklog(ctx context.Context) (store.Backlog, error) {
 	var (
 		b            store.Backlog
-		next, latest *time.Time
+		next, latest pgtype.Timestamptz
 	)
-	// Times clamped to what a message can carry (outbox.MinTime, MaxTime):
-	// a row plain SQL scheduled for the year 10000 or infinity counts, and
-	// shows as the latest time there is. (least and greatest pass over
-	// NULL, so an empty backlog is tested for.)
-	err := s.pool.QueryRow(ctx, `SELECT count(*),
-		CASE WHEN count(*) > 0 THEN greatest(least(min(scheduled_for), '9999-12-31 23:59:59.999999+00'), '0001-01-01 00:00:00+00') END,
-		CASE WHEN count(*) > 0 THEN greatest(least(max(scheduled_for), '9999-12-31 23:59:59.999999+00'), '0001-01-01 00:00:00+00') END
-		FROM `+s.n.outbox+`
+	err := s.pool.QueryRow(ctx, `SELECT count(*), min(scheduled_for), max(scheduled_for) FROM `+s.n.outbox+`
 		WHERE published_at IS NULL AND dead_lettered_at IS NULL AND scheduled_for > `+nowExpr,
 		s.now()).Scan(&b.Count, &next, &latest)
 	if err != nil {
 		return b, fmt.Errorf("postgres: scheduled backlog: %w", err)
 	}
-	b.Next, b.Latest = derefTime(next), derefTime(latest)
+	b.Next, b.Latest = clampedTime(next), clampedTime(latest)
 	return b, nil
+}
+
+// clampedTime is t within what a message can carry (outbox.MinTime,
+// MaxTime), zero when NULL: a row plain SQL scheduled for the year 10000
+// or infinity counts in the backlog, and shows as the latest time there is.
+func clampedTime(t pgtype.Timestamptz) time.Time {
+	switch {
+	case !t.Valid:
+		return time.Time{}
+	case t.InfinityModifier == pgtype.Infinity, t.Time.After(outbox.MaxTime):
+		return outbox.MaxTime
+	case t.InfinityModifier == pgtype.NegativeInfinity, t.Time.Before(outbox.MinTime):
+		return outbox.MinTime
+	}
+	return t.Time.UTC()
 }
 
 // PoisonCandidates lists the undelivered, not dead-lettered failed
