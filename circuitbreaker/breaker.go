@@ -174,21 +174,37 @@ func (cb *CircuitBreaker) Allow() (Permit, error) {
 }
 
 // Done records the outcome of the permitted call: nil is a success, and an
-// error is a failure, a success or ignored as Config.IsFailure decides.
+// error is a failure, a success or ignored as Config.IsFailure decides. If
+// IsFailure panics, the call is recorded as ignored (a half-open trial
+// slot is given back) and the panic goes on to Done's caller.
 func (p Permit) Done(err error) {
 	if p.cb == nil {
 		return
 	}
 	o := outcomeSuccess
 	if err != nil {
-		switch {
-		case p.cb.isFailure(err):
-			o = outcomeFailure
-		case errors.Is(err, context.Canceled):
-			o = outcomeIgnored
-		}
+		o = p.judge(err)
 	}
 	p.finish(o)
+}
+
+// judge returns the outcome of a call that returned err.
+func (p Permit) judge(err error) outcome {
+	judged := false
+	defer func() {
+		if !judged { // IsFailure panicked: free the permit, then let the panic go on
+			p.finish(outcomeIgnored)
+		}
+	}()
+	o := outcomeSuccess
+	switch {
+	case p.cb.isFailure(err):
+		o = outcomeFailure
+	case errors.Is(err, context.Canceled):
+		o = outcomeIgnored
+	}
+	judged = true
+	return o
 }
 
 type outcome int

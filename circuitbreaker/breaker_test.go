@@ -160,3 +160,39 @@ func TestRealClock(t *testing.T) {
 	wantRejected(t, cb) // a Timeout that overflows keeps it open
 	wantState(t, cb, StateOpen)
 }
+
+// An IsFailure that panics must not keep a half-open trial slot taken for
+// ever: the call is recorded as ignored, and the panic reaches Done's
+// caller. The slot used to leak, and with HalfOpenMaxRequests 1 the
+// breaker rejected every call from then on.
+func TestPanickingIsFailureFreesTheTrialSlot(t *testing.T) {
+	t.Parallel()
+	isFailure := func(err error) bool {
+		if err.Error() == "odd" {
+			panic("IsFailure panics")
+		}
+		return true
+	}
+	cb, fc := newTest(t, Config{MaxFailures: 1, Timeout: time.Second, HalfOpenMaxRequests: 1, IsFailure: isFailure})
+	run(t, cb, 1, errBoom)
+	fc.Advance(time.Second)
+	wantState(t, cb, StateHalfOpen)
+	p, err := cb.Allow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("Done swallowed IsFailure's panic")
+			}
+		}()
+		p.Done(errors.New("odd"))
+	}()
+	wantState(t, cb, StateHalfOpen)
+	run(t, cb, 1, nil) // the slot is free again: the next trial goes through
+	wantState(t, cb, StateClosed)
+	if s := cb.GetStats(); s.TotalFailures != 1 {
+		t.Fatalf("TotalFailures = %d, want 1 (the ignored call not counted)", s.TotalFailures)
+	}
+}

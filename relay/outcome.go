@@ -94,7 +94,8 @@ func (r *Relay) decide(d *destination, m *outbox.Message, last error, completed 
 		o.kind, o.cause = released, causeShutdown
 		return o
 	}
-	o.v = r.classifier.Classify(last)
+	o.v = r.classify(last)
+	o.v.RetryAfter = boundRetryAfter(o.v.RetryAfter)
 	switch {
 	case o.v.Retryable && o.v.Blame == errorhandling.BlameDestination:
 		tok := r.trackers.Get(d.name).FaultRetryAfter(o.v.RetryAfter)
@@ -135,6 +136,19 @@ const (
 	minRelease = time.Millisecond
 	maxRelease = time.Hour
 )
+
+// maxRetryAfter caps the retry-after hint of a delivery error, as the
+// webhook transport caps a Retry-After header (webhook.MaxRetryAfter): a Go
+// handler's hint of ten years would otherwise pause the destination for
+// the whole fleet, in the store, for ten years.
+const maxRetryAfter = time.Hour
+
+// boundRetryAfter returns a delivery error's retry-after hint within
+// [0, maxRetryAfter]. A negative hint means none: the store refuses a
+// failure carrying one, and the message's attempt would never be charged.
+func boundRetryAfter(d time.Duration) time.Duration {
+	return min(max(d, 0), maxRetryAfter)
+}
 
 // rejected is the outcome of a message the breaker would not let through.
 func (r *Relay) rejected(d *destination, m *outbox.Message) outcome {

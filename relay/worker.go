@@ -275,7 +275,7 @@ func (r *Relay) deliver(d *destination, m *outbox.Message, probe bool) outcome {
 			// attempt: nothing was learnt about the destination.
 			permit.Done(context.Canceled)
 		default:
-			permit.Done(last)
+			permitDone(permit, last)
 		}
 		if d.breaker.State() == circuitbreaker.StateOpen && d.trip(end) {
 			r.fleetOpened(d)
@@ -352,7 +352,7 @@ func (r *Relay) attempt(d *destination, m *outbox.Message) (completed outbox.Sta
 // inProcessVerdict marks err for the executor: Permanent to stop the
 // in-process retry, else Transient or Recognised (with its remedy).
 func (r *Relay) inProcessVerdict(err error, deadline time.Time) error {
-	v := r.classifier.Classify(err)
+	v := r.classify(err)
 	if !v.Retryable || (v.RetryAfter > 0 && !r.clk.Now().Add(v.RetryAfter).Before(deadline)) {
 		return errorhandling.Permanent(err)
 	}
@@ -385,5 +385,42 @@ func (r *Relay) safeDeliver(ctx context.Context, d *destination, m *outbox.Messa
 		err = errorhandling.WithReason(errorhandling.Permanent(fmt.Errorf("transport panicked: %v", p)),
 			errorhandling.ReasonHandlerException)
 	}()
-	return d.tr.Deliver(ctx, m)
+	if err = d.tr.Deliver(ctx, m); err != nil {
+		// The relay logs, fingerprints and records err.Error(), on this
+		// goroutine and the recorder's: an Error method that panics would
+		// take the relay down there, and again on every restart.
+		_ = err.Error()
+	}
+	return err
+}
+
+// classify is the relay's classifier's verdict on err. A classifier whose
+// rule panics must not take the relay down: its verdict is then a
+// transient fault blamed on the destination, reason HandlerException, so
+// that no message is charged or dead-lettered for a bug in a rule, with
+// the panic in an ERROR record.
+func (r *Relay) classify(err error) (v errorhandling.Classification) {
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		r.log.LogAttrs(context.Background(), slog.LevelError, "the error classifier panicked; the fault is blamed on the destination",
+			slog.String("panic", fmt.Sprint(p)), slog.String("error_type", errorTypes(err)),
+			slog.String("stack", string(debug.Stack())))
+		v = errorhandling.Classification{
+			Class: errorhandling.ClassTransient, Retryable: true, Blame: errorhandling.BlameDestination,
+			Reason: errorhandling.ReasonHandlerException, Code: "classifier_panic", Rule: "panic",
+		}
+	}()
+	return r.classifier.Classify(err)
+}
+
+// permitDone reports err to the breaker through permit. The breaker's
+// IsFailure (by default the relay's classifier, whose panic classify logs)
+// may panic: the breaker then records the call as ignored, and the panic
+// stops here.
+func permitDone(permit circuitbreaker.Permit, err error) {
+	defer func() { _ = recover() }()
+	permit.Done(err)
 }
