@@ -559,15 +559,27 @@ type Fleet interface {
 	OpenCircuit(ctx context.Context, destination, instance string, firstProbe time.Duration) (bool, error)
 	// TakeProbe takes destination's probe token when its circuit is open,
 	// a probe is due and no pause holds it: the probe interval doubles (up
-	// to maxInterval) and the next probe is due that much later. It reports whether the caller may send the probe; of
-	// instances racing for one token, one gets it.
+	// to maxInterval) and the next probe is due that much later. It
+	// reports whether the caller may send the probe; of instances racing
+	// for one token, one gets it. A next probe due further from the
+	// store's now than the probe interval was set when the clock read
+	// later (it was stepped back since), and is due at once.
 	TakeProbe(ctx context.Context, destination, instance string, maxInterval time.Duration) (bool, error)
 	// CloseCircuit closes destination's circuit (a probe succeeded).
 	CloseCircuit(ctx context.Context, destination, instance string) error
 	// PauseDestination holds destination for the whole fleet for d from
-	// now (a Retry-After); a pause is extended, never shortened.
+	// now (a Retry-After), at most MaxPause; a pause is extended, never
+	// shortened. A pause ending more than MaxPause after the store's now
+	// was set when the clock read later, and holds nothing.
 	PauseDestination(ctx context.Context, destination string, d time.Duration) error
 }
+
+// MaxPause is the longest a destination is paused for the fleet
+// (Fleet.PauseDestination), as long as the relay takes a retry-after
+// to be. It also tells a pause from a clock stepped back: after a step of
+// an hour back, a pause of a minute would otherwise hold the destination
+// for an hour and a minute.
+const MaxPause = time.Hour
 
 // Circuit is a destination's shared circuit state.
 type Circuit struct {

@@ -111,9 +111,9 @@ func (s *Store) PendingByDestination(ctx context.Context) (map[string]int, error
 // Circuits returns the shared state of every destination that has one.
 func (s *Store) Circuits(ctx context.Context) ([]store.Circuit, error) {
 	rows, err := s.pool.Query(ctx, `SELECT destination, open, opened_by, opened_at, next_probe, probe_interval, paused_until,
-			coalesce(paused_until > `+nowExpr+`, false),
-			open AND coalesce(next_probe <= `+nowExpr+`, true) AND NOT coalesce(paused_until > `+nowExpr+`, false)
-		FROM `+s.n.qual+`circuits ORDER BY destination`, s.now())
+			`+pausedSQL+`,
+			open AND `+probeDueSQL+` AND NOT `+pausedSQL+`
+		FROM `+s.n.qual+`circuits ORDER BY destination`, s.now(), micros(store.MaxPause))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: circuits: %w", err)
 	}
@@ -148,16 +148,28 @@ func (s *Store) OpenCircuit(ctx context.Context, destination, instance string, f
 	return tag.RowsAffected() == 1, nil
 }
 
+// probeDueSQL says whether a circuit's next probe is due at the store's
+// now ($1): next_probe was set to the time of setting plus probe_interval,
+// so one further ahead than that was set before the clock was stepped
+// back, and is due at once rather than after the step.
+const probeDueSQL = `coalesce(next_probe <= ` + nowExpr + ` OR next_probe > ` + nowExpr +
+	` + probe_interval * interval '1 microsecond', true)`
+
+// pausedSQL says whether a pause holds a destination at the store's now
+// ($1); $2 is store.MaxPause in microseconds: a pause ending further
+// ahead was set before the clock was stepped back, and holds nothing.
+const pausedSQL = `coalesce(paused_until > ` + nowExpr + ` AND paused_until <= ` + nowExpr +
+	` + $2 * interval '1 microsecond', false)`
+
 // TakeProbe takes destination's probe token when a probe is due. The
 // row's lock serialises instances racing for it: the first moves
 // next_probe on, and the others then find no probe due.
 func (s *Store) TakeProbe(ctx context.Context, destination, instance string, maxInterval time.Duration) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE `+s.n.qual+`circuits SET probe_by = $3,
-			next_probe = `+nowExpr+` + least(greatest(probe_interval * 2, 1), $4) * interval '1 microsecond',
-			probe_interval = least(greatest(probe_interval * 2, 1), $4)
-		WHERE destination = $2 AND open AND next_probe <= `+nowExpr+`
-			AND coalesce(paused_until <= `+nowExpr+`, true)`,
-		s.now(), destination, instance, micros(maxInterval))
+	tag, err := s.pool.Exec(ctx, `UPDATE `+s.n.qual+`circuits SET probe_by = $4,
+			next_probe = `+nowExpr+` + least(greatest(probe_interval * 2, 1), $5) * interval '1 microsecond',
+			probe_interval = least(greatest(probe_interval * 2, 1), $5)
+		WHERE destination = $3 AND open AND `+probeDueSQL+` AND NOT `+pausedSQL+``,
+		s.now(), micros(store.MaxPause), destination, instance, micros(maxInterval))
 	if err != nil {
 		return false, fmt.Errorf("postgres: take probe %q: %w", destination, err)
 	}
@@ -178,7 +190,7 @@ func (s *Store) PauseDestination(ctx context.Context, destination string, d time
 	if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.n.qual+`circuits AS c (destination, paused_until)
 		VALUES ($2, `+nowExpr+` + $3 * interval '1 microsecond')
 		ON CONFLICT (destination) DO UPDATE SET paused_until = greatest(c.paused_until, excluded.paused_until)`,
-		s.now(), destination, micros(d)); err != nil {
+		s.now(), destination, micros(min(max(d, 0), store.MaxPause))); err != nil {
 		return fmt.Errorf("postgres: pause %q: %w", destination, err)
 	}
 	return nil

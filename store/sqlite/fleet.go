@@ -137,8 +137,10 @@ func (s *Store) Circuits(ctx context.Context) ([]store.Circuit, error) {
 		c.Open = open == 1
 		c.OpenedAt, c.NextProbe, c.PausedUntil = millisTime(openedAt), millisTime(next), millisTime(paused)
 		c.ProbeInterval = time.Duration(interval) * time.Millisecond
-		c.Paused = c.PausedUntil.After(now)
-		c.ProbeDue = c.Open && !c.Paused && !c.NextProbe.After(now)
+		// A pause or a next probe further ahead than it can have been set
+		// was set before the clock was stepped back: it holds nothing.
+		c.Paused = c.PausedUntil.After(now) && !c.PausedUntil.After(now.Add(store.MaxPause))
+		c.ProbeDue = c.Open && !c.Paused && (!c.NextProbe.After(now) || c.NextProbe.After(now.Add(c.ProbeInterval)))
 		out = append(out, c)
 	}
 	return out, rows.Err()
@@ -159,14 +161,19 @@ func (s *Store) OpenCircuit(ctx context.Context, destination, instance string, f
 	return n == 1, nil
 }
 
-// TakeProbe takes destination's probe token when a probe is due.
+// TakeProbe takes destination's probe token when a probe is due. A next
+// probe further ahead than its interval, or a pause further ahead than
+// store.MaxPause, was set before the clock was stepped back: the probe is
+// due, the pause holds nothing.
 func (s *Store) TakeProbe(ctx context.Context, destination, instance string, maxInterval time.Duration) (bool, error) {
 	now := s.now().UnixMilli()
 	n, err := s.fleetExec(ctx, `UPDATE {{prefix}}circuits SET probe_by = ?,
 			next_probe = ? + min(max(probe_interval_ms * 2, 1), ?),
 			probe_interval_ms = min(max(probe_interval_ms * 2, 1), ?)
-		WHERE destination = ? AND open = 1 AND next_probe <= ? AND coalesce(paused_until, 0) <= ?`,
-		instance, now, maxInterval.Milliseconds(), maxInterval.Milliseconds(), destination, now, now)
+		WHERE destination = ? AND open = 1 AND (next_probe <= ? OR next_probe > ? + probe_interval_ms)
+			AND NOT coalesce(paused_until > ? AND paused_until <= ?, 0)`,
+		instance, now, maxInterval.Milliseconds(), maxInterval.Milliseconds(), destination, now, now,
+		now, now+store.MaxPause.Milliseconds())
 	if err != nil {
 		return false, fmt.Errorf("sqlite: take probe %q: %w", destination, err)
 	}
@@ -184,7 +191,7 @@ func (s *Store) CloseCircuit(ctx context.Context, destination, instance string) 
 
 // PauseDestination holds destination for the fleet for d from now.
 func (s *Store) PauseDestination(ctx context.Context, destination string, d time.Duration) error {
-	until := s.now().Add(d).UnixMilli()
+	until := s.now().Add(min(max(d, 0), store.MaxPause)).UnixMilli()
 	if _, err := s.fleetExec(ctx, `INSERT INTO {{prefix}}circuits (destination, paused_until) VALUES (?, ?)
 		ON CONFLICT (destination) DO UPDATE SET paused_until = max(coalesce({{prefix}}circuits.paused_until, 0), excluded.paused_until)`,
 		destination, until); err != nil {

@@ -1,10 +1,13 @@
 package storetest
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/backstophq/backstop/clock"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 )
@@ -24,6 +27,7 @@ var fleetCases = []testCase{
 	{"CircuitOpensOnceForTheFleet", testCircuitOpensOnce},
 	{"OneProbeTokenPerInterval", testProbeToken},
 	{"PauseHoldsProbes", testPause},
+	{"ClockSteppedBackHoldsNothing", testClockSteppedBack},
 	{"Leadership", testLeadership},
 	{"HeartbeatAndReap", testHeartbeatAndReap},
 	{"SweepBatch", testSweepBatch},
@@ -185,6 +189,64 @@ func testPause(t *testing.T, h Harness) {
 		t.Fatalf("no probe token after the pause: %v, %v", ok, err)
 	}
 }
+
+// testClockSteppedBack steps the store's clock back an hour under an open
+// circuit and a pause: the probe due in a second, and the pause of a
+// minute, must not wait an hour for the clock to catch up again.
+func testClockSteppedBack(t *testing.T, h Harness) {
+	clk := &steppedClock{Fake: clock.NewFake(epoch)}
+	s, err := h.Open(t, baseConfig(clk))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	e := &env{t: t, h: h, s: s, clk: clk.Fake, ctx: context.Background()}
+	f := fleetOf(t, e)
+	if _, err := f.OpenCircuit(e.ctx, "hooks", "a", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.PauseDestination(e.ctx, "api", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.PauseDestination(e.ctx, "long", 10*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if c := e.circuit(f, "long"); !c.Paused || !c.PausedUntil.Equal(epoch.Add(store.MaxPause)) {
+		t.Fatalf("a pause of 10 h = %+v, want one of store.MaxPause", c)
+	}
+	back := epoch.Add(-time.Hour)
+	clk.back.Store(int64(time.Hour))
+	if c := e.circuit(f, "hooks"); !c.ProbeDue {
+		t.Fatalf("an hour back, the circuit = %+v, want its probe due", c)
+	}
+	if ok, err := f.TakeProbe(e.ctx, "hooks", "a", 5*time.Second); err != nil || !ok {
+		t.Fatalf("an hour back, no probe token: %v, %v", ok, err)
+	}
+	if c := e.circuit(f, "hooks"); !c.NextProbe.Equal(back.Add(2*time.Second)) || c.ProbeDue {
+		t.Fatalf("after the probe = %+v, want the next one 2 s after the new now", c)
+	}
+	if ok, err := f.TakeProbe(e.ctx, "hooks", "b", 5*time.Second); err != nil || ok {
+		t.Fatalf("a second token at once: %v, %v", ok, err)
+	}
+	if c := e.circuit(f, "api"); c.Paused {
+		t.Fatalf("an hour back, the pause of a minute = %+v, want it holding nothing", c)
+	}
+	if _, err := f.OpenCircuit(e.ctx, "api", "a", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Advance(time.Second)
+	if ok, err := f.TakeProbe(e.ctx, "api", "a", 5*time.Second); err != nil || !ok {
+		t.Fatalf("a pause set before the step held the probe: %v, %v", ok, err)
+	}
+}
+
+// steppedClock is a fake clock that can also be stepped back, as a
+// wall clock is (clock.Fake only goes forward).
+type steppedClock struct {
+	*clock.Fake
+	back atomic.Int64 // how far Now is behind the fake clock
+}
+
+func (c *steppedClock) Now() time.Time { return c.Fake.Now().Add(-time.Duration(c.back.Load())) }
 
 func testLeadership(t *testing.T, h Harness) {
 	e := newEnv(t, h)
