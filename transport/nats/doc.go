@@ -29,6 +29,7 @@
 //	no PubAck within Config.Timeout              timeout            transient, destination
 //	caller's context cancelled                   canceled           transient, destination
 //	connection closed, draining or reconnecting  connection_closed  transient, destination
+//	credential refused when dialing again        unauthorized       transient, destination
 //	a stream other than Config.Stream took it    jetstream_10060    transient, destination
 //	sealed stream                                jetstream_10109    transient, destination
 //	stream full (maximum messages or bytes
@@ -41,9 +42,22 @@
 //	payload over 1 MiB by default)               invalid_message    permanent, message
 //	message larger than the stream or the
 //	server allow                                 message_too_large  permanent, message
-//	invalid subject                              invalid_subject    permanent, message
+//	invalid subject (an empty or wildcard
+//	token, white space, over MaxSubjectLen)      invalid_subject    permanent, message
 //	other JetStream 4xx (such as a message's
 //	own Nats-Expected-* header not met)          jetstream_<code>   permanent, message
+//
+// A message refused before anything was written (invalid_message,
+// invalid_subject, and message_too_large when the client itself refuses a
+// message over the server's max_payload) also matches transport.ErrNotSent:
+// nothing was learnt about the server, so the relay's breaker does not
+// count it.
+//
+// The connection the Transport dials reconnects forever while the server
+// is away. The client closes it for good on a few errors (a credential
+// refused twice in a row while reconnecting, an -ERR from the server): the
+// next Deliver then dials again, so that the destination recovers once the
+// server takes the Transport again.
 //
 // A subject no stream captures is a misconfiguration of the destination,
 // not a fault of the message: it is transient and charged to the

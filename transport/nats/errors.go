@@ -45,9 +45,19 @@ func classify(ctx context.Context, err error) error {
 		errors.Is(err, nats.ErrConnectionDraining), errors.Is(err, nats.ErrDisconnected),
 		errors.Is(err, nats.ErrInvalidConnection), errors.Is(err, nats.ErrStaleConnection):
 		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, "connection_closed")
+	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked):
+		// Dialing again after the client closed the connection: a
+		// credential that stopped working is the destination's to fix.
+		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, "unauthorized")
 	case errors.Is(err, nats.ErrMaxPayload):
-		return transport.MessageFault(err, errorhandling.ReasonValidationFailure, "message_too_large")
-	case errors.Is(err, nats.ErrBadSubject), errors.Is(err, nats.ErrBadHeaderMsg):
+		// The client refuses a message over the server's max_payload
+		// before writing anything: nothing was learnt about the server,
+		// which may well be down (the client checks against the
+		// max_payload it last heard of), so the breaker must not count it.
+		return transport.Unsendable(err, errorhandling.ReasonValidationFailure, "message_too_large")
+	case errors.Is(err, nats.ErrBadSubject):
+		return transport.Unsendable(err, errorhandling.ReasonValidationFailure, "invalid_message")
+	case errors.Is(err, nats.ErrBadHeaderMsg):
 		return transport.MessageFault(err, errorhandling.ReasonValidationFailure, "invalid_message")
 	case errors.As(err, &apiErr):
 		return classifyAPIError(err, apiErr)

@@ -29,8 +29,9 @@ const DefaultTimeout = 5 * time.Second
 type Config struct {
 	// URL is the NATS server to dial, such as "nats://127.0.0.1:4222" (a
 	// comma-separated list for a cluster). The Transport owns that
-	// connection: it reconnects forever and Close closes it. Required
-	// unless Conn is set; ignored when Conn is set.
+	// connection: it reconnects forever, is dialed again by the next
+	// Deliver when the client closed it for good, and Close closes it.
+	// Required unless Conn is set; ignored when Conn is set.
 	URL string
 	// Conn is an established connection to publish on instead of dialing
 	// URL. The caller owns it: Close leaves it open.
@@ -110,11 +111,15 @@ func (c Config) validate() error {
 // Transport publishes messages to JetStream. It implements
 // transport.Transport and is safe for concurrent use.
 type Transport struct {
-	cfg       Config
-	nc        *nats.Conn
-	js        jetstream.JetStream
-	owned     bool // nc was dialed by New; Close closes it
-	closeOnce sync.Once
+	cfg     Config
+	owned   bool          // the connection was dialed here: redialed when closed, closed by Close
+	dialing chan struct{} // held while dialing again: one dial at a time
+
+	// mu guards the fields below. It is never held while dialing.
+	mu     sync.Mutex
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	closed bool
 }
 
 var _ transport.Transport = (*Transport)(nil)
@@ -128,12 +133,11 @@ func New(cfg Config) (*Transport, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	t := &Transport{cfg: cfg, nc: cfg.Conn}
+	t := &Transport{cfg: cfg, nc: cfg.Conn, dialing: make(chan struct{}, 1)}
 	if t.nc == nil {
-		nc, err := nats.Connect(cfg.URL, append([]nats.Option{nats.Name("backstop"), nats.MaxReconnects(-1),
-			nats.Timeout(cfg.Timeout)}, logTo(cfg.Logger)...)...)
+		nc, err := t.dial()
 		if err != nil {
-			return nil, fmt.Errorf("natstransport: connect to %s: %w", redact(cfg.URL), err)
+			return nil, err
 		}
 		t.nc, t.owned = nc, true
 	}
@@ -184,7 +188,11 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 
 	pctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
 	defer cancel()
-	if _, err := t.js.PublishMsg(pctx, msg, opts...); err != nil {
+	js, err := t.jetStream(pctx)
+	if err != nil {
+		return classify(ctx, fmt.Errorf("natstransport: publish %s to %q: %w", m.ID, subject, err))
+	}
+	if _, err := js.PublishMsg(pctx, msg, opts...); err != nil {
 		return classify(ctx, fmt.Errorf("natstransport: publish %s to %q: %w", m.ID, subject, err))
 	}
 	// A PubAck with Duplicate set is a success too: the stream holds m.
@@ -194,12 +202,101 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 // Close closes the connection New dialed; a connection passed in
 // Config.Conn is left open. Close is safe to call more than once.
 func (t *Transport) Close() error {
-	t.closeOnce.Do(func() {
-		if t.owned {
-			t.nc.Close()
-		}
-	})
+	t.mu.Lock()
+	nc, closed := t.nc, t.closed
+	t.closed = true
+	t.mu.Unlock()
+	if !closed && t.owned {
+		nc.Close()
+	}
 	return nil
+}
+
+// jetStream returns the JetStream context to publish with. The connection
+// the Transport dialed reconnects by itself while the server is away, but
+// the client closes it for good on some errors: a credential refused twice
+// in a row while reconnecting, a protocol error the server answers with
+// -ERR. Such a connection is dialed again (one dial at a time, bounded by
+// ctx and Config.Timeout), so that the destination recovers once the
+// server takes the Transport again instead of failing every later Deliver
+// with "connection closed". A connection passed in Config.Conn, or one
+// Close closed, is used as it is.
+func (t *Transport) jetStream(ctx context.Context) (jetstream.JetStream, error) {
+	t.mu.Lock()
+	nc, js, closed := t.nc, t.js, t.closed
+	t.mu.Unlock()
+	if closed || !t.owned || !nc.IsClosed() {
+		return js, nil
+	}
+	select {
+	case t.dialing <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for the connection to %s: %w", redact(t.cfg.URL), ctx.Err())
+	}
+	t.mu.Lock()
+	if t.closed || t.nc != nc {
+		// Closed meanwhile, or another Deliver dialed again.
+		js = t.js
+		t.mu.Unlock()
+		<-t.dialing
+		return js, nil
+	}
+	t.mu.Unlock()
+	type dialed struct {
+		js  jetstream.JetStream
+		err error
+	}
+	done := make(chan dialed, 1)
+	go func() {
+		// A dial that outlives ctx still installs its connection for the
+		// next Deliver.
+		defer func() { <-t.dialing }()
+		js, err := t.redial(nc)
+		done <- dialed{js, err}
+	}()
+	select {
+	case d := <-done:
+		return d.js, d.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("connect to %s: %w", redact(t.cfg.URL), ctx.Err())
+	}
+}
+
+// redial dials the server again to replace old, which the client closed,
+// and installs the new connection unless Close was called meanwhile.
+func (t *Transport) redial(old *nats.Conn) (js jetstream.JetStream, err error) {
+	nc, err := t.dial()
+	if err != nil {
+		return nil, err
+	}
+	if js, err = jetstream.New(nc); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("natstransport: jetstream: %w", err)
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		nc.Close()
+		return nil, fmt.Errorf("natstransport: %w", nats.ErrConnectionClosed)
+	}
+	t.nc, t.js = nc, js
+	t.mu.Unlock()
+	attrs := []any{slog.String("server", redact(nc.ConnectedUrl()))}
+	if err := old.LastError(); err != nil {
+		attrs = append(attrs, slog.String("closed_by", err.Error()))
+	}
+	t.cfg.Logger.Warn("natstransport: the connection was closed for good; dialed a new one", attrs...)
+	return js, nil
+}
+
+// dial connects to Config.URL, reconnecting forever once connected.
+func (t *Transport) dial() (*nats.Conn, error) {
+	nc, err := nats.Connect(t.cfg.URL, append([]nats.Option{nats.Name("backstop"), nats.MaxReconnects(-1),
+		nats.Timeout(t.cfg.Timeout)}, logTo(t.cfg.Logger)...)...)
+	if err != nil {
+		return nil, fmt.Errorf("natstransport: connect to %s: %w", redact(t.cfg.URL), err)
+	}
+	return nc, nil
 }
 
 // subject returns where m is published.
@@ -224,11 +321,24 @@ func expand(template string, m *outbox.Message) string {
 // errBadSubject is wrapped by the error of a subject checkSubject refuses.
 var errBadSubject = errors.New("invalid subject")
 
-// checkSubject refuses subjects a publish must not use: empty, with an
-// empty token, a wildcard token, white space or a control character.
+// MaxSubjectLen is the longest subject the Transport publishes to, in
+// bytes. The server reads a publish's subject, reply subject and sizes as
+// one protocol line of at most max_control_line bytes (4096 by default),
+// and answers a longer one by closing the connection, failing every
+// publish in flight on it; a longer subject is refused before publishing,
+// as a fault of the message. The margin leaves room for the reply subject
+// (a custom inbox prefix too) and the sizes.
+const MaxSubjectLen = 3584
+
+// checkSubject refuses subjects a publish must not use: empty, longer than
+// MaxSubjectLen, with an empty token, a wildcard token, white space or a
+// control character.
 func checkSubject(s string) error {
 	if s == "" {
 		return fmt.Errorf("%w: empty", errBadSubject)
+	}
+	if len(s) > MaxSubjectLen {
+		return fmt.Errorf("%w %.40q...: %d bytes, longer than %d", errBadSubject, s, len(s), MaxSubjectLen)
 	}
 	for _, c := range s {
 		if c <= ' ' || c == 0x7f {

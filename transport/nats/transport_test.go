@@ -12,6 +12,7 @@ import (
 
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/transport"
 	natstransport "github.com/backstophq/backstop/transport/nats"
 )
 
@@ -249,5 +250,98 @@ func TestNewValidates(t *testing.T) {
 		} else if strings.Contains(err.Error(), "secret") {
 			t.Errorf("New error %q shows the password", err)
 		}
+	}
+}
+
+// A connection the client closed for good (a credential refused twice in a
+// row while reconnecting, an -ERR from the server) is dialed again by the
+// next Deliver. Before, every later Deliver failed with "connection closed"
+// until the program restarted, even once the server took the credential
+// again: the destination's breaker stayed open for good.
+func TestConnectionClosedForGoodIsDialedAgain(t *testing.T) {
+	t.Parallel()
+	_, js := connect(t)
+	s, prefix := newStream(t, js, jetstream.StreamConfig{})
+	tr := newTransport(t, natstransport.Config{Subject: prefix + ".{type}"})
+	ctx := ctxFor(t)
+	if err := tr.Deliver(ctx, message(t)); err != nil {
+		t.Fatal(err)
+	}
+	natstransport.CloseConnection(tr)
+	if err := tr.Deliver(ctx, message(t)); err != nil {
+		t.Fatalf("Deliver after the client closed the connection: %v", err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 2 {
+		t.Fatalf("stream holds %d messages, want 2", info.State.Msgs)
+	}
+	// Close still ends it for good.
+	_ = tr.Close()
+	wantFault(t, tr.Deliver(ctx, message(t)), errorhandling.ClassTransient, errorhandling.BlameDestination, "connection_closed")
+}
+
+// A subject longer than the server's protocol line takes is refused before
+// publishing, as a fault of the message. Before, the server answered
+// "maximum control line exceeded" and the client closed the connection for
+// good: the message failed as a transient fault of the destination (never
+// dead-lettered, tried again forever), the publishes in flight beside it
+// failed, and so did every later Deliver.
+func TestSubjectTooLongIsRefusedBeforePublishing(t *testing.T) {
+	t.Parallel()
+	_, js := connect(t)
+	s, prefix := newStream(t, js, jetstream.StreamConfig{})
+	tr := newTransport(t, natstransport.Config{SubjectFunc: func(m *outbox.Message) string {
+		if m.Type == "long" {
+			return prefix + "." + strings.Repeat("s", 5000)
+		}
+		if m.Type == "longest" {
+			return prefix + "." + strings.Repeat("s", natstransport.MaxSubjectLen-len(prefix)-1)
+		}
+		return prefix + ".ok"
+	}})
+	ctx := ctxFor(t)
+	m := message(t)
+	m.Type = "long"
+	err := tr.Deliver(ctx, m)
+	wantFault(t, err, errorhandling.ClassPermanent, errorhandling.BlameMessage, "invalid_subject")
+	if !errors.Is(err, transport.ErrNotSent) {
+		t.Errorf("err = %v, want it to match transport.ErrNotSent", err)
+	}
+	m = message(t)
+	m.Type = "longest"
+	if err := tr.Deliver(ctx, m); err != nil {
+		t.Fatalf("Deliver to a subject of MaxSubjectLen bytes: %v", err)
+	}
+	if err := tr.Deliver(ctx, message(t)); err != nil {
+		t.Fatalf("Deliver after the long subject: %v", err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 2 {
+		t.Fatalf("stream holds %d messages, want 2", info.State.Msgs)
+	}
+}
+
+// A message over the server's max_payload is refused by the client before
+// anything is written, also while the server is down (the client checks
+// against the max_payload it last heard of): its error matches
+// transport.ErrNotSent, so that the relay's breaker does not count it and
+// a probe of an open circuit that ends so does not close the circuit.
+func TestMessageOverServerMaxPayloadIsNotSent(t *testing.T) {
+	t.Parallel()
+	nc, js := connect(t)
+	_, prefix := newStream(t, js, jetstream.StreamConfig{})
+	tr := newTransport(t, natstransport.Config{Subject: prefix + ".{type}", Limits: outbox.Limits{MaxPayloadBytes: 64 << 20}})
+	m := message(t)
+	m.Payload = make([]byte, nc.MaxPayload()+1)
+	err := tr.Deliver(ctxFor(t), m)
+	wantFault(t, err, errorhandling.ClassPermanent, errorhandling.BlameMessage, "message_too_large")
+	if !errors.Is(err, transport.ErrNotSent) {
+		t.Fatalf("err = %v, want it to match transport.ErrNotSent", err)
 	}
 }

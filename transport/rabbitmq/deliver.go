@@ -41,6 +41,14 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 	}
 	reuse := false
 	defer func() { t.release(pc, reuse) }()
+	if size, max := headerFrameSize(pub), pc.conn.Config.FrameSize; max > 0 && size > max {
+		// The properties travel in one frame: the broker answers a larger
+		// one by closing the connection (FRAME_ERROR), failing every
+		// Deliver in flight on it, again at each retry.
+		reuse = true
+		return transport.Unsendable(fmt.Errorf("rabbitmq: message %s cannot be published: its headers and properties take a frame of %d bytes, over the broker's frame_max of %d",
+			m.ID, size, max), errorhandling.ReasonValidationFailure, "invalid_message")
+	}
 
 	dc, err := t.publish(pctx, pc, key, pub)
 	if err != nil {
@@ -139,6 +147,42 @@ func (t *Transport) publishing(m *outbox.Message, key string) (amqp.Publishing, 
 		AppId:        "backstop",
 		Body:         m.Payload,
 	}, nil
+}
+
+// headerFrameSize returns the size of the content header frame that
+// carries pub's properties, as the library writes it for the properties
+// publishing sets (string header values only): the frame's header and end
+// (8 bytes), the class, weight, body size and flags (14), then each
+// property present.
+func headerFrameSize(pub amqp.Publishing) int {
+	n := 8 + 14
+	if len(pub.Headers) > 0 {
+		n += 4 // the table's length
+		for k, v := range pub.Headers {
+			n += 1 + len(k) + 1 // short string name, value type
+			if s, ok := v.(string); ok {
+				n += 4 + len(s)
+			} else {
+				n += 9 // the largest fixed-size field
+			}
+		}
+	}
+	for _, s := range []string{pub.ContentType, pub.ContentEncoding, pub.CorrelationId, pub.ReplyTo,
+		pub.Expiration, pub.MessageId, pub.Type, pub.UserId, pub.AppId} {
+		if s != "" {
+			n += 1 + len(s)
+		}
+	}
+	if pub.DeliveryMode > 0 {
+		n++
+	}
+	if pub.Priority > 0 {
+		n++
+	}
+	if !pub.Timestamp.IsZero() {
+		n += 8
+	}
+	return n
 }
 
 // closedWith returns the error the channel was closed with, or nil while

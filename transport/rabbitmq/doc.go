@@ -51,7 +51,16 @@
 //	Config.Limits (a control character in its
 //	stream or type, a header value with a line
 //	break, a payload over 1 MiB by default);
-//	routing key or header name over 255 bytes  invalid_message    permanent, message
+//	routing key or header name over 255 bytes;
+//	headers and properties over the broker's
+//	frame_max (128 KiB by default)             invalid_message    permanent, message
+//
+// A message refused before publishing (invalid_message) also matches
+// transport.ErrNotSent: nothing was learnt about the broker. The message's
+// properties and header table travel in a single frame: a larger one would
+// make the broker close the whole connection (FRAME_ERROR), failing every
+// Deliver in flight on it, so it is refused instead. That matters only
+// with Config.Limits.MaxHeaderBytes raised well over its 16 KiB default.
 //
 // An unroutable message is a fault of the destination's set-up, not of the
 // message: no binding exists yet, or a binding was removed. It is transient

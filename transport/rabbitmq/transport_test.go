@@ -10,6 +10,7 @@ import (
 
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/transport"
 	"github.com/backstophq/backstop/transport/rabbitmq"
 )
 
@@ -233,5 +234,48 @@ func TestNewChecks(t *testing.T) {
 		} else if strings.Contains(err.Error(), "secret") {
 			t.Errorf("New error %q shows the password", err)
 		}
+	}
+}
+
+// Headers whose content header frame exceeds the broker's frame_max are
+// refused before publishing, as a fault of the message. Before, the broker
+// closed the whole connection (501 FRAME_ERROR): the message failed as a
+// transient fault of the destination, never dead-lettered and tried again
+// forever, and every Deliver in flight on the connection failed with it.
+// A frame of exactly frame_max is still published.
+func TestHeadersOverFrameMaxAreRefusedBeforePublishing(t *testing.T) {
+	t.Parallel()
+	a := connect(t)
+	frameMax := a.conn.Config.FrameSize
+	if frameMax <= 0 {
+		t.Skipf("the broker sets no frame_max (%d)", frameMax)
+	}
+	q := a.queue("", "", nil)
+	rec, _ := a.readBack(q)
+	tr := newTransport(t, rabbitmq.Config{RoutingKey: q, Limits: outbox.Limits{MaxHeaderBytes: 1 << 20}})
+	ctx := ctxFor(t)
+
+	fits := message(t)
+	fits.Headers = map[string]string{"Big": ""}
+	fits.Headers["Big"] = strings.Repeat("v", frameMax-rabbitmq.HeaderFrameSize(tr, fits))
+	if got := rabbitmq.HeaderFrameSize(tr, fits); got != frameMax {
+		t.Fatalf("header frame of %d bytes, want %d", got, frameMax)
+	}
+	if err := tr.Deliver(ctx, fits); err != nil {
+		t.Fatalf("Deliver of a header frame of frame_max (%d) bytes: %v", frameMax, err)
+	}
+
+	over := message(t)
+	over.Headers = map[string]string{"Big": fits.Headers["Big"] + strings.Repeat("v", 1024)}
+	err := tr.Deliver(ctx, over)
+	wantFault(t, err, errorhandling.ClassPermanent, errorhandling.BlameMessage, "invalid_message")
+	if !errors.Is(err, transport.ErrNotSent) {
+		t.Errorf("err = %v, want it to match transport.ErrNotSent", err)
+	}
+	if err := tr.Deliver(ctx, message(t)); err != nil {
+		t.Fatalf("Deliver after the refused message: %v", err)
+	}
+	if _, err := rec.Received(ctx, 2); err != nil {
+		t.Fatal(err)
 	}
 }
