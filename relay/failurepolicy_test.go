@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backstophq/backstop/circuitbreaker"
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/retry"
@@ -141,5 +142,40 @@ func TestPanickingClassifierRule(t *testing.T) {
 	rn.advance(time.Minute)
 	if e.get(m.ID) != nil {
 		t.Fatal("not delivered later")
+	}
+}
+
+// A destination's Breaker.OnStateChange that panics must not take the
+// relay down when the circuit opens: it is the operator's hook, logged at
+// ERROR, and the breaker and the delivery go on as without it.
+func TestPanickingOnStateChange(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	m := msg("api", "s", 1)
+	e.enqueue(m)
+	rec := &recorder{fn: func(_ context.Context, _ *outbox.Message, call int) error {
+		if call == 1 {
+			return errorhandling.WithBlame(errorhandling.Transient(errors.New("down")), errorhandling.BlameDestination)
+		}
+		return nil
+	}}
+	cfg := e.config(map[string]Destination{"api": {
+		Transport: rec.transport(),
+		InProcess: retry.NewConfig(1, retry.InProcessBackoff()),
+		Breaker: &circuitbreaker.Config{MaxFailures: 1, OnStateChange: func(_, to circuitbreaker.State) {
+			panic("hook broken on " + to.String())
+		}},
+	}})
+	rn := e.start(cfg)
+	rn.settle()
+	if st := rn.r.Breaker("api").GetStats(); st.State != circuitbreaker.StateOpen {
+		t.Fatalf("breaker = %+v, want open after the failure", st)
+	}
+	if len(e.logs.find("a breaker's OnStateChange panicked")) == 0 {
+		t.Fatal("the hook's panic was not logged")
+	}
+	rn.advance(time.Minute)
+	if e.get(m.ID) != nil {
+		t.Fatal("not delivered once the destination came back")
 	}
 }

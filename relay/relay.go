@@ -42,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -211,7 +212,7 @@ func (r *Relay) newDestination(name string, cfg Destination) *destination {
 			d.stats.trips.Add(1)
 		}
 		if user != nil {
-			user(from, to)
+			r.onStateChange(d.name, user, from, to)
 		}
 	}
 	d.breaker = circuitbreaker.New(&br)
@@ -219,6 +220,22 @@ func (r *Relay) newDestination(name string, cfg Destination) *destination {
 	in.Classifier = markerClassifier
 	d.exec = retry.NewExecutor(&in)
 	return d
+}
+
+// onStateChange calls a destination's Breaker.OnStateChange. The hook is
+// the operator's code, called where the breaker records an outcome (on a
+// worker, or in an admin API's reset): a panic in it is logged at ERROR
+// with its stack and goes no further, and the breaker has changed state
+// all the same.
+func (r *Relay) onStateChange(destination string, hook func(from, to circuitbreaker.State), from, to circuitbreaker.State) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.LogAttrs(context.Background(), slog.LevelError, "a breaker's OnStateChange panicked",
+				slog.String("destination", destination), slog.String("from", from.String()), slog.String("to", to.String()),
+				slog.String("panic", fmt.Sprint(p)), slog.String("stack", string(debug.Stack())))
+		}
+	}()
+	hook(from, to)
 }
 
 // Config returns a copy of the relay's configuration, defaults applied.
