@@ -25,6 +25,7 @@ var claimCases = []testCase{
 	{"StrictMessagesBehindManyUnorderedOnes", testClaimPastUnorderedRun},
 	{"PerDestinationOrderingPolicy", testClaimPerDestinationPolicy},
 	{"LaterMessagesNeverHoldBackEarlierOnes", testClaimLaterDoesNotHold},
+	{"ManyRetriesDoNotHoldAReleaseStream", testClaimPastManyRetries},
 	{"PerDestinationCaps", testClaimPerDestination},
 	{"StreamsServedRoundRobin", testClaimRoundRobin},
 	{"ReadyStreamsShareAClaim", testReadyStreamsShareAClaim},
@@ -204,6 +205,33 @@ func testClaimPerDestinationPolicy(t *testing.T, h Harness) {
 		Completions: []store.Completion{{ID: l2.ID}, {ID: s2.ID}},
 	})
 	e.claimExactly("b", 10, l2)
+}
+
+// testClaimPastManyRetries: under release ordering a message waiting for
+// its retry lets the later messages of its stream go on, however many
+// such messages wait at the stream's head (more than one read of a stream
+// takes: its share of a claim plus a few rows), and each retry is claimed
+// when it comes due.
+func testClaimPastManyRetries(t *testing.T, h Harness) {
+	e := newEnv(t, h, withOrdering(outbox.OrderingRelease))
+	const waiting = 40
+	retrying := e.enqueue(msgs(waiting, "d", "s")...)
+	got := e.claim("a", waiting)
+	if len(got) != waiting {
+		t.Fatalf("claimed %d of the %d first messages", len(got), waiting)
+	}
+	fs := make([]store.Failure, waiting)
+	for i, m := range retrying {
+		fs[i] = store.Failure{ID: m.ID, Error: "x"}
+	}
+	e.batch("a", store.Batch{Failures: fs})
+	later := e.enqueue(msgs(3, "d", "s")...)
+	e.claimExactly("b", 10, later...)
+	e.complete("b", outbox.StatusPublished, later[0].ID, later[1].ID, later[2].ID)
+	e.clk.Advance(time.Minute) // seed 000's first retry
+	if got := e.claim("c", 2*waiting); len(got) != waiting {
+		t.Fatalf("claimed %d of the %d retries due", len(got), waiting)
+	}
 }
 
 func testClaimLaterDoesNotHold(t *testing.T, h Harness) {
