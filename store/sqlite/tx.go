@@ -88,7 +88,7 @@ func withTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 			_ = tx.Rollback()
 			return err
 		}
-		return tx.Commit()
+		return commit(tx)
 	})
 }
 
@@ -119,6 +119,16 @@ func (s *Store) withWriter(ctx context.Context, fn func(tx *sql.Tx) error) error
 			_ = tx.Rollback()
 			return err
 		}
-		return tx.Commit()
+		return commit(tx)
 	})
+}
+
+// commit commits tx, saying so in its error: a commit that fails (a full
+// disk, an I/O error) otherwise came back as the bare "database or disk is
+// full (13)", with nothing naming the store or the step.
+func commit(tx *sql.Tx) error {
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: commit: %w", err)
+	}
+	return nil
 }
