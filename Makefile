@@ -56,7 +56,7 @@ bench:
 
 ## bench-targets: only the cases issue 10's targets compare (Backstop with
 ## its defaults, River with its benchmark settings or defaults, raw SQL), 3
-## shuffled rounds (about 40 minutes here); regenerates BENCHMARKS.md.
+## shuffled rounds (about 15 minutes here); regenerates BENCHMARKS.md.
 TARGET_CASES = postgres/drain/backstop$$,postgres/drain/river-bench$$,postgres/drain/raw$$,postgres/work/backstop$$,postgres/work/river-bench$$,postgres/work-ordered/backstop$$,postgres/work-ordered/river-bench$$,postgres/latency/backstop$$,postgres/latency/river-bench$$,postgres/enqueue-1/,postgres/enqueue-100/,sqlite/drain/backstop$$,sqlite/drain/river-bench$$
 bench-targets:
 	cd bench && BENCH_VIA='make bench-targets' $(GO) run ./cmd/bench --rounds 3 --scale default --cases '$(TARGET_CASES)' --out ../BENCHMARKS.md $(BENCH_ARGS)

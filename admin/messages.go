@@ -329,6 +329,11 @@ func (s *Server) destinationsOf(w http.ResponseWriter, req *EnqueueRequest) ([]s
 		if s.cfg.Route != nil {
 			to = s.cfg.Route(req.Topic)
 		}
+		if s.cfg.Route == nil {
+			problem(w, http.StatusUnprocessableEntity, "no route",
+				fmt.Sprintf("topic %q: this server has no routes (a topic goes through serve's routes; with --db there is no configuration, name a destination)", req.Topic), "topic")
+			return nil, false
+		}
 		if len(to) == 0 {
 			problem(w, http.StatusUnprocessableEntity, "no route", fmt.Sprintf("no route matches topic %q", req.Topic), "topic")
 			return nil, false

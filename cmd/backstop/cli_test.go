@@ -124,3 +124,13 @@ func TestCLIAgainstServer(t *testing.T) {
 		t.Errorf("no server: %v", err)
 	}
 }
+
+// With --db there is no configuration, so no routes: a --topic is refused
+// saying so, not as if the topic matched no route of some configuration.
+func TestTopicWithDBSaysThereAreNoRoutes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "b.db")
+	_, err := cli(t, "--db", "sqlite:"+path, "enqueue", "--topic", "order.created", "--type", "order.created")
+	if err == nil || !strings.Contains(err.Error(), "has no routes") || !strings.Contains(err.Error(), "--db") {
+		t.Fatalf("enqueue --topic with --db: %v, want a refusal saying there are no routes with --db", err)
+	}
+}

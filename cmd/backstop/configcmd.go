@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -19,7 +20,15 @@ func newConfigCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// serve adds BACKSTOP_ADMIN_TOKEN to the config's tokens, and
+			// refuses one it would refuse: so does the check.
+			if _, err := tokensOf(c); err != nil {
+				return err
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n%s", args[0], c.Summary())
+			if os.Getenv("BACKSTOP_ADMIN_TOKEN") != "" {
+				fmt.Fprintln(cmd.OutOrStdout(), "and BACKSTOP_ADMIN_TOKEN: an operate token named env")
+			}
 			return nil
 		},
 	})

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -30,5 +32,23 @@ func TestEnvironmentTokenFollowsTheConfigsRules(t *testing.T) {
 	toks, err := tokensOf(c)
 	if err != nil || len(toks) != 2 || toks[1].Name != "env" || toks[1].Role != admin.RoleOperate {
 		t.Fatalf("a valid environment token: %+v, %v", toks, err)
+	}
+}
+
+// config check says what serve does with BACKSTOP_ADMIN_TOKEN: it counted
+// only the config's tokens (0 tokens while serve would take the
+// environment's), and passed one serve refuses.
+func TestConfigCheckTakesTheEnvironmentToken(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "backstop.yaml")
+	if err := os.WriteFile(path, []byte("destinations:\n  - {name: hook, type: webhook, url: 'http://127.0.0.1:9/y'}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BACKSTOP_ADMIN_TOKEN", "short")
+	if _, err := cli(t, "config", "check", path); err == nil || !strings.Contains(err.Error(), "BACKSTOP_ADMIN_TOKEN") {
+		t.Fatalf("config check with a short BACKSTOP_ADMIN_TOKEN: %v, want the refusal serve gives", err)
+	}
+	t.Setenv("BACKSTOP_ADMIN_TOKEN", "an-operate-token-0123456789")
+	if out := mustCLI(t, "config", "check", path); !strings.Contains(out, "BACKSTOP_ADMIN_TOKEN: an operate token named env") {
+		t.Fatalf("config check with BACKSTOP_ADMIN_TOKEN set:\n%s", out)
 	}
 }

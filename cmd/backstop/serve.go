@@ -31,8 +31,9 @@ func newServeCmd(g *globals) *cobra.Command {
 		Long: `serve delivers the outbox of the store (--db, else the config's db, else
 sqlite:./backstop.db) to the destinations of the config file, and serves the
 admin API on the config's listen address (127.0.0.1:8080 by default). Several
-serve processes on one PostgreSQL share the work. SIGTERM or Ctrl-C stops
-claiming, finishes or releases what is in flight, and exits.
+serve processes on one PostgreSQL share the work. SIGTERM, SIGHUP or Ctrl-C
+stops claiming, finishes or releases what is in flight, and exits; a second
+one exits at once.
 
 The config's sources receive messages from a NATS JetStream consumer, a
 RabbitMQ queue or signed webhooks into inboxes, each once, and forward
