@@ -21,6 +21,7 @@ var dlqLifeCases = []testCase{
 	{"BulkReplayRecordsActor", testLifeReplayMatching},
 	{"HandDeadLetteredInFlightThenDeliveredIsResolved", testLifeDeliveredAfterHandDeadLetter},
 	{"HandDeadLetteredInFlightIsReplayedOnlyOnceItsDeliveryEnds", testLifeReplayWaitsForTheDelivery},
+	{"HandDeadLetteredInFlightHoldsItsStreamWhileLeased", testLifeInFlightDeadLetterHoldsStream},
 	{"TextsAreCleanedOnEveryWrite", testLifeCleanTexts},
 	{"UnknownStatusIsRefused", testLifeUnknownStatus},
 	{"BulkResolveChangesOnlyEntriesStillInTheirListedStatus", testLifeResolveEntries},
@@ -384,6 +385,36 @@ func testLifeReplayWaitsForTheDelivery(t *testing.T, h Harness) {
 			e.claimExactly("other", 10) // still parked, still holding its stream
 			noErr(t, "Replay once the delivery ended", q.Replay(e.ctx, ent.ID))
 			e.claimExactly("other", 10, m[0], m[1])
+		})
+	}
+}
+
+// testLifeInFlightDeadLetterHoldsStream: a message dead-lettered by hand
+// while a relay delivers it keeps that relay's lease, and a live lease
+// holds back the later messages of its stream in every mode but none, even
+// where the dead letter itself would not hold them (release ordering, or
+// strict once the stream was released past it): they go once the delivery
+// ends (here, its lease lapses). Found by store/internal/difftest: the
+// PostgreSQL claim passed over such a row without reading its lease.
+func testLifeInFlightDeadLetterHoldsStream(t *testing.T, h Harness) {
+	for _, tc := range []struct {
+		name     string
+		o        outbox.Ordering
+		released bool
+	}{{"release", outbox.OrderingRelease, false}, {"strict released", outbox.OrderingStrict, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, h, withOrdering(tc.o))
+			m := e.enqueue(msgs(2, "d", "s")...)
+			e.claimExactly("relay", 1, m[0])
+			noErr(t, "DeadLetter", e.s.DeadLetter(e.ctx, m[0].ID, "looks stuck"))
+			if tc.released {
+				n, err := e.s.ReleaseStream(e.ctx, "d", "s")
+				noErr(t, "ReleaseStream", err)
+				eq(t, "released", n, 1)
+			}
+			e.claimExactly("other", 10) // m[1] waits while the relay delivers m[0]
+			e.clk.Advance(31 * time.Second)
+			e.claimExactly("other", 10, m[1])
 		})
 	}
 }
