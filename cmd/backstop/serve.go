@@ -240,16 +240,9 @@ func breakersOf(r *relay.Relay) func() []admin.Breaker {
 	}
 }
 
-// redactDB hides a database URL's password for logs.
-func redactDB(db string) string {
-	if u, err := urlParse(db); err == nil && u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = urlUserPassword(u.User.Username(), "***")
-			return u.String()
-		}
-	}
-	return db
-}
+// redactDB hides the secrets of a database or broker URL (or a
+// key=value connection string) for logs and messages.
+func redactDB(db string) string { return config.Redact(db) }
 
 // addSaturating is a+b, or the longest duration where that overflows (a
 // shutdown_timeout near it turned the server's shutdown deadline negative:

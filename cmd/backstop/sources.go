@@ -163,7 +163,7 @@ func (s *source) openNATS(ctx context.Context, kind, header string, log *slog.Lo
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) { log.Info("NATS connection restored") }))
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", sc.URL, err)
+		return fmt.Errorf("connect to %s: %w", redactDB(sc.URL), err)
 	}
 	js, err := jetstream.New(nc)
 	if err == nil {

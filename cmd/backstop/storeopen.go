@@ -38,7 +38,7 @@ func openStore(ctx context.Context, db string, sc store.Config) (store.Store, er
 		}
 		return st, nil
 	}
-	return nil, fmt.Errorf("--db %q: want sqlite:PATH or a postgres:// URL", db)
+	return nil, fmt.Errorf("--db %q: want sqlite:PATH or a postgres:// URL", redactDB(db))
 }
 
 // checkTables refuses a database that holds tables but not Backstop's

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -40,6 +41,13 @@ func (r *Receiver) session(ctx context.Context) (started bool, err error) {
 	conn := r.cfg.Conn
 	if conn == nil {
 		if conn, err = amqp.DialConfig(r.cfg.URL, r.cfg.AMQP); err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				// A URL that does not parse: the error quotes it up to
+				// where it broke, and the text it read as a port, both of
+				// which may be the password.
+				return false, errors.New("rabbitinbox: dial: Config.URL is not a valid URL (a user name or password holding a reserved character such as #, /, ?, @ or : must be percent-encoded)")
+			}
 			return false, fmt.Errorf("rabbitinbox: dial: %w", err)
 		}
 		defer conn.Close()

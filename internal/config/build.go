@@ -204,10 +204,10 @@ func (r *rateLimited) wait(ctx context.Context) error {
 // Summary describes the configuration in a few lines, for config check.
 func (c *Config) Summary() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "listen %s, db %s, %d tokens\n", c.Listen, redactURL(c.DB), len(c.Tokens))
+	fmt.Fprintf(&b, "listen %s, db %s, %d tokens\n", c.Listen, Redact(c.DB), len(c.Tokens))
 	for _, d := range c.Destinations {
 		fmt.Fprintf(&b, "destination %s: %s %s, ordering %s, retry %s %s..%s max %d attempts, breaker opens after %d failures (releases wait at most %s)\n",
-			d.Name, d.Type, redactURL(d.URL), d.Ordering, d.Retry.Strategy, d.Retry.Base.D(), d.Retry.Max.D(),
+			d.Name, d.Type, Redact(d.URL), d.Ordering, d.Retry.Strategy, d.Retry.Base.D(), d.Retry.Max.D(),
 			d.Retry.MaxAttempts, d.Breaker.MaxFailures, d.Breaker.Timeout.D())
 	}
 	for _, r := range c.Routes {
@@ -217,18 +217,4 @@ func (c *Config) Summary() string {
 		b.WriteString(c.Sources[i].summary())
 	}
 	return b.String()
-}
-
-// redactURL hides a URL's password.
-func redactURL(s string) string {
-	i := strings.Index(s, "://")
-	at := strings.LastIndex(s, "@")
-	if i < 0 || at < i {
-		return s
-	}
-	userinfo := s[i+3 : at]
-	if u, _, ok := strings.Cut(userinfo, ":"); ok {
-		return s[:i+3] + u + ":***" + s[at:]
-	}
-	return s
 }

@@ -144,9 +144,9 @@ func (s *Source) summary() string {
 	var from string
 	switch s.Type {
 	case "nats":
-		from = fmt.Sprintf("nats %s stream %s consumer %s", redactURL(s.URL), s.Stream, s.Consumer)
+		from = fmt.Sprintf("nats %s stream %s consumer %s", Redact(s.URL), s.Stream, s.Consumer)
 	case "rabbitmq":
-		from = fmt.Sprintf("rabbitmq %s queue %s", redactURL(s.URL), s.Queue)
+		from = fmt.Sprintf("rabbitmq %s queue %s", Redact(s.URL), s.Queue)
 	case "http":
 		from = "http " + s.Listen + s.Path
 	}

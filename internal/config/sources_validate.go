@@ -121,7 +121,7 @@ func (s *Source) validate(p string) []*Error {
 		if s.URL != "" {
 			want := map[string][]string{"nats": {"nats", "tls", "ws", "wss"}, "rabbitmq": {"amqp", "amqps"}}[s.Type]
 			if u, err := url.Parse(s.URL); err != nil || u.Scheme == "" || u.Host == "" {
-				bad("url", "%q is not an absolute URL", s.URL)
+				bad("url", "%q is not an absolute URL", Redact(s.URL))
 			} else if !contains(want, u.Scheme) {
 				bad("url", "scheme %q does not suit a %s source (want %s)", u.Scheme, s.Type, strings.Join(want, " or "))
 			}

@@ -111,7 +111,7 @@ func (c *Config) validate() []*Error {
 		bad("listen", "%q is not host:port", c.Listen)
 	}
 	if !strings.HasPrefix(c.DB, "sqlite:") && !strings.HasPrefix(c.DB, "postgres://") && !strings.HasPrefix(c.DB, "postgresql://") {
-		bad("db", "%q is neither sqlite:PATH nor a postgres:// URL", c.DB)
+		bad("db", "%q is neither sqlite:PATH nor a postgres:// URL", Redact(c.DB))
 	}
 	if c.MaxBodyBytes < 0 {
 		bad("max_body_bytes", "must not be negative")
@@ -213,7 +213,7 @@ func (d *Destination) validate(p string) []*Error {
 	if d.URL == "" {
 		bad("url", "is required")
 	} else if u, err := url.Parse(d.URL); err != nil || u.Scheme == "" || u.Host == "" {
-		bad("url", "%q is not an absolute URL", d.URL)
+		bad("url", "%q is not an absolute URL", Redact(d.URL))
 	} else {
 		want := map[string][]string{"webhook": {"http", "https"}, "nats": {"nats", "tls", "ws", "wss"}, "rabbitmq": {"amqp", "amqps"}}[d.Type]
 		if want != nil && !contains(want, u.Scheme) {

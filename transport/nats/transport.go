@@ -294,6 +294,13 @@ func (t *Transport) dial() (*nats.Conn, error) {
 	nc, err := nats.Connect(t.cfg.URL, append([]nats.Option{nats.Name("backstop"), nats.MaxReconnects(-1),
 		nats.Timeout(t.cfg.Timeout)}, logTo(t.cfg.Logger)...)...)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			// A URL that does not parse: the error quotes it up to where
+			// it broke, and the text it read as a port, both of which
+			// may be the password.
+			err = errors.New("not a valid URL (a user name or password holding a reserved character such as #, /, ?, @ or : must be percent-encoded)")
+		}
 		return nil, fmt.Errorf("natstransport: connect to %s: %w", redact(t.cfg.URL), err)
 	}
 	return nc, nil
@@ -383,7 +390,20 @@ func logTo(log *slog.Logger) []nats.Option {
 func redact(urls string) string {
 	parts := strings.Split(urls, ",")
 	for i, p := range parts {
-		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+		u, err := url.Parse(strings.TrimSpace(p))
+		switch {
+		case err != nil || u.User == nil && strings.Contains(p, "@"):
+			// Not a URL, or one that parsed as another: its user info
+			// may hold the character that broke it (a '#' or '/' in the
+			// password). What follows the last @ is the server.
+			if at := strings.LastIndex(p, "@"); at >= 0 {
+				scheme, _, ok := strings.Cut(p[:at], "://")
+				if !ok {
+					scheme = "nats"
+				}
+				parts[i] = strings.TrimSpace(scheme) + "://" + p[at+1:]
+			}
+		case u.User != nil:
 			u.User = nil
 			parts[i] = u.String()
 		}

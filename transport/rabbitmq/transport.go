@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -103,9 +104,20 @@ func (c Config) validate() error {
 		return fmt.Errorf("rabbitmq: Config.Limits: %w", err)
 	}
 	if _, err := amqp.ParseURI(c.URL); err != nil {
-		return fmt.Errorf("rabbitmq: Config.URL: %w", err)
+		return fmt.Errorf("rabbitmq: Config.URL: %w", withoutURL(err))
 	}
 	return nil
+}
+
+// withoutURL replaces the error of a URL that does not parse, which quotes
+// it up to where it broke and the text it read as a port, both of which may
+// be the password.
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return errors.New("not a valid URL (a user name or password holding a reserved character such as #, /, ?, @ or : must be percent-encoded)")
+	}
+	return err
 }
 
 // ErrClosed is returned by Deliver after Close.

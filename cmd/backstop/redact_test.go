@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/backstophq/backstop/internal/config"
+)
+
+// TestDBFlagErrorHidesThePassword: a --db that is not a store's URL (a
+// key=value connection string, a misspelt scheme) is refused without its
+// password; the error quoted the whole value.
+func TestDBFlagErrorHidesThePassword(t *testing.T) {
+	for _, db := range []string{"host=127.0.0.1 user=u password=Sesame dbname=d", "postgress://u:Sesame@127.0.0.1/d"} {
+		out, err := cli(t, "--db", db, "stats")
+		if err == nil {
+			t.Fatalf("stats --db %q: no error", db)
+		}
+		if strings.Contains(err.Error()+out, "Sesame") {
+			t.Errorf("stats --db %q: the error %q shows the password", db, err)
+		}
+	}
+}
+
+// TestRedactDBHidesQueryPasswords: the database URL serve logs and
+// migrate prints hides a password given as a query parameter, and one
+// that keeps the URL from parsing; both were shown whole.
+func TestRedactDBHidesQueryPasswords(t *testing.T) {
+	for _, db := range []string{"postgres://u@127.0.0.1/d?password=Sesame&sslmode=disable", "postgres://u:Ses#ame@127.0.0.1/d"} {
+		if got := redactDB(db); strings.Contains(got, "Sesame") || strings.Contains(got, "Ses#ame") {
+			t.Errorf("redactDB(%q) = %q, shows the password", db, got)
+		}
+	}
+}
+
+// TestNATSSourceErrorHidesThePassword: a NATS source that cannot connect
+// stops serve with an error naming the server without the password of
+// its URL; the error quoted the URL as configured.
+func TestNATSSourceErrorHidesThePassword(t *testing.T) {
+	t.Setenv("BACKSTOP_ADMIN_TOKEN", "")
+	c, err := config.Parse([]byte(`listen: 127.0.0.1:0
+destinations:
+  - {name: a, type: webhook, url: 'http://127.0.0.1:1/'}
+sources:
+  - {inbox: in, type: nats, url: 'nats://bob:Sesame@127.0.0.1:1', stream: S, consumer: c, forward: {to: [a]}}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.DB = "sqlite:" + filepath.Join(t.TempDir(), "b.db")
+	err = serve(context.Background(), c, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("serve with an unreachable NATS source: %v, want an error naming the server", err)
+	}
+	if strings.Contains(err.Error(), "Sesame") {
+		t.Errorf("serve's error %q shows the password", err)
+	}
+}
