@@ -14,8 +14,9 @@ import (
 // of the fleet, the leader (a lease row in the store, held for half the
 // InstanceTimeout and renewed at every heart-beat), declares silent
 // instances dead and releases their leases, and sweeps delivered messages
-// past the store's Retention in batches of sweepBatch (at most
-// sweepBatches a beat). When the leader dies another relay takes the
+// past the store's Retention, and the idempotency keys past their window,
+// in batches of sweepBatch (sweep: while they come back full, for a share
+// of the beat). When the leader dies another relay takes the
 // lease once it lapses. Every relay also counts the messages waiting for
 // destinations it does not know, every countEvery beats
 // (unknown_destination_messages), with a warning the first time it sees
@@ -26,6 +27,12 @@ import (
 const (
 	sweepBatch   = 1000
 	sweepBatches = 10
+	// The leader's sweeps go on past their first sweepBatches full
+	// batches until the beat has taken 1/sweepShare of HeartbeatInterval:
+	// with a fixed number of batches a beat, rows expiring faster
+	// (idempotency keys, delivered messages under Retention) outgrew the
+	// sweep and their table grew for good.
+	sweepShare = 2
 	// countEvery is how many beats apart the relay counts the messages
 	// waiting for unknown destinations: a count over the outbox, kept off
 	// the start and rare.
@@ -155,8 +162,9 @@ func (r *Relay) beat(ctx context.Context) {
 			r.log.LogAttrs(ctx, slog.LevelWarn, "silent relay instances declared dead; their leases were released",
 				slog.Int("dead_instances", n))
 		}
+		until := r.clk.Now().Add(r.heartbeatEvery() / sweepShare) // the sweeps' share of the beat
 		if !r.cfg.NoSweep {
-			n, err := f.SweepIdempotencyKeys(ctx, sweepBatch)
+			n, err := r.sweep(ctx, until, f.SweepIdempotencyKeys)
 			if err != nil {
 				r.log.LogAttrs(ctx, slog.LevelWarn, "sweeping idempotency keys failed", slog.String("error", err.Error()))
 			} else if n > 0 {
@@ -164,17 +172,33 @@ func (r *Relay) beat(ctx context.Context) {
 			}
 		}
 		if r.cfg.Store.Retention > 0 && !r.cfg.NoSweep {
-			for range sweepBatches {
-				n, err := f.SweepBatch(ctx, sweepBatch)
-				if err != nil {
-					r.log.LogAttrs(ctx, slog.LevelWarn, "sweeping delivered messages failed", slog.String("error", err.Error()))
-					break
-				}
+			_, err := r.sweep(ctx, until, func(ctx context.Context, limit int) (int, error) {
+				n, err := f.SweepBatch(ctx, limit)
 				r.stats.swept.Add(int64(n))
-				if n < sweepBatch {
-					break
-				}
+				return n, err
+			})
+			if err != nil {
+				r.log.LogAttrs(ctx, slog.LevelWarn, "sweeping delivered messages failed", slog.String("error", err.Error()))
 			}
+		}
+	}
+}
+
+// sweep calls batch with sweepBatch until it deletes less than that: at
+// least sweepBatches times while the batches come back full, then on
+// until the time until, so that the sweep keeps up with rows expiring
+// faster than a fixed number of batches a beat deletes. It returns how
+// many rows it deleted.
+func (r *Relay) sweep(ctx context.Context, until time.Time, batch func(ctx context.Context, limit int) (int, error)) (int, error) {
+	total := 0
+	for i := 0; ; i++ {
+		if i >= sweepBatches && !r.clk.Now().Before(until) {
+			return total, nil
+		}
+		n, err := batch(ctx, sweepBatch)
+		total += n
+		if err != nil || n < sweepBatch {
+			return total, err
 		}
 	}
 }
