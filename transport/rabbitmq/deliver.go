@@ -205,13 +205,19 @@ func closedWith(pc *pubChannel) *amqp.Error {
 
 // returned drains the returns received on pc and reports the one for the
 // message id, if any. Returns of other ids (a publish given up on) are
-// dropped.
+// dropped. The library closes the returns of a channel that closes (the
+// connection closed after the confirm), once those received are read.
 func returned(pc *pubChannel, id string) (amqp.Return, bool) {
 	var found amqp.Return
 	ok := false
 	for {
 		select {
-		case r := <-pc.returns:
+		case r, open := <-pc.returns:
+			if !open {
+				// A closed channel receives at once: reading on spun the
+				// Deliver for good, at full CPU, holding its worker.
+				return found, ok
+			}
 			if r.MessageId == id {
 				found, ok = r, true
 			}
