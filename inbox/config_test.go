@@ -3,6 +3,7 @@ package inbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -145,5 +146,27 @@ func TestLeaseLostRollsBack(t *testing.T) {
 	e.waitFor("the replay handled", func() bool { return e.count(`SELECT count(*) FROM `+e.table) == 1 })
 	if c := calls.String(); c != "m-1@1 m-1@1" {
 		t.Errorf("calls %q, want two (the lost one and the replay)", c)
+	}
+}
+
+// TestSweepKeepsUpWithAnyRate: one sweep deletes every record past the
+// window, in as many batches as that takes. It stopped after 100 batches,
+// so with the default batch an inbox receiving over about 1,667 messages a
+// second for good (100,000 a minute) outgrew its sweep and its records
+// table grew without end.
+func TestSweepKeepsUpWithAnyRate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, kinds[0])
+	cfg := e.config()
+	cfg.DedupWindow, cfg.SweepInterval, cfg.SweepBatch = time.Minute, -1, 2
+	in := e.newInbox(cfg)
+	const n = 250 // 125 batches of 2
+	for i := range n {
+		e.receive(in, received(fmt.Sprint("m-", i), "x", ""))
+	}
+	e.clk.Advance(2 * time.Minute)
+	swept, err := in.Sweep(e.ctx)
+	if err != nil || swept != n {
+		t.Fatalf("Sweep = %d, %v; want all %d records past the window", swept, err, n)
 	}
 }

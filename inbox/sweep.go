@@ -5,22 +5,21 @@ import (
 	"log/slog"
 )
 
-// maxSweepBatches bounds one sweep: at most this many batches of
-// SweepBatch records; the rest wait for the next sweep.
-const maxSweepBatches = 100
-
 // Sweep deletes the de-duplication records older than DedupWindow, in
-// batches of at most SweepBatch, and returns how many it deleted. Run
-// calls it every SweepInterval.
+// batches of at most SweepBatch (one statement each), while the batches
+// come back full, and returns how many it deleted. Run calls it every
+// SweepInterval. A fixed number of batches a sweep would cap the rate an
+// inbox can receive at for good: past it, the records table grows without
+// end.
 func (in *Inbox) Sweep(ctx context.Context) (int, error) {
 	total := 0
-	for range maxSweepBatches {
+	for {
 		n, err := in.inbox.SweepReceived(ctx, in.name, in.cfg.DedupWindow, in.cfg.SweepBatch)
 		total += n
 		if err != nil {
 			return total, err
 		}
-		if n < in.cfg.SweepBatch {
+		if n < in.cfg.SweepBatch || ctx.Err() != nil {
 			break
 		}
 	}
