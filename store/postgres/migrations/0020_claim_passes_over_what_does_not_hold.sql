@@ -1,16 +1,30 @@
 -- Backstop's PostgreSQL schema, version 20 ({{T}} and {{P}} as in 0001):
--- a dead-lettered message that does not hold its stream (under release or
--- none ordering, or strict once the stream was released past it) no longer
--- fills the claim's read of the stream. The claim reads at most a stream's
--- share plus a few rows from its head (0011), and the head stays at the
--- stream's first dead letter so that a replay finds it; a stream with more
--- such dead letters at its head than one read takes (20 with the share of
--- 16, 260 alone in a claim of 256) gave nothing ever again: the messages
--- behind them were never claimed, and the stream was read again at every
--- claim. The read now passes over those dead letters (outbox_stream_idx,
--- filtered) and the head is kept at the first of them, found through
--- outbox_dead_idx (0018). The function is otherwise 0011's, with 0012's
--- generic plans.
+-- messages that do not hold their stream no longer stall it. The claim
+-- reads a stream's share plus a few rows from its head (0011: 20 with the
+-- default share of 16), and the head stays at the first message not
+-- delivered. Two kinds of message at the head neither hold the stream nor
+-- can be claimed, and more of them than one read takes filled every read:
+--   - dead letters that do not hold the stream (release or none ordering,
+--     strict once the stream was released past them): the messages
+--     behind them were never claimed again, and the stream was read at
+--     every claim;
+--   - retries not yet due that do not hold it (the same modes): the later
+--     messages waited until those retries came due (hours with seed 000's
+--     schedule), where release ordering lets them go on.
+-- The read now passes over both. The head stays at the first dead letter
+-- passed over (outbox_dead_idx, 0018), so that a replay finds it, and at
+-- the first retry passed over, found with the earliest due time through a
+-- new index of the messages waiting for a due time, by stream
+-- (outbox_stream_due_idx: rows enter it only while scheduled and not
+-- leased, so a claim of fresh messages pays nothing for it); that time
+-- wakes the stream. A dead letter whose lease is live (dead-lettered by
+-- hand while a relay delivers it) is still read: its lease holds the
+-- stream until the delivery ends. The function is otherwise 0011's, with
+-- 0012's generic plans.
+CREATE INDEX {{P}}outbox_stream_due_idx ON {{T}}outbox (destination, stream, seq)
+	WHERE published_at IS NULL AND dead_lettered_at IS NULL AND instance_id IS NULL
+	AND scheduled_for IS NOT NULL AND stream <> '';
+
 CREATE OR REPLACE FUNCTION {{T}}claim(p_now timestamptz, p_instance text, p_limit int, p_lease_us bigint,
 	p_only text[], p_skip text[], p_policy_dests text[], p_policy_modes text[], p_default_mode text,
 	p_cap_dests text[], p_caps int[])
@@ -178,7 +192,7 @@ BEGIN
 						AND d.published_at IS NULL AND d.seq >= k.head AND d.ordering IS DISTINCT FROM 'none'
 					ORDER BY d.destination, d.stream, d.seq LIMIT 1) AS dead_lo
 			FROM unnest(v_keys, v_heads) WITH ORDINALITY AS k(key, head, i)
-		), rd AS (
+		), rd0 AS (
 			SELECT k.i, k.dead_lo, o.seq,
 				coalesce(o.ordering = 'none', false) AS unord,
 				coalesce(o.ordering, v_mode) AS m,
@@ -193,11 +207,39 @@ BEGIN
 				WHERE o.destination = v_dest AND o.stream = k.key AND o.stream <> ''
 					AND o.published_at IS NULL AND o.seq >= k.head
 					-- a dead letter that does not hold the stream is passed
-					-- over, not read: it must not fill the read
+					-- over, not read: it must not fill the read; one still
+					-- leased (dead-lettered by hand while a relay delivers
+					-- it) is read, for its lease holds the stream
 					AND (o.dead_lettered_at IS NULL
-						OR (coalesce(o.ordering, v_mode) = 'strict' AND o.stream_released_at IS NULL))
+						OR (coalesce(o.ordering, v_mode) = 'strict' AND o.stream_released_at IS NULL)
+						OR (o.instance_id IS NOT NULL AND o.lease_expiry > v_now))
+					-- so is a retry not yet due that does not hold it
+					-- (anything but strict and not released): the waits below find it
+					AND NOT coalesce(o.dead_lettered_at IS NULL AND o.instance_id IS NULL
+						AND o.scheduled_for > v_now AND o.ordering IS DISTINCT FROM 'none'
+						AND NOT (coalesce(o.ordering, v_mode) = 'strict' AND o.stream_released_at IS NULL), false)
 				ORDER BY o.destination, o.stream, o.seq -- outbox_stream_idx's order
 				LIMIT v_share + v_past) o ON true
+		), rng AS (
+			SELECT i, count(seq) AS n, max(seq) AS hi FROM rd0 GROUP BY i
+		), waits AS (
+			-- The retries the read passed over, up to where it ended (the
+			-- whole stream if it ended before its limit), through
+			-- outbox_stream_due_idx: the first keeps the head (so that it
+			-- is read again once due), the earliest due time wakes the
+			-- stream.
+			SELECT k.i, w.lo, w.due
+			FROM k JOIN rng USING (i) CROSS JOIN LATERAL (
+				SELECT min(o.seq) AS lo, min(o.scheduled_for) AS due FROM {{T}}outbox o
+				WHERE o.destination = v_dest AND o.stream = k.key AND o.stream <> ''
+					AND o.published_at IS NULL AND o.dead_lettered_at IS NULL AND o.instance_id IS NULL
+					AND o.scheduled_for IS NOT NULL
+					AND o.seq >= k.head AND (rng.n < v_share + v_past OR o.seq <= rng.hi)
+					AND o.scheduled_for > v_now AND o.ordering IS DISTINCT FROM 'none'
+					AND NOT (coalesce(o.ordering, v_mode) = 'strict' AND o.stream_released_at IS NULL)) w
+			WHERE w.lo IS NOT NULL
+		), rd AS (
+			SELECT rd0.*, waits.lo AS wait_lo, waits.due AS wait_due FROM rd0 LEFT JOIN waits USING (i)
 		), cl AS (
 			SELECT rd.*,
 				seq IS NOT NULL AND NOT unord AND CASE
@@ -231,10 +273,11 @@ BEGIN
 				least(coalesce(min(rr.seq) FILTER (WHERE NOT rr.unord),
 					-- only rows claimed elsewhere were read: move past them
 					CASE WHEN max(rr.seen) >= v_share + v_past THEN max(rr.seq) END),
-					min(rr.dead_lo)) AS first,
-				min(least(CASE WHEN rr.leased THEN rr.lease_expiry END,
+					min(rr.dead_lo), min(rr.wait_lo)) AS first,
+				least(min(least(CASE WHEN rr.leased THEN rr.lease_expiry END,
 					CASE WHEN NOT rr.leased AND NOT rr.dead AND rr.scheduled_for > v_now THEN rr.scheduled_for END))
-					FILTER (WHERE NOT rr.unord AND rr.seq <= coalesce(stop.at, rr.seq)) AS wait,
+					FILTER (WHERE NOT rr.unord AND rr.seq <= coalesce(stop.at, rr.seq)),
+					min(rr.wait_due)) AS wait,
 				CASE WHEN bool_or(stop.full) THEN 1
 					WHEN max(stop.at) IS NULL AND max(rr.seen) >= v_share + v_past THEN 1
 					ELSE 0 END AS state
