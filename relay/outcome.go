@@ -137,11 +137,12 @@ const (
 	maxRelease = time.Hour
 )
 
-// maxRetryAfter caps the retry-after hint of a delivery error, as the
-// webhook transport caps a Retry-After header (webhook.MaxRetryAfter): a Go
-// handler's hint of ten years would otherwise pause the destination for
-// the whole fleet, in the store, for ten years.
-const maxRetryAfter = time.Hour
+// maxRetryAfter caps the retry-after hint of a delivery error at the
+// longest pause the store keeps (store.MaxPause, an hour, as the webhook
+// transport caps a Retry-After header): a Go handler's hint of ten years
+// would otherwise pause the destination for the whole fleet for ten
+// years.
+const maxRetryAfter = store.MaxPause
 
 // boundRetryAfter returns a delivery error's retry-after hint within
 // [0, maxRetryAfter]. A negative hint means none: the store refuses a

@@ -11,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/backstophq/backstop/inbox/internal/resume"
+	"github.com/backstophq/backstop/transport/rabbitmq"
 )
 
 // ErrConnClosed is matched by Run's error when the caller's Config.Conn
@@ -41,12 +42,8 @@ func (r *Receiver) session(ctx context.Context) (started bool, err error) {
 	conn := r.cfg.Conn
 	if conn == nil {
 		if conn, err = amqp.DialConfig(r.cfg.URL, r.cfg.AMQP); err != nil {
-			var ue *url.Error
-			if errors.As(err, &ue) {
-				// A URL that does not parse: the error quotes it up to
-				// where it broke, and the text it read as a port, both of
-				// which may be the password.
-				return false, errors.New("rabbitinbox: dial: Config.URL is not a valid URL (a user name or password holding a reserved character such as #, /, ?, @ or : must be percent-encoded)")
+			if ue := (*url.Error)(nil); errors.As(err, &ue) {
+				return false, fmt.Errorf("rabbitinbox: dial: Config.URL is %w", rabbitmq.WithoutURL(err))
 			}
 			return false, fmt.Errorf("rabbitinbox: dial: %w", err)
 		}

@@ -104,15 +104,16 @@ func (c Config) validate() error {
 		return fmt.Errorf("rabbitmq: Config.Limits: %w", err)
 	}
 	if _, err := amqp.ParseURI(c.URL); err != nil {
-		return fmt.Errorf("rabbitmq: Config.URL: %w", withoutURL(err))
+		return fmt.Errorf("rabbitmq: Config.URL: %w", WithoutURL(err))
 	}
 	return nil
 }
 
-// withoutURL replaces the error of a URL that does not parse, which quotes
-// it up to where it broke and the text it read as a port, both of which may
-// be the password.
-func withoutURL(err error) error {
+// WithoutURL replaces the error of an AMQP URL that does not parse (a
+// *url.Error), which quotes the URL up to where it broke and the text it
+// read as a port, both of which may be the password; other errors are
+// returned as they are. The inbox's receiver (rabbitinbox) uses it too.
+func WithoutURL(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		return errors.New("not a valid URL (a user name or password holding a reserved character such as #, /, ?, @ or : must be percent-encoded)")
