@@ -121,7 +121,7 @@ func serve(ctx context.Context, c *config.Config, logger *slog.Logger, ready fun
 	}
 	defer st.Close()
 
-	rc, transports, err := c.RelayConfig(ctx)
+	rc, transports, err := c.RelayConfig(ctx, logger)
 	if err != nil {
 		return err
 	}

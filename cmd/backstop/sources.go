@@ -161,7 +161,16 @@ func (s *source) openNATS(ctx context.Context, kind, header string, log *slog.Lo
 				log.Warn("NATS connection lost; reconnecting", "error", err.Error())
 			}
 		}),
-		nats.ReconnectHandler(func(*nats.Conn) { log.Info("NATS connection restored") }))
+		nats.ReconnectHandler(func(*nats.Conn) { log.Info("NATS connection restored") }),
+		// Without it nats.go prints asynchronous errors (a slow consumer,
+		// a permission refused) on stderr, out of the operator's logs.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			attrs := []any{"error", err.Error()}
+			if sub != nil {
+				attrs = append(attrs, "subject", sub.Subject)
+			}
+			log.Warn("NATS asynchronous error", attrs...)
+		}))
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", redactDB(sc.URL), err)
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -60,9 +61,14 @@ func (r Retry) strategy() retry.Strategy {
 }
 
 // RelayConfig builds the relay's configuration and opens every
-// destination's transport. Close the returned transports when done (the
-// relay does not).
-func (c *Config) RelayConfig(ctx context.Context) (relay.Config, []transport.Transport, error) {
+// destination's transport. What a transport reports outside a delivery (a
+// NATS connection lost and found again) goes to logger, slog.Default()
+// when nil; the relay's own Logger is left for the caller to set. Close
+// the returned transports when done (the relay does not).
+func (c *Config) RelayConfig(ctx context.Context, logger *slog.Logger) (relay.Config, []transport.Transport, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
 	rc := relay.Config{
 		Destinations:    map[string]relay.Destination{},
 		Workers:         c.Relay.Workers,
@@ -81,7 +87,7 @@ func (c *Config) RelayConfig(ctx context.Context) (relay.Config, []transport.Tra
 	}
 	var opened []transport.Transport
 	for i, d := range c.Destinations {
-		tr, err := d.transport()
+		tr, err := d.transport(logger)
 		if err != nil {
 			for _, t := range opened {
 				_ = t.Close()
@@ -110,11 +116,11 @@ func (c *Config) RelayConfig(ctx context.Context) (relay.Config, []transport.Tra
 	return rc, opened, nil
 }
 
-// transport opens the destination's transport.
-func (d *Destination) transport() (transport.Transport, error) {
+// transport opens the destination's transport, reporting to logger.
+func (d *Destination) transport(logger *slog.Logger) (transport.Transport, error) {
 	switch d.Type {
 	case "nats":
-		return natstransport.New(natstransport.Config{URL: d.URL, Subject: d.Subject, Stream: d.Stream, Timeout: d.Timeout.D()})
+		return natstransport.New(natstransport.Config{URL: d.URL, Subject: d.Subject, Stream: d.Stream, Timeout: d.Timeout.D(), Logger: logger})
 	case "rabbitmq":
 		return rabbitmq.New(rabbitmq.Config{URL: d.URL, Exchange: d.Exchange, RoutingKey: d.RoutingKey, Timeout: d.Timeout.D()})
 	}

@@ -80,7 +80,7 @@ func TestParseMinimalDefaults(t *testing.T) {
 	if c.Listen != DefaultListen || c.DB != DefaultDB || c.Relay.Workers != DefaultWorkers || c.Destinations[0].Ordering != "strict" {
 		t.Errorf("defaults not applied: %+v", c)
 	}
-	rc, trs, err := c.RelayConfig(context.Background())
+	rc, trs, err := c.RelayConfig(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestParsePrefetch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, trs, err := c.RelayConfig(context.Background())
+	rc, trs, err := c.RelayConfig(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
