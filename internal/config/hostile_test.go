@@ -143,3 +143,46 @@ func TestIdempotencyWindowReachesTheStore(t *testing.T) {
 		t.Errorf("default IdempotencyWindow = %v", got)
 	}
 }
+
+// A variable that holds a secret, put under a key that wants a number, a
+// duration or a known word, is refused naming the variable: the error
+// quoted the value, whole or as yaml cuts it ("s3cr3t-..."), into logs.
+func TestSecretsUnderTheWrongKeyAreNotQuoted(t *testing.T) {
+	const secret = "s3cr3t-hunter2-0123456789"
+	for _, tc := range []struct{ name, yaml, key string }{
+		{"number", "relay:\n  workers: ${SECRET}\n" + hostileBase, "relay.workers"},
+		{"number in a block", "relay:\n  batch_size: ${SECRET}\n" + hostileBase, "relay.batch_size"},
+		{"duration", "relay: {poll_interval: '${SECRET}'}\n" + hostileBase, "relay.poll_interval"},
+		{"duration in a flow mapping", hostileBase + "    retry: {base: 1s, max: \"${SECRET}\"}\n", "retry.max"},
+		{"word", hostileBase + "    ordering: ${SECRET}\n", "destinations[0].ordering"},
+		{"listen", "listen: ${SECRET}\n" + hostileBase, "listen"},
+		{"short secret", "relay:\n  workers: ${SECRET}\n" + hostileBase, "relay.workers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := secret
+			if tc.name == "short secret" {
+				s = "hunter2"
+			}
+			_, err := Parse([]byte(tc.yaml), env(map[string]string{"SECRET": s}))
+			if err == nil {
+				t.Fatal("Parse accepted the file")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.key) || !strings.Contains(msg, "${SECRET}") {
+				t.Errorf("error %q does not name %s and ${SECRET}", msg, tc.key)
+			}
+			if strings.Contains(msg, s[:5]) {
+				t.Errorf("error %q quotes the secret", msg)
+			}
+		})
+	}
+	// Numbers stay quoted: they are what the operator needs to see.
+	_, err := Parse([]byte("relay:\n  workers: ${W}\n"+hostileBase), env(map[string]string{"W": "-3"}))
+	if err == nil || !strings.Contains(err.Error(), "relay.workers") {
+		t.Fatalf("Parse = %v, want workers refused", err)
+	}
+	_, err = Parse([]byte(hostileBase+"    retry:\n      max_attempts: ${N}\n"), env(map[string]string{"N": "0"}))
+	if err == nil || !strings.Contains(err.Error(), "got 0") {
+		t.Errorf("Parse = %v, want the 0 quoted", err)
+	}
+}

@@ -57,17 +57,18 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	}
 	c := &Config{}
 	lines := map[string]int{}
+	var env envValues
 	if len(doc.Content) > 0 {
 		root := doc.Content[0]
 		var errs []error
+		expand(root, "", lookup, &env, &errs)
 		checkKeys(root, reflect.TypeOf(*c), "", lines, &errs)
-		expand(root, "", lookup, &errs)
 		refuseZeros(root, "", &errs)
 		if len(errs) > 0 {
-			return nil, errors.Join(errs...)
+			return nil, env.hide(errors.Join(errs...))
 		}
 		if err := root.Decode(c); err != nil {
-			return nil, decodeErrors(err, lines)
+			return nil, env.hide(decodeErrors(err, lines))
 		}
 	}
 	c.applyDefaults()
@@ -79,9 +80,58 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 		for i, e := range errs {
 			out[i] = e
 		}
-		return nil, errors.Join(out...)
+		return nil, env.hide(errors.Join(out...))
 	}
 	return c, nil
+}
+
+// envValue is a scalar that took its value from the environment: at path
+// on line, written ref (with its ${NAME}), now value.
+type envValue struct {
+	path  string
+	line  int
+	ref   string
+	value string
+}
+
+// envValues are the scalars expanded from the environment, whose values an
+// error must not quote: a value refused as the wrong type may be a secret
+// put under the wrong key, or a variable meant for another key.
+type envValues []envValue
+
+// hide rewrites the problem of each *Error in err (joined or not) about a
+// key or line that took a value from the environment, naming the variable
+// (as written in the file) where the problem quoted the value, whole or as
+// yaml cuts a long one ("s3cr3t-..."). Numbers, durations and booleans
+// stay quoted: they are no secret, and "must be at least 1, got 0" must
+// not become "must be at least ${N}, got ${N}". Other errors are returned
+// as they are.
+func (env envValues) hide(err error) error {
+	if len(env) == 0 || err == nil {
+		return err
+	}
+	var all []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		all = j.Unwrap()
+	} else {
+		all = []error{err}
+	}
+	for _, e := range all {
+		var ce *Error
+		if !errors.As(e, &ce) {
+			continue
+		}
+		for _, v := range env {
+			if plainValue(v.value) || v.path != ce.Key && v.line != ce.Line {
+				continue
+			}
+			ce.Problem = strings.ReplaceAll(ce.Problem, v.value, v.ref)
+			if len(v.value) > 10 {
+				ce.Problem = strings.ReplaceAll(ce.Problem, v.value[:7]+"...", v.ref)
+			}
+		}
+	}
+	return err
 }
 
 // checkKeys walks n against the struct type t, reporting every key that t
@@ -97,9 +147,32 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int, 
 	}
 	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" && t != durationType {
+		if n.Kind != yaml.ScalarNode {
+			return // Decode reports the type error
+		}
+		if t == configDurationType {
+			// Decode would report it with its line only, which a flow
+			// mapping ({base: 1s, max: 3x}) shares with other keys.
+			var d Duration
+			if err := d.UnmarshalYAML(n); err != nil {
+				var ce *Error
+				if errors.As(err, &ce) {
+					ce.Key = path
+				}
+				*errs = append(*errs, err)
+			}
+			return
+		}
+		if t == durationType {
+			return
+		}
+		switch n.ShortTag() {
+		case "!!int", "!!null":
+		case "!!float":
 			// yaml.v3 would cut workers: 8.9 to 8.
 			*errs = append(*errs, &Error{Key: path, Line: n.Line, Problem: fmt.Sprintf("must be a whole number, got %s", n.Value)})
+		default:
+			*errs = append(*errs, &Error{Key: path, Line: n.Line, Problem: fmt.Sprintf("must be a whole number, got %q", n.Value)})
 		}
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
@@ -189,6 +262,9 @@ func isZero(v string) bool {
 // durationType is time.Duration, an int64 that a config spells "30s".
 var durationType = reflect.TypeOf(time.Duration(0))
 
+// configDurationType is Duration, read by its UnmarshalYAML.
+var configDurationType = reflect.TypeOf(Duration(0))
+
 // lineOf returns the line of key, or of the nearest enclosing key that
 // is in the file (a required key that is missing is reported on the line
 // of its list item or mapping).
@@ -233,12 +309,17 @@ var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 // expand replaces ${NAME} in every scalar value under n, whose key path is
 // path. A variable that is not set is an error naming the key that holds
 // it, even where a line holds several (a flow mapping).
-func expand(n *yaml.Node, path string, lookup func(string) (string, bool), errs *[]error) {
+func expand(n *yaml.Node, path string, lookup func(string) (string, bool), env *envValues, errs *[]error) {
 	switch n.Kind {
 	case yaml.ScalarNode:
 		if !strings.Contains(n.Value, "${") {
 			return
 		}
+		ref := envValue{path: path, line: n.Line, ref: n.Value}
+		defer func() {
+			ref.value = n.Value
+			*env = append(*env, ref)
+		}()
 		var empty []string
 		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
 			name := envRef.FindStringSubmatch(ref)[1]
@@ -269,15 +350,15 @@ func expand(n *yaml.Node, path string, lookup func(string) (string, bool), errs 
 		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 { // keys are not expanded
-			expand(n.Content[i+1], join(path, n.Content[i].Value), lookup, errs)
+			expand(n.Content[i+1], join(path, n.Content[i].Value), lookup, env, errs)
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
-			expand(c, fmt.Sprintf("%s[%d]", path, i), lookup, errs)
+			expand(c, fmt.Sprintf("%s[%d]", path, i), lookup, env, errs)
 		}
 	default:
 		for _, c := range n.Content {
-			expand(c, path, lookup, errs)
+			expand(c, path, lookup, env, errs)
 		}
 	}
 }
@@ -379,4 +460,24 @@ func distance(a, b string) int {
 		prev = cur
 	}
 	return prev[len(b)]
+}
+
+// plainValue reports whether v is empty, a number, a duration or a boolean:
+// a value an error may quote.
+func plainValue(v string) bool {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return true
+	}
+	if _, err := strconv.ParseFloat(v, 64); err == nil {
+		return true
+	}
+	if _, err := time.ParseDuration(v); err == nil {
+		return true
+	}
+	switch strings.ToLower(v) {
+	case "true", "false", "yes", "no", "on", "off":
+		return true
+	}
+	return false
 }
