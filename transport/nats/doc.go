@@ -41,7 +41,8 @@
 //	token, a header value with a line break, a
 //	payload over 1 MiB by default)               invalid_message    permanent, message
 //	message larger than the stream or the
-//	server allow                                 message_too_large  permanent, message
+//	server allow (a stream's max_msg_size; its
+//	whole max_bytes, with a discard-new policy)  message_too_large  permanent, message
 //	invalid subject (an empty or wildcard
 //	token, white space, over MaxSubjectLen)      invalid_subject    permanent, message
 //	other JetStream 4xx (such as a message's

@@ -19,6 +19,7 @@ const (
 	errCodeHeaderTooLarge  = 10097 // header size exceeds maximum allowed
 	errCodeStreamNotMatch  = 10060 // expected stream does not match
 	errCodeStreamSealed    = 10109 // invalid operation on sealed stream
+	errCodeMaxBytes        = 10077 // maximum bytes exceeded (discard new)
 	// The account's side, each refusing every message alike.
 	errCodeAccountResources     = 10002 // resource limits exceeded for account
 	errCodeNotEnabledForAccount = 10039 // JetStream not enabled for account
@@ -87,4 +88,54 @@ func classifyAPIError(err error, apiErr *jetstream.APIError) error {
 	// 5xx: the stream is full (maximum messages or bytes exceeded, with a
 	// discard-new policy), out of resources or without a leader.
 	return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, code)
+}
+
+// storeOverhead is the least a JetStream stream adds to a message's
+// subject, headers and payload when it counts the bytes it holds (its
+// memory store's; the file store adds more).
+const storeOverhead = 16
+
+// neverFits tells a message larger than its whole stream apart from a full
+// stream. Both are refused with "maximum bytes exceeded" when the stream
+// discards new messages, and a full stream is the destination's fault, to
+// wait out; but a message larger than the stream's max_bytes would be
+// refused for ever, and as a transient fault it was retried for ever. On
+// that refusal, neverFits reads the stream's limit (one request, only on
+// this error) and returns a permanent fault blamed on the message when the
+// message cannot fit even in the empty stream; otherwise nil, the error
+// then classified as it is.
+func neverFits(ctx context.Context, js jetstream.JetStream, msg *nats.Msg, err error) error {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeMaxBytes {
+		return nil
+	}
+	name, lerr := js.StreamNameBySubject(ctx, msg.Subject)
+	if lerr != nil {
+		return nil
+	}
+	st, lerr := js.Stream(ctx, name)
+	if lerr != nil {
+		return nil
+	}
+	limit := st.CachedInfo().Config.MaxBytes
+	size := int64(len(msg.Subject)+headerLen(msg.Header)+len(msg.Data)) + storeOverhead
+	if limit <= 0 || size <= limit {
+		return nil
+	}
+	return transport.MessageFault(fmt.Errorf("%w (the message takes at least %d bytes; stream %s holds at most %d)", err, size, name, limit),
+		errorhandling.ReasonValidationFailure, "message_too_large")
+}
+
+// headerLen is the length of h as the NATS protocol writes it.
+func headerLen(h nats.Header) int {
+	if len(h) == 0 {
+		return 0
+	}
+	n := len("NATS/1.0\r\n") + len("\r\n")
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(": ") + len(v) + len("\r\n")
+		}
+	}
+	return n
 }

@@ -193,7 +193,11 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 		return classify(ctx, fmt.Errorf("natstransport: publish %s to %q: %w", m.ID, subject, err))
 	}
 	if _, err := js.PublishMsg(pctx, msg, opts...); err != nil {
-		return classify(ctx, fmt.Errorf("natstransport: publish %s to %q: %w", m.ID, subject, err))
+		err = fmt.Errorf("natstransport: publish %s to %q: %w", m.ID, subject, err)
+		if tooLarge := neverFits(pctx, js, msg, err); tooLarge != nil {
+			return tooLarge
+		}
+		return classify(ctx, err)
 	}
 	// A PubAck with Duplicate set is a success too: the stream holds m.
 	return nil

@@ -345,3 +345,37 @@ func TestMessageOverServerMaxPayloadIsNotSent(t *testing.T) {
 		t.Fatalf("err = %v, want it to match transport.ErrNotSent", err)
 	}
 }
+
+// A message larger than its whole stream's max_bytes, with discard new, is
+// refused with the same "maximum bytes exceeded" as a full stream; it was
+// retried for ever as the destination's fault. It is the message's: it
+// could not fit even in the empty stream. A message that fits an empty
+// stream but not this one's remaining bytes is still the destination's.
+func TestMessageLargerThanTheWholeStreamIsPermanent(t *testing.T) {
+	t.Parallel()
+	_, js := connect(t)
+	_, prefix := newStream(t, js, jetstream.StreamConfig{MaxBytes: 1024, Discard: jetstream.DiscardNew})
+	tr := newTransport(t, natstransport.Config{Subject: prefix + ".{type}"})
+	ctx := ctxFor(t)
+	big := message(t)
+	big.Payload = bytes.Repeat([]byte("x"), 2000)
+	err := tr.Deliver(ctx, big)
+	wantFault(t, err, errorhandling.ClassPermanent, errorhandling.BlameMessage, "message_too_large")
+	if !strings.Contains(err.Error(), "holds at most 1024") {
+		t.Errorf("error %q does not give the stream's limit", err)
+	}
+
+	// Fill the stream, then one that would fit an empty stream.
+	for i := 0; ; i++ {
+		m := message(t)
+		m.Payload = bytes.Repeat([]byte("y"), 300)
+		err = tr.Deliver(ctx, m)
+		if err != nil || i > 10 {
+			break
+		}
+	}
+	wantFault(t, err, errorhandling.ClassTransient, errorhandling.BlameDestination, "")
+	if !strings.Contains(err.Error(), "maximum bytes") {
+		t.Errorf("error %q does not say the stream is full", err)
+	}
+}
