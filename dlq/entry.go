@@ -168,8 +168,9 @@ type Filters struct {
 // Queue stores dead letters. Implementations must be safe for concurrent
 // use.
 type Queue interface {
-	// Add parks an entry. An empty ID is assigned; Status defaults to
-	// pending and FailureTime to now.
+	// Add parks an entry. An empty ID is assigned, a given one kept;
+	// Status defaults to pending and FailureTime to now. Adding an ID the
+	// queue holds already fails and changes nothing.
 	Add(ctx context.Context, entry *Entry) error
 	// Get returns the entry with the id, or an error matching ErrNotFound.
 	Get(ctx context.Context, id string) (*Entry, error)
@@ -228,6 +229,11 @@ type Operator interface {
 var (
 	// ErrNotFound: no entry has the id.
 	ErrNotFound = errors.New("dlq: entry not found")
+	// ErrExists: an entry with the id exists already; it is kept as it
+	// is. Giving an entry an id derived from what failed (such as the
+	// workflow run, task and attempt) makes adding it idempotent: the
+	// second add of the same failure fails with ErrExists.
+	ErrExists = errors.New("dlq: entry exists")
 	// ErrAlreadyReplayed: the entry was replayed before.
 	ErrAlreadyReplayed = errors.New("dlq: entry already replayed")
 	// ErrResolved: the entry was resolved; it cannot be replayed.

@@ -108,8 +108,24 @@ func (m *Manager) OnThresholdReached(fn func(count int)) {
 // checks the threshold. It returns the queue's error, in which case nothing
 // else happens. A failure to count the queue afterwards is logged, not
 // returned: the entry is stored, and a caller retrying would park it twice.
+//
+// An entry given an ID the queue holds already is not stored: the error
+// matches ErrExists, and nothing else happens (the callbacks ran when
+// that entry was added through a manager). An ID that names the failure
+// (see FailedTaskEntry) thus parks it once however many callers add it.
+// Queues that do not say ErrExists themselves are asked for the ID after
+// a failed add.
 func (m *Manager) Add(ctx context.Context, entry *Entry) error {
+	var id string
+	if entry != nil {
+		id = entry.ID
+	}
 	if err := m.queue.Add(ctx, entry); err != nil {
+		if id != "" && !errors.Is(err, ErrExists) {
+			if _, getErr := m.queue.Get(ctx, id); getErr == nil {
+				err = fmt.Errorf("%w: %q: %w", ErrExists, id, err)
+			}
+		}
 		return err
 	}
 	m.Notify(ctx, entry)
@@ -176,8 +192,25 @@ func (m *Manager) checkThreshold(ctx context.Context) {
 // classification ("error_class", "error_code", "classified_by") and
 // "dag_name".
 func (m *Manager) AddFailedTask(ctx context.Context, ti *models.TaskInstance, dag *models.DAG, err error) error {
+	e, buildErr := m.FailedTaskEntry(ti, dag, err)
+	if buildErr != nil {
+		return buildErr
+	}
+	if addErr := m.Add(ctx, e); addErr != nil {
+		return fmt.Errorf("dlq: add failed task %q: %w", ti.ID, addErr)
+	}
+	return nil
+}
+
+// FailedTaskEntry returns the entry AddFailedTask adds for ti, without
+// adding it. A caller that may dead-letter the same failure twice (two
+// processes that each believe they own the task, a retry after an
+// ambiguous error) gives the entry an ID derived from the failure before
+// it calls Add: the second Add then fails with ErrExists, and the queue
+// keeps one entry.
+func (m *Manager) FailedTaskEntry(ti *models.TaskInstance, dag *models.DAG, err error) (*Entry, error) {
 	if ti == nil {
-		return errors.New("dlq: add failed task: nil task instance")
+		return nil, errors.New("dlq: add failed task: nil task instance")
 	}
 	if err == nil && ti.Error != "" {
 		err = errors.New(ti.Error)
@@ -217,10 +250,7 @@ func (m *Manager) AddFailedTask(ctx context.Context, ti *models.TaskInstance, da
 		}
 	}
 	e.FailureReason = e.Reason.String()
-	if addErr := m.Add(ctx, e); addErr != nil {
-		return fmt.Errorf("dlq: add failed task %q: %w", ti.ID, addErr)
-	}
-	return nil
+	return e, nil
 }
 
 // logAdded writes the ops log record of a dead letter.

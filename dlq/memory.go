@@ -65,7 +65,8 @@ func NewMemoryQueue(opts ...MemoryOption) *MemoryQueue {
 // Add parks a copy of entry. It first fills, in the caller's entry, an
 // empty ID with a new UUIDv7, an empty Status with StatusPending and a zero
 // FailureTime with the clock's now, so the caller learns the ID. Adding an
-// ID the queue already holds is an error and changes nothing.
+// ID the queue already holds changes nothing and fails with an error
+// matching ErrExists.
 func (q *MemoryQueue) Add(ctx context.Context, entry *Entry) error {
 	if entry == nil {
 		return errors.New("dlq: add: nil entry")
@@ -86,7 +87,7 @@ func (q *MemoryQueue) Add(ctx context.Context, entry *Entry) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if _, ok := q.entries[entry.ID]; ok {
-		return fmt.Errorf("dlq: add: entry %q already exists", entry.ID)
+		return fmt.Errorf("dlq: add: entry %q: %w", entry.ID, ErrExists)
 	}
 	q.entries[entry.ID] = clone(entry)
 	return nil

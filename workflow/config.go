@@ -45,11 +45,10 @@ type Config struct {
 	// DLQ is the dead-letter queue failed tasks go to and ReplayTask reads.
 	// Nil means the workflow store's own (Store.DLQ()).
 	DLQ dlq.Operator
-	// DLQManager adds failed tasks to the queue (AddFailedTask) and runs
-	// its alert callbacks. It must add to DLQ. The engine registers one
-	// OnEntryAdded callback on it, to learn the IDs of the entries it
-	// adds. Nil means a manager on DLQ without threshold, logging to
-	// Logger.
+	// DLQManager adds failed tasks to the queue (FailedTaskEntry, then
+	// Add, under an ID derived from the failed attempt so that a failure
+	// is parked once) and runs its alert callbacks. It must add to DLQ.
+	// Nil means a manager on DLQ without threshold, logging to Logger.
 	DLQManager *dlq.Manager
 	// OnEvent, when set, is called after every change of a task's or a
 	// run's state is stored, synchronously and possibly from several

@@ -5,18 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
 
 	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/workflow/models"
 	"github.com/backstophq/backstop/workflow/wfstore"
 )
 
-// deadLetter handles a task that failed for good: OnTaskFailure, then
-// AddFailedTask (which calls the manager's alert callbacks), then the
-// entry's ID is stored with the task. It returns the entry's ID, empty
-// when dead-lettering failed (logged). The callbacks may be slow: the
-// run's lease is renewed meanwhile by keepLease.
+// deadLetter handles a task that failed for good: OnTaskFailure, then the
+// entry is added (addEntry: the manager's alert callbacks run), then its
+// ID is stored with the task. It returns the entry's ID, empty when
+// dead-lettering failed (logged). The callbacks may be slow: the run's
+// lease is renewed meanwhile by keepLease.
 func (dr *driver) deadLetter(ctx context.Context, ti *models.TaskInstance, err error) string {
 	e := dr.e
 	if err == nil {
@@ -35,8 +38,9 @@ func (dr *driver) deadLetter(ctx context.Context, ti *models.TaskInstance, err e
 		}
 	}
 	// The callback may have run long: an instance that stalled past its
-	// lease (paused, swapped out) must not dead-letter the failure the
-	// instance that took the run over has dead-lettered already.
+	// lease (paused, swapped out) leaves the failure to the instance that
+	// took the run over. A stall after this check is caught by the
+	// entry's ID (addEntry) and by SetDeadLetter's fence.
 	if _, lost := dr.renew(); lost != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "run lost before its failed task was dead-lettered; the instance holding it does so",
 			slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id), slog.String("task_id", ti.TaskID),
@@ -44,24 +48,24 @@ func (dr *driver) deadLetter(ctx context.Context, ti *models.TaskInstance, err e
 		dr.cancel(lost)
 		return ""
 	}
-	e.entries.expect(ti.ID)
-	addErr := e.dlqm.AddFailedTask(ctx, ti, dr.d.Model(), err)
-	id := e.entries.take(ti.ID)
-	if addErr == nil && id == "" {
-		var replayedFrom string
-		if t := dr.task(ti.TaskID); t != nil {
-			replayedFrom = t.ReplayOf
-		}
-		id, addErr = dr.findEntry(ctx, ti, replayedFrom)
+	var replayedFrom string
+	if t := dr.task(ti.TaskID); t != nil {
+		replayedFrom = t.ReplayOf
 	}
-	if addErr == nil && id == "" {
-		addErr = errors.New("the dead-letter queue did not report the entry it added")
-	}
+	id, addErr := dr.addEntry(ctx, ti, replayedFrom, err)
 	if addErr == nil {
 		addErr = e.st.SetDeadLetter(ctx, dr.runID, ti.TaskID, id, e.lease())
 	}
 	if addErr == nil {
 		dr.deadLettered(ti.TaskID, id)
+	}
+	if errors.Is(addErr, wfstore.ErrLeaseLost) {
+		// Stalled past the lease inside the add: the instance that took
+		// the run over dead-letters the failure, under the same entry.
+		e.log.LogAttrs(ctx, slog.LevelWarn, "run lost while its failed task was dead-lettered; the instance holding it does so",
+			slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id), slog.String("task_id", ti.TaskID),
+			slog.Int("attempt", ti.Attempt))
+		return ""
 	}
 	if addErr != nil {
 		e.log.LogAttrs(ctx, slog.LevelError, "dead-lettering a failed task failed", slog.String("run_id", dr.runID),
@@ -70,6 +74,53 @@ func (dr *driver) deadLetter(ctx context.Context, ti *models.TaskInstance, err e
 		return ""
 	}
 	return id
+}
+
+// addEntry adds the dead letter of the failed attempt ti, under the ID
+// entryKey gives it, and returns that ID. When the queue holds the entry
+// already it adds nothing and returns the ID: another instance added it
+// (this one stalled inside the add, past its lease, and the instance that
+// took the run over dead-lettered the same failure), or a crash cut short
+// what followed the add. Either way the failure keeps one entry, and its
+// alerts ran once, where it was added.
+func (dr *driver) addEntry(ctx context.Context, ti *models.TaskInstance, replayedFrom string, failure error) (string, error) {
+	m := dr.e.dlqm
+	en, err := m.FailedTaskEntry(ti, dr.d.Model(), failure)
+	if err != nil {
+		return "", err
+	}
+	en.ID = entryKey(dr.d.id, dr.runID, ti.TaskID, ti.Attempt, replayedFrom)
+	addErr := m.Add(ctx, en)
+	if !errors.Is(addErr, dlq.ErrExists) {
+		return en.ID, addErr
+	}
+	had, err := dr.e.dlq.Get(ctx, en.ID)
+	if err != nil {
+		return "", fmt.Errorf("%w (reading it: %w)", addErr, err)
+	}
+	if had.DAGRunID != dr.runID || had.TaskID != ti.TaskID || had.TaskInstanceID != ti.ID {
+		return "", fmt.Errorf("%w: it is the entry of task instance %q of run %q", addErr, had.TaskInstanceID, had.DAGRunID)
+	}
+	dr.e.log.LogAttrs(ctx, slog.LevelInfo, "failed task dead-lettered already", slog.String("run_id", dr.runID),
+		slog.String("dag_id", dr.d.id), slog.String("task_id", ti.TaskID), slog.Int("attempt", ti.Attempt),
+		slog.String("dlq_id", en.ID))
+	return en.ID, nil
+}
+
+// entryNamespace is the UUID namespace of entryKey.
+var entryNamespace = uuid.MustParse("addd71a5-eb71-4ec7-b6c6-f1dc5d548e9d")
+
+// entryKey returns the ID of the dead letter of a task's failed attempt: a
+// name-based UUID (version 5) of the DAG, the run, the task, the attempt
+// and the entry the task was replayed from (empty when none), which tells
+// apart the failures a replay repeats without a new attempt (see
+// settleFailures). Every instance dead-lettering the same failure derives
+// the same ID, and a queue refuses a second entry under an ID it holds: a
+// failure is parked once whatever stalls or runs twice. None of the parts
+// holds a NUL (wfstore.CheckID), which separates them.
+func entryKey(dagID, runID, taskID string, attempt int, replayedFrom string) string {
+	name := strings.Join([]string{dagID, runID, taskID, strconv.Itoa(attempt), replayedFrom}, "\x00")
+	return uuid.NewSHA1(entryNamespace, []byte(name)).String()
 }
 
 // findEntry looks in the dead-letter queue for the entry of the attempt
@@ -185,39 +236,4 @@ func (dr *driver) settleReplay(ctx context.Context, entryID string, ti *models.T
 		dr.e.log.LogAttrs(ctx, slog.LevelWarn, "settling a replayed dead letter failed", slog.String("run_id", dr.runID),
 			slog.String("task_id", ti.TaskID), slog.String("dlq_id", entryID), slog.String("error", err.Error()))
 	}
-}
-
-// entryIDs hands the ID of the entry the dead-letter manager adds for an
-// attempt to the driver waiting for it (AddFailedTask does not return it).
-type entryIDs struct {
-	mu  sync.Mutex
-	ids map[string]string // task instance ID -> entry ID, "" until added
-}
-
-// expect says an entry for the task instance is about to be added.
-func (e *entryIDs) expect(tiID string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.ids == nil {
-		e.ids = map[string]string{}
-	}
-	e.ids[tiID] = ""
-}
-
-// added is the manager's OnEntryAdded callback.
-func (e *entryIDs) added(entry *dlq.Entry) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, ok := e.ids[entry.TaskInstanceID]; ok && entry.TaskInstanceID != "" {
-		e.ids[entry.TaskInstanceID] = entry.ID
-	}
-}
-
-// take returns the entry's ID and forgets the instance.
-func (e *entryIDs) take(tiID string) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	id := e.ids[tiID]
-	delete(e.ids, tiID)
-	return id
 }

@@ -50,6 +50,9 @@
 // task is dead-lettered (dlq.Manager.AddFailedTask). If the process dies
 // between the failure and the dead letter, the resumed run finishes the
 // job: the entry is not added twice, but OnTaskFailure may be called again.
+// An entry's ID is derived from the failed attempt, so that an instance
+// that stalls past its lease while it adds the entry cannot add a second
+// one beside the entry of the instance that took the run over.
 // Replaying its
 // dead letter with Engine.ReplayTask runs it again and then re-evaluates the
 // tasks that were upstream_failed because of it, so a repaired run can still

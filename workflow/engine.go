@@ -26,8 +26,6 @@ type Engine struct {
 	dlq  dlq.Operator
 	dlqm *dlq.Manager
 	sem  chan struct{} // one token per running attempt
-	// entries passes dead-letter IDs from the manager's callback.
-	entries entryIDs
 
 	mu     sync.Mutex
 	dags   map[string]*DAG
@@ -53,7 +51,6 @@ func NewEngine(st wfstore.Store, cfg Config) (*Engine, error) {
 	if e.dlqm == nil {
 		e.dlqm = dlq.NewManager(e.dlq, 0, dlq.WithLogger(cfg.Logger), dlq.WithClassifier(cfg.Classifier))
 	}
-	e.dlqm.OnEntryAdded(e.entries.added)
 	return e, nil
 }
 
