@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -115,8 +116,13 @@ func (s *Server) runBulk(w http.ResponseWriter, r *http.Request, action string, 
 		res.AuditID = s.record(r, action, "", string(filter), res.Count, req.Notes)
 	}
 	if err != nil { // some pages were done: say how far it went
-		s.cfg.Logger.Error("admin API: bulk action stopped", "action", action, "done", res.Count, "err", err)
-		problem(w, http.StatusInternalServerError, "bulk action stopped", "it was applied to the first entries and recorded in the audit log; run it again for the rest", "")
+		s.cfg.Logger.Error("admin API: bulk action stopped", "action", action, "done", res.Count, "audit_id", res.AuditID, "err", err)
+		recorded := "recorded in the audit log"
+		if res.AuditID == 0 {
+			recorded = "the audit record could not be written (see the server's log)"
+		}
+		problem(w, http.StatusInternalServerError, "bulk action stopped",
+			fmt.Sprintf("it was applied to the first %d entries, %s; run it again for the rest", res.Count, recorded), "")
 		return
 	}
 	writeJSON(w, http.StatusOK, res)

@@ -3,6 +3,7 @@ package admin
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -499,10 +500,24 @@ type ActionResult struct {
 
 // record writes the audit record of an action; a failure to record is
 // logged, the action having been done.
+//
+// The record is written even when the client has gone (an operator's
+// Ctrl-C, a proxy's timeout): what was done is done, and a bulk action
+// cut short by its request's end had its first pages applied with no
+// record of them. Its context keeps the request's values, not its end,
+// and is bounded by auditTimeout. It returns 0 when the record could not
+// be written (logged).
 func (s *Server) record(r *http.Request, action, target, filter string, count int, notes string) int64 {
-	rec := &store.AuditRecord{Actor: actor(r.Context()), Action: action, Target: target, Filter: filter, Count: count, Notes: notes}
-	if err := s.adm.Audit(r.Context(), rec); err != nil {
-		s.cfg.Logger.Error("admin API: audit record not written", "action", action, "target", target, "err", err)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), auditTimeout)
+	defer cancel()
+	rec := &store.AuditRecord{Actor: actor(ctx), Action: action, Target: target, Filter: filter, Count: count, Notes: notes}
+	if err := s.adm.Audit(ctx, rec); err != nil {
+		s.cfg.Logger.Error("admin API: audit record not written", "action", action, "target", target, "count", count, "err", err)
+		return 0
 	}
 	return rec.ID
 }
+
+// auditTimeout bounds the writing of an audit record once its request has
+// ended.
+const auditTimeout = 10 * time.Second
