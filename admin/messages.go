@@ -508,6 +508,7 @@ type ActionResult struct {
 // and is bounded by auditTimeout. It returns 0 when the record could not
 // be written (logged).
 func (s *Server) record(r *http.Request, action, target, filter string, count int, notes string) int64 {
+	s.statsCache.forget()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), auditTimeout)
 	defer cancel()
 	rec := &store.AuditRecord{Actor: actor(ctx), Action: action, Target: target, Filter: filter, Count: count, Notes: notes}

@@ -225,7 +225,7 @@ func Document() map[string]any {
 			"/v1/dlq/purge": schema{"post": op("purgeDeadLetters", "Remove dead letters older than a duration",
 				nil, "PurgeRequest", one("200", "BulkResult"), "400", "403", "413")},
 			"/v1/openapi.json": schema{"get": op("openapi", "This document", nil, "", one("200", "Document"))},
-			"/v1/stats":        schema{"get": op("stats", "Monitoring summary", nil, "", one("200", "Stats"))},
+			"/v1/stats":        schema{"get": op("stats", "Monitoring summary, computed at most once every 5 s for every caller", nil, "", one("200", "Stats"))},
 			"/v1/breakers":     schema{"get": op("breakers", "Destinations' circuit breakers", nil, "", one("200", "BreakerList"))},
 			"/v1/audit":        schema{"get": op("audit", "Operators' actions, newest first", query("target", "action", "cursor", "limit"), "", one("200", "AuditList"), "400")},
 		},

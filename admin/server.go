@@ -68,12 +68,14 @@ type Config struct {
 
 // Server serves the admin API.
 type Server struct {
-	cfg   Config
-	st    store.Store
-	adm   store.Admin
-	known map[string]bool
-	mux   *http.ServeMux
-	wf    *workflows
+	cfg Config
+	st  store.Store
+	adm store.Admin
+	// statsCache holds GET /v1/stats' last answer (cachedStats).
+	statsCache statsCache
+	known      map[string]bool
+	mux        *http.ServeMux
+	wf         *workflows
 }
 
 // New returns a Server, or an error naming the bad field.

@@ -1,8 +1,10 @@
 package admin
 
 import (
+	"context"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/backstophq/backstop/dlq"
@@ -43,8 +45,97 @@ type Backlog struct {
 // poison candidate in the stats.
 const poisonMinAttempts = 3
 
+// statsTTL is how long a computed Stats answers GET /v1/stats. Its
+// queries read the outbox and the dead-letter queue whole (seconds each at
+// a million rows), and every open dashboard asks every 2 s: computed per
+// request, three dashboards starved delivery on both stores.
+const statsTTL = 5 * time.Second
+
+// statsTimeout bounds one computation of Stats, which no single request
+// owns.
+const statsTimeout = time.Minute
+
+// statsCache shares one computation of Stats among the requests that come
+// while it runs and for statsTTL after. An operator's action (forget)
+// makes the next request compute again, not take a computation begun
+// before the action.
+type statsCache struct {
+	mu  sync.Mutex
+	gen uint64 // bumped by forget
+	// The last computation that ended without error, of generation valGen.
+	val    Stats
+	at     time.Time
+	valGen uint64
+	// The computation under way, if any.
+	run *statsRun
+}
+
+// statsRun is one computation of Stats.
+type statsRun struct {
+	gen  uint64
+	done chan struct{} // closed when val and err are set
+	val  Stats
+	err  error
+}
+
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
+	out, err := s.cachedStats(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// cachedStats returns the Stats computed less than statsTTL ago, or waits
+// for a computation: the one under way, or one it starts. A computation
+// goes on when the request that started it ends, for those waiting on it.
+func (s *Server) cachedStats(ctx context.Context) (Stats, error) {
+	c := &s.statsCache
+	c.mu.Lock()
+	if !c.at.IsZero() && c.valGen == c.gen && time.Since(c.at) < statsTTL {
+		v := c.val
+		c.mu.Unlock()
+		return v, nil
+	}
+	run := c.run
+	if run == nil || run.gen != c.gen {
+		run = &statsRun{gen: c.gen, done: make(chan struct{})}
+		c.run = run
+		go func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statsTimeout)
+			defer cancel()
+			run.val, run.err = s.computeStats(cctx)
+			c.mu.Lock()
+			if run.err == nil && run.gen == c.gen {
+				c.val, c.at, c.valGen = run.val, time.Now(), run.gen
+			}
+			if c.run == run {
+				c.run = nil
+			}
+			c.mu.Unlock()
+			close(run.done)
+		}()
+	}
+	c.mu.Unlock()
+	select {
+	case <-run.done:
+		return run.val, run.err
+	case <-ctx.Done():
+		return Stats{}, ctx.Err()
+	}
+}
+
+// forget makes the next request compute Stats again: an operator's action
+// (a replay, a release) shows in its answer.
+func (c *statsCache) forget() {
+	c.mu.Lock()
+	c.gen++
+	c.mu.Unlock()
+}
+
+// computeStats runs the monitoring queries.
+func (s *Server) computeStats(ctx context.Context) (Stats, error) {
 	var out Stats
 	dist, err := s.st.RetryDistribution(ctx)
 	if err == nil {
@@ -85,11 +176,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		out.BlockedStreams, err = s.st.BlockedStreams(ctx)
 	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	return out, err
 }
 
 // breakers lists the relay's breakers (Config.Breakers); a server with no
