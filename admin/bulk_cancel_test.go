@@ -23,7 +23,9 @@ type hangUpStore struct {
 	hangUp func()
 }
 
-func (h *hangUpStore) DLQ() dlq.Operator { return &hangUpDLQ{Operator: h.Store.DLQ(), hangUp: h.hangUp} }
+func (h *hangUpStore) DLQ() dlq.Operator {
+	return &hangUpDLQ{Operator: h.Store.DLQ(), hangUp: h.hangUp}
+}
 
 type hangUpDLQ struct {
 	dlq.Operator
