@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"maps"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -301,5 +302,63 @@ func TestGaugesWithoutAFleetAreReadOnTheRelaysTimer(t *testing.T) {
 			}
 			check("stopped", nil)
 		})
+	}
+}
+
+// flakyGauger is a SQLite store whose Gauges fails while fail is set, as
+// a reading past monitorTimeout does on a slow database.
+type flakyGauger struct {
+	*sqlite.Store
+	fail atomic.Bool
+}
+
+func (s *flakyGauger) Gauges(ctx context.Context, minAttempts int) (store.Gauges, error) {
+	if s.fail.Load() {
+		return store.Gauges{}, context.DeadlineExceeded
+	}
+	return s.Store.Gauges(ctx, minAttempts)
+}
+
+// TestGaugesKeepTheirValueThroughAFailedReading: a reading that fails now
+// and then (a timeout on a slow database) no longer takes the store
+// gauges out of /metrics until the next one, which made alerts on them
+// flap; they keep their last value for gaugesHeldFor, then are left out
+// while readings keep failing, and come back with the next good one.
+func TestGaugesKeepTheirValueThroughAFailedReading(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	gaugeFixture(e)
+	s := &flakyGauger{Store: e.s}
+	reg := prometheus.NewRegistry()
+	cfg := e.config(map[string]Destination{"orders": {Transport: (&recorder{}).transport()}})
+	cfg.Metrics, cfg.NoFleet = reg, true
+	r, err := New(s, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn := e.run(r)
+	if err := r.maint.parked.wait(e.ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	first := storeSays(e)
+	exportsStoreGauges(t, "first reading", reg, first)
+
+	s.fail.Store(true)
+	step := max(rn.r.heartbeatEvery(), monitorEvery)
+	held := maps.Clone(first)
+	for elapsed := step; elapsed < gaugesHeldFor; elapsed += step {
+		rn.readGauges()
+		// The oldest dead letter's age goes on growing from the held time.
+		held["backstop_dlq_oldest_age_seconds"] = first["backstop_dlq_oldest_age_seconds"] + elapsed.Seconds()
+		exportsStoreGauges(t, "a failed reading within a minute of the last good one", reg, held)
+	}
+	rn.readGauges()
+	exportsStoreGauges(t, "readings failing for over a minute", reg, nil)
+
+	s.fail.Store(false)
+	rn.readGauges()
+	exportsStoreGauges(t, "the next good reading", reg, storeSays(e))
+	if err := rn.stop(); err != nil {
+		t.Fatal(err)
 	}
 }

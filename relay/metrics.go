@@ -72,7 +72,8 @@ import (
 // reads them every monitorEvery while it runs. A store that implements
 // store.Gauger answers them in one count query; another is asked through
 // its Monitoring queries and DLQ().Count (leased_messages is then left
-// out). A gauge whose reading failed is left out until the next reading.
+// out). A gauge whose reading failed keeps its last value for up to
+// gaugesHeldFor (a minute), then is left out until a reading succeeds.
 const namespace = "backstop"
 
 const (
@@ -244,9 +245,12 @@ func breakerValue(s circuitbreaker.State) float64 {
 }
 
 // gaugeReading is a reading of the store gauges; a field is nil when its
-// query failed (or, for leased, when the store is not a store.Gauger).
+// query failed (or, for leased, when the store is not a store.Gauger) and
+// no earlier reading holds it (holdFrom). Each *At is when its value was
+// read.
 type gaugeReading struct {
-	depth, backlog, poison, blocked, leased *int
+	depth, backlog, poison, blocked, leased                     *int
+	depthAt, backlogAt, poisonAt, blockedAt, leasedAt, oldestAt time.Time
 	// oldest is the failure time of the oldest pending dead letter, zero
 	// when none is pending.
 	oldest *time.Time
@@ -300,14 +304,48 @@ func (r *Relay) readGauges(ctx context.Context) {
 	defer cancel()
 	at := r.clk.Now()
 	snap, err := r.queryGauges(ctx)
+	snap.depthAt, snap.backlogAt, snap.poisonAt, snap.blockedAt, snap.leasedAt, snap.oldestAt = at, at, at, at, at, at
 	if err != nil {
-		r.log.LogAttrs(ctx, slog.LevelWarn, "reading the store gauges failed; the failed ones are not exported until the next reading",
+		r.log.LogAttrs(ctx, slog.LevelWarn, "reading the store gauges failed; the failed ones keep their last value for up to a minute, then are left out until a reading succeeds",
 			slog.String("error", err.Error()))
 	}
 	g := &r.maint.gauges
 	g.mu.Lock()
+	if g.held {
+		snap.holdFrom(g.snap, at, gaugesHeldFor)
+	}
 	g.held, g.at, g.snap = true, at, snap
 	g.mu.Unlock()
+}
+
+// gaugesHeldFor is how long a store gauge whose reading failed keeps its
+// last value. A slow database made the 5 s reading time out now and then
+// (27 times in 11 minutes on SQLite at a million rows): each time the
+// gauges left /metrics until the next reading, and alerts on them flapped
+// (absent() fired, a rate lost its samples). Past this a gauge whose
+// readings keep failing is left out, as the operator must notice.
+const gaugesHeldFor = time.Minute
+
+// holdFrom gives each gauge of g whose reading failed its value in prev,
+// read at most hold before now.
+func (g *gaugeReading) holdFrom(prev gaugeReading, now time.Time, hold time.Duration) {
+	for _, f := range []struct {
+		v   **int
+		p   *int
+		pAt time.Time
+		vAt *time.Time
+	}{
+		{&g.depth, prev.depth, prev.depthAt, &g.depthAt}, {&g.backlog, prev.backlog, prev.backlogAt, &g.backlogAt},
+		{&g.poison, prev.poison, prev.poisonAt, &g.poisonAt}, {&g.blocked, prev.blocked, prev.blockedAt, &g.blockedAt},
+		{&g.leased, prev.leased, prev.leasedAt, &g.leasedAt},
+	} {
+		if *f.v == nil && f.p != nil && now.Sub(f.pAt) < hold {
+			*f.v, *f.vAt = f.p, f.pAt
+		}
+	}
+	if g.oldest == nil && prev.oldest != nil && now.Sub(prev.oldestAt) < hold {
+		g.oldest, g.oldestAt = prev.oldest, prev.oldestAt
+	}
 }
 
 // queryGauges queries the store gauges: in one call when the store is a
