@@ -27,6 +27,12 @@ type claimShape struct {
 	// deadHead: half the backlog waits in one strict stream behind a
 	// dead-lettered head; the other half is in `streams` free streams.
 	deadHead bool
+	// ordering is the destination's ordering mode (empty: strict).
+	ordering outbox.Ordering
+	// leasedRuns: the first leasedRuns messages of every stream are leased
+	// to another instance for an hour; under ordering none the claims
+	// pass over them.
+	leasedRuns int
 }
 
 var claimShapes = []claimShape{
@@ -34,6 +40,8 @@ var claimShapes = []claimShape{
 	{name: "streams=10k", streams: 10_000},
 	{name: "heads-leased/streams=10k", streams: 10_000, leasedHeads: true},
 	{name: "dead-head+100-free", streams: 100, deadHead: true},
+	{name: "none/streams=100", streams: 100, ordering: outbox.OrderingNone},
+	{name: "none/64-leased/streams=100", streams: 100, ordering: outbox.OrderingNone, leasedRuns: 64},
 }
 
 var claimShapeSizes = []struct {
@@ -189,7 +197,7 @@ func loadShape(b *testing.B, sh claimShape, pending int) *shapeLoad {
 		b.Fatal(err)
 	}
 	pool := schemaPool(parent, schema, 4)
-	s, err := New(pool, store.Config{})
+	s, err := New(pool, store.Config{DefaultPolicy: store.Policy{Ordering: sh.ordering}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -245,6 +253,13 @@ func loadShape(b *testing.B, sh claimShape, pending int) *shapeLoad {
 		exec(`UPDATE ` + s.n.outbox + ` SET instance_id = 'other', lease_expiry = now() + interval '1 hour'
 			WHERE seq IN (SELECT min(seq) FROM ` + s.n.outbox + ` GROUP BY destination, stream)`)
 		exec(`UPDATE ` + s.n.qual + `streams SET ready = false, wait_until = now() + interval '1 hour'`)
+		exec(`INSERT INTO ` + s.n.instances + ` (id, last_heartbeat) VALUES ('other', now() + interval '1 hour')`)
+	}
+	if sh.leasedRuns > 0 {
+		exec(`UPDATE `+s.n.outbox+` o SET instance_id = 'other', lease_expiry = now() + interval '1 hour'
+			FROM (SELECT seq, row_number() OVER (PARTITION BY destination, stream ORDER BY seq) AS k
+				FROM `+s.n.outbox+`) r
+			WHERE o.seq = r.seq AND r.k <= $1`, sh.leasedRuns)
 		exec(`INSERT INTO ` + s.n.instances + ` (id, last_heartbeat) VALUES ('other', now() + interval '1 hour')`)
 	}
 	for _, t := range []string{s.n.outbox, s.n.qual + "streams", s.n.qual + "stream_wakes"} {

@@ -32,6 +32,8 @@ var claimCases = []testCase{
 	{"HeldHeadsHideNothingElse", testClaimHeldHeads},
 	{"HeldStreamsWakeOnTimeAndChanges", testClaimWakesOnTimeAndWrites},
 	{"SmallClaimLooksPastIdleStreams", testSmallClaimLooksPastIdleStreams},
+	{"SmallClaimPassesOverLeasesOfOrderingNone", testSmallClaimPassesOverUnorderedLeases},
+	{"SmallClaimPassesOverLeasedMessagesOfOrderingNone", testSmallClaimPassesOverLeasedUnorderedMessages},
 	{"RenewalsReportTheStoresExpiry", testRenewReportsExpiry},
 }
 

@@ -119,3 +119,40 @@ func testSmallClaimLooksPastIdleStreams(t *testing.T, h Harness) {
 	e.batch("x", store.Batch{Releases: []store.Release{{ID: b[0].ID}}})
 	e.claimExactly("y", 1, b[0])
 }
+
+// testSmallClaimPassesOverUnorderedLeases: under a destination's ordering
+// none, the leased messages of a stream hold nothing back, however many
+// there are: a claim of one (a breaker's probe) still gets the next
+// message. The stream still finds what it passed over: a message given
+// back, and leases that lapse with nothing written.
+func testSmallClaimPassesOverUnorderedLeases(t *testing.T, h Harness) {
+	e := newEnv(t, h, withOrdering(outbox.OrderingNone)) // 30 s leases
+	m := e.enqueue(msgs(40, "d", "s")...)
+	e.claimExactly("a", 35, m[:35]...)
+	e.clk.Advance(10 * time.Second)
+	e.claimExactly("b", 1, m[35])
+	e.claimExactly("b", 10, m[36:]...)
+	e.claimExactly("b", 10)
+	// One of the first given back is claimed again.
+	e.batch("a", store.Batch{Releases: []store.Release{{ID: m[3].ID}}})
+	e.claimExactly("c", 1, m[3])
+	// a's other leases lapse: claimable with nothing written.
+	e.clk.Advance(20 * time.Second)
+	e.claimExactly("d", 100, append(m[:3:3], m[4:35]...)...)
+}
+
+// testSmallClaimPassesOverLeasedUnorderedMessages: in a strict stream,
+// messages of their own ordering none are claimed as unordered ones and
+// hold nothing back while leased: a claim of one gets the strict message
+// written after many of them at once.
+func testSmallClaimPassesOverLeasedUnorderedMessages(t *testing.T, h Harness) {
+	e := newEnv(t, h) // strict
+	loose := msgs(40, "d", "s")
+	for _, m := range loose {
+		m.Ordering = outbox.OrderingNone
+	}
+	e.enqueue(loose...)
+	e.claimExactly("a", 40, loose...)
+	strict := e.enqueue(msg("d", "s"))
+	e.claimExactly("b", 1, strict...)
+}
