@@ -161,11 +161,34 @@ func (d *deadLetters) ReplayMatchingAs(ctx context.Context, f *dlq.Filters, dryR
 		})
 		return out, err
 	}
-	var out []*dlq.Entry
-	err := d.s.write(ctx, func(tx *sql.Tx) error {
+	// The page is read, payloads and all, before the writer is taken; in
+	// the write transaction only its ids are read again (through the
+	// filters' indexes) to check that the page is still what the filter
+	// selects. When it is not (an entry replayed, resolved, deleted or
+	// added meanwhile), the page is read again inside the transaction.
+	var cands []*dlq.Entry
+	err := retryBusy(ctx, func() error {
 		var err error
-		if out, err = d.s.listEntries(ctx, tx, f, true); err != nil {
+		cands, err = d.s.listEntries(ctx, d.s.r, f, true)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if afterRead != nil {
+		afterRead()
+	}
+	var out []*dlq.Entry
+	err = d.s.write(ctx, func(tx *sql.Tx) error {
+		ids, err := d.s.listEntryIDs(ctx, tx, f, true)
+		if err != nil {
 			return err
+		}
+		out = cands
+		if !sameIDs(ids, cands) {
+			if out, err = d.s.listEntries(ctx, tx, f, true); err != nil {
+				return err
+			}
 		}
 		now := d.s.now()
 		for _, e := range out {
@@ -175,7 +198,23 @@ func (d *deadLetters) ReplayMatchingAs(ctx context.Context, f *dlq.Filters, dryR
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// sameIDs reports whether es are the entries ids names, in that order.
+func sameIDs(ids []string, es []*dlq.Entry) bool {
+	if len(ids) != len(es) {
+		return false
+	}
+	for i, e := range es {
+		if e.ID != ids[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func (d *deadLetters) Resolve(ctx context.Context, id, notes string) error {
@@ -230,21 +269,9 @@ func (d *deadLetters) DeleteEntries(ctx context.Context, ids []string, from dlq.
 	err := d.s.write(ctx, func(tx *sql.Tx) error {
 		done = []string{}
 		for _, chunk := range idChunks(ids) {
-			in := "id IN (" + placeholders(len(chunk)) + ")"
-			rows, err := tx.QueryContext(ctx, d.s.sql(`SELECT id FROM {{prefix}}dead_letters
-				WHERE `+in+` AND (? = '' OR status = ?)`), append(chunk, string(from), string(from))...)
+			got, err := d.remove(ctx, tx, "id IN ("+placeholders(len(chunk))+") AND (? = '' OR status = ?)",
+				append(chunk, string(from), string(from))...)
 			if err != nil {
-				return err
-			}
-			got, err := scanIDs(rows)
-			if err != nil || len(got) == 0 {
-				return err
-			}
-			args := make([]any, len(got))
-			for i, id := range got {
-				args[i] = id
-			}
-			if _, err := d.remove(ctx, tx, "id IN ("+placeholders(len(got))+")", args...); err != nil {
 				return err
 			}
 			done = append(done, got...)
@@ -254,8 +281,8 @@ func (d *deadLetters) DeleteEntries(ctx context.Context, ids []string, from dlq.
 	return done, wrap("dlq delete", err)
 }
 
-// idChunk bounds the ids one statement names (remove names them twice),
-// well under SQLite's limit on a statement's parameters.
+// idChunk bounds the ids one statement names, well under SQLite's limit
+// on a statement's parameters.
 const idChunk = 500
 
 // idChunks splits ids into statement arguments of at most idChunk each.
@@ -293,8 +320,8 @@ func scanIDs(rows *sql.Rows) ([]string, error) {
 
 func (d *deadLetters) Delete(ctx context.Context, id string) error {
 	return d.s.write(ctx, func(tx *sql.Tx) error {
-		n, err := d.remove(ctx, tx, "id = ?", id)
-		if err == nil && n == 0 {
+		gone, err := d.remove(ctx, tx, "id = ?", id)
+		if err == nil && len(gone) == 0 {
 			err = fmt.Errorf("%w: %s", dlq.ErrNotFound, id)
 		}
 		return err
@@ -327,13 +354,13 @@ func (d *deadLetters) purgeWhere(ctx context.Context, cond string, args ...any) 
 		" ORDER BY failure_time, id LIMIT " + strconv.Itoa(purgePage) + ")"
 	n := 0
 	for {
-		var k int64
+		var k int
 		err := d.s.write(ctx, func(tx *sql.Tx) error {
-			var err error
-			k, err = d.remove(ctx, tx, page, args...)
+			gone, err := d.remove(ctx, tx, page, args...)
+			k = len(gone)
 			return err
 		})
-		n += int(k)
+		n += k
 		if err != nil || k == 0 {
 			return n, err
 		}
@@ -343,20 +370,47 @@ func (d *deadLetters) purgeWhere(ctx context.Context, cond string, args ...any) 
 	}
 }
 
-// remove deletes the entries matching cond, and the dead-lettered outbox
-// rows that only those entries park, and returns how many entries it
-// deleted.
-func (d *deadLetters) remove(ctx context.Context, tx *sql.Tx, cond string, args ...any) (int64, error) {
-	// cond appears twice: once for the entries removed, once negated for
-	// those kept.
-	if _, err := tx.ExecContext(ctx, d.s.sql(`DELETE FROM {{prefix}}outbox
-		WHERE dead_lettered_at IS NOT NULL
-		  AND id IN (SELECT message_id FROM {{prefix}}dead_letters WHERE replayed = 0 AND message_id <> '' AND (`+cond+`))
-		  AND id NOT IN (SELECT message_id FROM {{prefix}}dead_letters WHERE replayed = 0 AND NOT (`+cond+`))`),
-		append(append([]any(nil), args...), args...)...); err != nil {
-		return 0, err
+// remove deletes the entries matching cond, then the dead-lettered outbox
+// rows of those not replayed that no entry left parks, and returns the ids
+// of the entries it deleted. Its cost follows the entries deleted: the
+// messages are found by id and the entries that may still park them
+// through dead_letters_message, never by reading the entries kept.
+func (d *deadLetters) remove(ctx context.Context, tx *sql.Tx, cond string, args ...any) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, d.s.sql(`DELETE FROM {{prefix}}dead_letters WHERE `+cond+`
+		RETURNING id, message_id, replayed`), args...)
+	if err != nil {
+		return nil, err
 	}
-	return affected(tx.ExecContext(ctx, d.s.sql(`DELETE FROM {{prefix}}dead_letters WHERE `+cond), args...))
+	ids, msgs, seen := []string{}, []string{}, map[string]bool{}
+	for rows.Next() {
+		var id, msg string
+		var replayed bool
+		if err := rows.Scan(&id, &msg, &replayed); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		ids = append(ids, id)
+		if !replayed && msg != "" && !seen[msg] {
+			seen[msg] = true
+			msgs = append(msgs, msg)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, chunk := range idChunks(msgs) {
+		if _, err := tx.ExecContext(ctx, d.s.sql(`DELETE FROM {{prefix}}outbox
+			WHERE id IN (`+placeholders(len(chunk))+`) AND dead_lettered_at IS NOT NULL
+			  AND NOT EXISTS (SELECT 1 FROM {{prefix}}dead_letters k
+				WHERE k.message_id = {{prefix}}outbox.id AND k.message_id <> '' AND k.replayed = 0)`),
+			chunk...); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
 }
 
 func (d *deadLetters) Count(ctx context.Context) (int, error) {
@@ -366,3 +420,7 @@ func (d *deadLetters) Count(ctx context.Context) (int, error) {
 	})
 	return n, err
 }
+
+// afterRead, when set (by tests), runs after a bulk replay has read its
+// page and before it takes the writer.
+var afterRead func()

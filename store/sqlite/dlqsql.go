@@ -191,6 +191,20 @@ func (s *Store) entryFilter(ctx context.Context, q querier, f *dlq.Filters, repl
 	return where + " ORDER BY failure_time, id" + limit, args, nil
 }
 
+// listEntryIDs returns the ids of the entries listEntries returns, in
+// its order.
+func (s *Store) listEntryIDs(ctx context.Context, q querier, f *dlq.Filters, replayable bool) ([]string, error) {
+	tail, args, err := s.entryFilter(ctx, q, f, replayable)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.QueryContext(ctx, s.sql(`SELECT id FROM {{prefix}}dead_letters`+tail), args...)
+	if err != nil {
+		return nil, err
+	}
+	return scanIDs(rows)
+}
+
 // listEntries returns the entries matching f; replayable keeps those
 // ReplayAs would replay.
 func (s *Store) listEntries(ctx context.Context, q querier, f *dlq.Filters, replayable bool) ([]*dlq.Entry, error) {
