@@ -225,6 +225,25 @@ func TestGaugesOnlyTheLeaderExportsStoreGauges(t *testing.T) {
 // store.Fleet, no store.Gauger): a custom store.
 type plainStore struct{ store.Store }
 
+// runWithoutFleet runs a relay without a fleet on s, exporting to the
+// registry it returns, once its maintainer has taken its first reading and
+// waits for its timer.
+func runWithoutFleet(e *env, s store.Store) (*running, *prometheus.Registry) {
+	e.t.Helper()
+	reg := prometheus.NewRegistry()
+	cfg := e.config(map[string]Destination{"orders": {Transport: (&recorder{}).transport()}})
+	cfg.Metrics, cfg.NoFleet = reg, true
+	r, err := New(s, cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	rn := e.run(r)
+	if err := r.maint.parked.wait(e.ctx, 0); err != nil {
+		e.t.Fatal(err)
+	}
+	return rn, reg
+}
+
 // TestGaugesWithoutAFleetAreReadOnTheRelaysTimer: a relay without a
 // fleet reads the store gauges every monitorEvery on its own, through
 // store.Gauger when the store has it and through the monitoring queries
@@ -246,17 +265,7 @@ func TestGaugesWithoutAFleetAreReadOnTheRelaysTimer(t *testing.T) {
 			e := newEnv(t)
 			gaugeFixture(e)
 			s := tc.wrap(e.s)
-			reg := prometheus.NewRegistry()
-			cfg := e.config(map[string]Destination{"orders": {Transport: (&recorder{}).transport()}})
-			cfg.Metrics, cfg.NoFleet = reg, true
-			r, err := New(s, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rn := e.run(r)
-			if err := r.maint.parked.wait(e.ctx, 0); err != nil {
-				t.Fatal(err)
-			}
+			rn, reg := runWithoutFleet(e, s)
 			want := storeSays(e)
 			if tc.calls(s) < 0 {
 				delete(want, "backstop_leased_messages") // only a store.Gauger counts leases
@@ -329,17 +338,7 @@ func TestGaugesKeepTheirValueThroughAFailedReading(t *testing.T) {
 	e := newEnv(t)
 	gaugeFixture(e)
 	s := &flakyGauger{Store: e.s}
-	reg := prometheus.NewRegistry()
-	cfg := e.config(map[string]Destination{"orders": {Transport: (&recorder{}).transport()}})
-	cfg.Metrics, cfg.NoFleet = reg, true
-	r, err := New(s, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rn := e.run(r)
-	if err := r.maint.parked.wait(e.ctx, 0); err != nil {
-		t.Fatal(err)
-	}
+	rn, reg := runWithoutFleet(e, s)
 	first := storeSays(e)
 	exportsStoreGauges(t, "first reading", reg, first)
 
