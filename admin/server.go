@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/backstophq/backstop/store"
 )
@@ -38,6 +39,16 @@ type Breaker struct {
 	Delivered   int64  `json:"delivered"`
 	Released    int64  `json:"released"`
 	Failed      int64  `json:"failed"`
+	// DeadLettered counts the messages the relay dead-lettered; nil when
+	// the source of the breakers does not know.
+	DeadLettered *int64 `json:"dead_lettered,omitempty"`
+	// InFlight is how many of the destination's messages this process's
+	// relay holds claimed and not yet recorded; nil when unknown (the
+	// dashboard then counts leased messages through the store).
+	InFlight *int64 `json:"in_flight,omitempty"`
+	// PausedUntil is the end of a pause asked for by a Retry-After hint;
+	// nil when the destination is not paused.
+	PausedUntil *time.Time `json:"paused_until,omitempty"`
 }
 
 // Config configures a Server.

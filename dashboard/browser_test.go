@@ -46,6 +46,9 @@ func readOnly(t *testing.T, b context.Context, f *fixture) {
 	tb.until("the token is refused", `(document.querySelector('form.login [role=alert]')?.textContent || '').includes('does not know')`)
 	tb.signIn(readToken, "read only")
 	tb.until("the overview counts the dead letters", `document.querySelector('[data-tile="Dead letters"]')?.textContent === '6'`)
+	if n := f.leasedReads.Load(); n != 0 {
+		t.Errorf("the overview listed the leased messages %d times; the breakers report in_flight", n)
+	}
 	noActions := func(where string) {
 		t.Helper()
 		if n := eval[int](tb, `document.querySelectorAll('main button[data-action], main button[data-bulk]').length`); n != 0 {

@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -236,6 +234,9 @@ func (r *receiver) has(id string) bool {
 // dead letters of three causes and a stream held behind one of them.
 type fixture struct {
 	gate gate
+	// leasedReads counts the requests for a page of leased messages: the
+	// overview must not make them when the breakers report in_flight.
+	leasedReads atomic.Int64
 	st   store.Store
 	hook *receiver
 	url  string
@@ -293,22 +294,19 @@ func newFixture(t *testing.T, st store.Store) *fixture {
 		Workflows: workflows(t, st),
 		Tokens: []admin.Token{{Name: "ops", Secret: operateToken, Role: admin.RoleOperate},
 			{Name: "wallboard", Secret: readToken, Role: admin.RoleRead}},
-		Breakers: func() []admin.Breaker {
-			var out []admin.Breaker
-			for name, d := range rl.Stats().Destinations {
-				out = append(out, admin.Breaker{Destination: name, State: d.Breaker.String(), Openings: d.BreakerTrips,
-					Delivered: d.Delivered, Released: d.Released, Failed: d.Failed})
-			}
-			slices.SortFunc(out, func(a, b admin.Breaker) int { return strings.Compare(a.Destination, b.Destination) })
-			return out
-		},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Breakers: admin.RelayBreakers(rl),
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", f.gate.wrap(api.Handler()))
+	mux.Handle("/v1/", f.gate.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/messages" && r.URL.Query().Get("state") == "leased" {
+			f.leasedReads.Add(1)
+		}
+		api.Handler().ServeHTTP(w, r)
+	})))
 	mux.Handle("/", dashboard.Handler())
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)

@@ -74,6 +74,19 @@ func (fs *flights) held() (n int, bytes int64, ended uint64) {
 	return len(fs.m), fs.bytes, fs.ended
 }
 
+// perDestination counts the flights of each configured destination.
+func (fs *flights) perDestination() map[*destination]int64 {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	out := make(map[*destination]int64)
+	for _, f := range fs.m {
+		if f.dest != nil {
+			out[f.dest]++
+		}
+	}
+	return out
+}
+
 // add starts a flight; fs.mu is held.
 func (fs *flights) add(f *flight) {
 	f.bytes = messageBytes(f.m)

@@ -91,6 +91,9 @@ type DestinationStats struct {
 	// PausedUntil is the end of a pause of the whole destination asked
 	// for by a Retry-After hint; zero or past when it is not paused.
 	PausedUntil time.Time
+	// InFlight is the number of the destination's messages this relay has
+	// claimed and not yet recorded.
+	InFlight int64
 }
 
 // counters are the relay-wide counts behind Stats.
@@ -131,6 +134,7 @@ func (r *Relay) Stats() Stats {
 		UnknownPending: r.unknownPending(),
 		Destinations:   make(map[string]DestinationStats, len(r.destList)),
 	}
+	flying := r.fl.perDestination()
 	for _, d := range r.destList {
 		s.Destinations[d.name] = DestinationStats{
 			Delivered:    d.stats.delivered.Load(),
@@ -142,6 +146,7 @@ func (r *Relay) Stats() Stats {
 			Breaker:      d.state(now),
 			PausedUntil:  d.pausedUntil(),
 			BreakerTrips: d.stats.trips.Load(),
+			InFlight:     flying[d],
 		}
 	}
 	return s

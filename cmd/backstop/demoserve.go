@@ -36,7 +36,7 @@ func (d *demoRun) serveAdmin(ctx context.Context, out io.Writer) error {
 		Store:        d.st,
 		Tokens:       []admin.Token{{Name: "demo", Secret: token, Role: admin.RoleOperate}},
 		Destinations: demoDestinations,
-		Breakers:     breakersOf(d.relay),
+		Breakers:     admin.RelayBreakers(d.relay),
 		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

@@ -156,7 +156,7 @@ func serve(ctx context.Context, c *config.Config, logger *slog.Logger, ready fun
 	}
 	api, err := admin.New(admin.Config{
 		Store: st, Tokens: tokens, Destinations: names, Route: c.RouteTopic,
-		Breakers: breakersOf(r), MaxBodyBytes: c.MaxBodyBytes, Logger: logger, Workflows: wf,
+		Breakers: admin.RelayBreakers(r), MaxBodyBytes: c.MaxBodyBytes, Logger: logger, Workflows: wf,
 	})
 	if err != nil {
 		return err
@@ -224,19 +224,6 @@ func readyz(st store.Store) http.HandlerFunc {
 			return
 		}
 		_, _ = w.Write([]byte("ready\n"))
-	}
-}
-
-func breakersOf(r *relay.Relay) func() []admin.Breaker {
-	return func() []admin.Breaker {
-		s := r.Stats()
-		out := make([]admin.Breaker, 0, len(s.Destinations))
-		for _, name := range sortedNames(s.Destinations) {
-			d := s.Destinations[name]
-			out = append(out, admin.Breaker{Destination: name, State: d.Breaker.String(), Openings: d.BreakerTrips,
-				Delivered: d.Delivered, Released: d.Released, Failed: d.Failed})
-		}
-		return out
 	}
 }
 

@@ -47,7 +47,9 @@ function sample(c) {
 }
 
 // inFlight counts the leased messages per destination, when the breakers
-// do not report in_flight themselves.
+// do not report in_flight themselves (a server whose breakers come from the
+// store's circuits, not from a relay of its own). The page of leased
+// messages is a costly read on a large outbox, so serve reports in_flight.
 async function inFlight(breakers) {
   if (breakers.length && breakers.every((b) => typeof b.in_flight === 'number')) {
     return Object.fromEntries(breakers.map((b) => [b.destination, b.in_flight]));
@@ -62,6 +64,12 @@ async function inFlight(breakers) {
 function tile(label, value, sub, alert) {
   return h('div', { class: 'tile' + (alert ? ' alert' : '') }, h('div', { class: 'label' }, label),
     h('div', { class: 'value', dataset: { tile: label } }, value), h('div', { class: 'sub' }, sub || '\u00a0'));
+}
+
+// reportsRelay says the breaker comes from a relay in this server, which
+// reports its pause (paused_until, absent when not paused) and in_flight.
+function reportsRelay(b) {
+  return 'paused_until' in b || typeof b.in_flight === 'number';
 }
 
 function pausedText(b) {
@@ -101,7 +109,7 @@ export function overview(main) {
       dests.replaceChildren(h('h2', { id: 'dests-h' }, 'Destinations'), table('Destinations', [
         ['Destination', (b) => b.destination],
         ['Circuit', (b) => badge(b.state, b.state)],
-        ['Paused by Retry-After', (b) => ('paused_until' in b ? pausedText(b) : h('span', { class: 'muted', title: 'not reported by this server' }, 'n/a'))],
+        ['Paused by Retry-After', (b) => (reportsRelay(b) ? pausedText(b) : h('span', { class: 'muted', title: 'not reported by this server' }, 'n/a'))],
         ['In flight', (b) => fmtNum(flight[b.destination] || 0) + (flight.more ? '+' : ''), 'num'],
         ['Delivered', (b) => fmtNum(b.delivered), 'num'],
         ['Failed', (b) => fmtNum(b.failed), 'num'],
