@@ -237,9 +237,9 @@ type fixture struct {
 	// leasedReads counts the requests for a page of leased messages: the
 	// overview must not make them when the breakers report in_flight.
 	leasedReads atomic.Int64
-	st   store.Store
-	hook *receiver
-	url  string
+	st          store.Store
+	hook        *receiver
+	url         string
 	// refused are the entries of the largest group (unknown fulfilment
 	// step), invalid those of the second, stuck the head of the blocked
 	// stream and held the message behind it.
