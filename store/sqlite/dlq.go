@@ -102,44 +102,81 @@ func (d *deadLetters) ReplayAs(ctx context.Context, id string, a dlq.Action) err
 	})
 }
 
-// replay resets e's message and marks e replayed by a. An entry whose
-// MessageID is not a UUID (added by hand) is only marked, as on
-// PostgreSQL: the outbox keeps no such id, and writing one failed the
-// replay, and with it every bulk replay whose page held the entry.
+// replay resets e's message and marks e replayed by a.
 func (d *deadLetters) replay(ctx context.Context, tx *sql.Tx, e *dlq.Entry, now time.Time, a dlq.Action) error {
+	return d.replayPage(ctx, tx, []*dlq.Entry{e}, now, a)
+}
+
+// replayPage resets the messages of es and marks es replayed by a, in a
+// few statements for the whole page: a bulk replay holds SQLite's one
+// writer while it runs, and two statements an entry (each compiled with
+// the outbox's check triggers) held it 150-450 ms a page of 500. A
+// message no longer in the outbox is written again from its entry. An
+// entry whose MessageID is not a UUID (added by hand) is only marked, as
+// on PostgreSQL: the outbox keeps no such id, and writing one failed the
+// replay, and with it every bulk replay whose page held the entry.
+func (d *deadLetters) replayPage(ctx context.Context, tx *sql.Tx, es []*dlq.Entry, now time.Time, a dlq.Action) error {
 	s := d.s
-	if msgID, err := uuid.Parse(e.MessageID); err == nil && e.MessageID != "" {
-		n, err := affected(tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET
+	var msgIDs []string
+	for _, e := range es {
+		if id, err := uuid.Parse(e.MessageID); err == nil && e.MessageID != "" {
+			msgIDs = append(msgIDs, id.String())
+		}
+	}
+	reset := make(map[string]bool, len(msgIDs))
+	for _, args := range idChunks(msgIDs) {
+		rows, err := tx.QueryContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET
 			dead_lettered_at = NULL, attempts = 0, status = status & ~32772, failure_reason = NULL, error = NULL,
 			fingerprint = NULL, first_failed_at = NULL, last_failed_at = NULL, scheduled_for = NULL,
 			stream_released_at = NULL, published_at = NULL, instance_id = NULL, lease_expiry = NULL
-			WHERE id = ?`), msgID.String()))
+			WHERE id IN (`+placeholders(len(args))+`) RETURNING id`), args...)
 		if err != nil {
 			return err
 		}
-		if n == 0 {
-			headers, err := encodeHeaders(e.Headers)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, s.sql(`INSERT INTO {{prefix}}outbox
-				(id, destination, stream, type, payload, headers, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
-				msgID.String(), e.Destination, e.Stream, e.Type, blob(e.Payload), headers, now.UnixMilli()); err != nil {
-				return fmt.Errorf("re-enqueue %s: %w", e.MessageID, err)
-			}
+		ids, err := scanIDs(rows)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			reset[id] = true
 		}
 	}
-	_, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}dead_letters SET replayed = 1, replayed_at = ?,
-		replayed_by = ?, replay_notes = ?, status = CASE WHEN status = 'pending' THEN 'replayed' ELSE status END
-		WHERE id = ?`), now.UnixMilli(), a.Actor, a.Notes, e.ID)
-	if err == nil {
-		t := time.UnixMilli(now.UnixMilli()).UTC()
+	for _, e := range es {
+		id, err := uuid.Parse(e.MessageID)
+		if err != nil || e.MessageID == "" || reset[id.String()] {
+			continue
+		}
+		headers, err := encodeHeaders(e.Headers)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.sql(`INSERT INTO {{prefix}}outbox
+			(id, destination, stream, type, payload, headers, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+			id.String(), e.Destination, e.Stream, e.Type, blob(e.Payload), headers, now.UnixMilli()); err != nil {
+			return fmt.Errorf("re-enqueue %s: %w", e.MessageID, err)
+		}
+		reset[id.String()] = true // a second entry of the same message finds it written
+	}
+	entryIDs := make([]string, len(es))
+	for i, e := range es {
+		entryIDs[i] = e.ID
+	}
+	for _, args := range idChunks(entryIDs) {
+		_, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}dead_letters SET replayed = 1, replayed_at = ?,
+			replayed_by = ?, replay_notes = ?, status = CASE WHEN status = 'pending' THEN 'replayed' ELSE status END
+			WHERE id IN (`+placeholders(len(args))+`)`), append([]any{now.UnixMilli(), a.Actor, a.Notes}, args...)...)
+		if err != nil {
+			return err
+		}
+	}
+	t := time.UnixMilli(now.UnixMilli()).UTC()
+	for _, e := range es {
 		e.Replayed, e.ReplayedAt, e.ReplayedBy, e.ReplayNotes = true, &t, a.Actor, a.Notes
 		if e.Status == dlq.StatusPending {
 			e.Status = dlq.StatusReplayed
 		}
 	}
-	return err
+	return nil
 }
 
 func (d *deadLetters) ReplayMatching(ctx context.Context, f *dlq.Filters, dryRun bool) ([]*dlq.Entry, error) {
@@ -190,11 +227,8 @@ func (d *deadLetters) ReplayMatchingAs(ctx context.Context, f *dlq.Filters, dryR
 				return err
 			}
 		}
-		now := d.s.now()
-		for _, e := range out {
-			if err := d.replay(ctx, tx, e, now, a); err != nil {
-				return fmt.Errorf("replay %s: %w", e.ID, err)
-			}
+		if err := d.replayPage(ctx, tx, out, d.s.now(), a); err != nil {
+			return fmt.Errorf("replay: %w", err)
 		}
 		return nil
 	})
