@@ -22,6 +22,8 @@ var dlqLifeCases = []testCase{
 	{"HandDeadLetteredInFlightThenDeliveredIsResolved", testLifeDeliveredAfterHandDeadLetter},
 	{"HandDeadLetteredInFlightIsReplayedOnlyOnceItsDeliveryEnds", testLifeReplayWaitsForTheDelivery},
 	{"HandDeadLetteredInFlightHoldsItsStreamWhileLeased", testLifeInFlightDeadLetterHoldsStream},
+	{"HandDeadLetteredInFlightLeaseLapsedFreedByOperator", testLapsedDeadLetterFreedByOperator},
+	{"HandDeadLetteredInFlightLeaseLapsedKeepsHoldingItsStream", testLapsedDeadLetterKeepsHoldingStream},
 	{"TextsAreCleanedOnEveryWrite", testLifeCleanTexts},
 	{"UnknownStatusIsRefused", testLifeUnknownStatus},
 	{"BulkResolveChangesOnlyEntriesStillInTheirListedStatus", testLifeResolveEntries},
