@@ -218,6 +218,19 @@ func (q *deadLetters) list(ctx context.Context, db querier, f *dlq.Filters, forR
 		}
 		where = append(where, `(failure_time, id) > (SELECT failure_time, id FROM `+q.s.n.deadLetters+` WHERE id = `+c+`)`)
 	}
+	rows, err := db.Query(ctx, q.listSQL(where, f, lock), args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: dlq list: %w", err)
+	}
+	out, err := collectEntries(rows)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: dlq list: %w", err)
+	}
+	return out, nil
+}
+
+// listSQL is the statement of a page of entries matching where.
+func (q *deadLetters) listSQL(where []string, f *dlq.Filters, lock bool) string {
 	sql := `SELECT ` + dlCols + ` FROM ` + q.s.n.deadLetters
 	if len(where) > 0 {
 		sql += ` WHERE ` + strings.Join(where, ` AND `)
@@ -229,15 +242,7 @@ func (q *deadLetters) list(ctx context.Context, db querier, f *dlq.Filters, forR
 	if lock {
 		sql += ` FOR UPDATE`
 	}
-	rows, err := db.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: dlq list: %w", err)
-	}
-	out, err := collectEntries(rows)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: dlq list: %w", err)
-	}
-	return out, nil
+	return sql
 }
 
 // filterSQL turns the set fields of f into AND-ed conditions.
