@@ -33,10 +33,8 @@ func (dr *driver) deadLetter(ctx context.Context, ti *models.TaskInstance, err e
 				task = &t
 			}
 		}
-		if cbErr := cb(ctx, task, ti, err); cbErr != nil {
-			e.log.LogAttrs(ctx, slog.LevelWarn, "OnTaskFailure failed", slog.String("run_id", dr.runID),
-				slog.String("dag_id", dr.d.id), slog.String("task_id", ti.TaskID), slog.String("error", cbErr.Error()))
-		}
+		e.callback(ctx, "OnTaskFailure", func() error { return cb(ctx, task, ti, err) },
+			slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id), slog.String("task_id", ti.TaskID))
 	}
 	// The callback may have run long: an instance that stalled past its
 	// lease (paused, swapped out) leaves the failure to the instance that

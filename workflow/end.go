@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/backstophq/backstop/workflow/models"
@@ -36,10 +37,8 @@ func (dr *driver) finish(p plan) (*Run, error) {
 	dr.e.emit(Event{Time: r.EndedAt, RunID: dr.runID, DAGID: dr.d.id, RunState: p.state, Reason: p.reason})
 	if cb := dr.d.prop.OnDAGFailure; cb != nil && p.state == models.RunStateFailed {
 		run := &models.DAGRun{ID: r.ID, DAGID: r.DAGID, State: r.State, StartedAt: r.CreatedAt, EndedAt: r.EndedAt}
-		if err := cb(dr.ctx, run, runErr); err != nil {
-			dr.e.log.LogAttrs(dr.ctx, slog.LevelWarn, "OnDAGFailure failed", slog.String("run_id", dr.runID),
-				slog.String("dag_id", dr.d.id), slog.String("error", err.Error()))
-		}
+		dr.e.callback(dr.ctx, "OnDAGFailure", func() error { return cb(dr.ctx, run, runErr) },
+			slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id))
 	}
 	return r, runErr
 }
@@ -96,5 +95,23 @@ func (dr *driver) release() {
 	if dr.slot {
 		dr.slot = false
 		<-dr.e.sem
+	}
+}
+
+// callback runs the user's callback name (OnTaskFailure, OnDAGFailure) on
+// the driver's goroutine and logs its error at WARN. A callback that panics
+// (an alert with a nil client) is logged at ERROR with its stack and taken
+// as failed: it must not take the process down, and with it every run it
+// drives. OnTaskFailure's panic crashed the process again on every resume,
+// when the failure was dead-lettered again, so the run could never end.
+func (e *Engine) callback(ctx context.Context, name string, fn func() error, attrs ...slog.Attr) {
+	defer func() {
+		if v := recover(); v != nil {
+			e.log.LogAttrs(ctx, slog.LevelError, name+" panicked", append(attrs,
+				slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))...)
+		}
+	}()
+	if err := fn(); err != nil {
+		e.log.LogAttrs(ctx, slog.LevelWarn, name+" failed", append(attrs, slog.String("error", err.Error()))...)
 	}
 }

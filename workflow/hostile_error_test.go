@@ -50,3 +50,38 @@ func TestTaskErrorWhoseErrorMethodPanics(t *testing.T) {
 		t.Errorf("a was not dead-lettered:\n%s", r.Explain())
 	}
 }
+
+// OnTaskFailure and OnDAGFailure that panic (an alert with a nil client)
+// are logged at ERROR and taken as failed: the task is dead-lettered and
+// the run ends. The panic took the process down, and OnTaskFailure's did
+// again on every resume of the run, whose failure was then dead-lettered
+// again: the run could never end.
+func TestPanickingFailureCallbacks(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, workflow.Config{})
+	var alerts map[string]int // nil: a write panics
+	h.register("alerts", &eh.PropagationConfig{
+		OnTaskFailure: func(_ context.Context, task *models.Task, _ *models.TaskInstance, _ error) error {
+			alerts[task.ID]++
+			return nil
+		},
+		OnDAGFailure: func(_ context.Context, run *models.DAGRun, _ error) error {
+			alerts[run.ID]++
+			return nil
+		},
+	}, h.task("a", fail(eh.Permanent(errors.New("a broke")))), h.task("b", nil, "a"))
+	r, err := h.run("alerts", workflow.RunOptions{ID: "r-alerts"})
+	if !errors.Is(err, workflow.ErrRunFailed) {
+		t.Fatalf("Run = %v, want the run failed", err)
+	}
+	wantStates(t, r, map[string]models.TaskState{"a": models.TaskStateFailed, "b": models.TaskStateUpstreamFailed})
+	if r.Task("a").DeadLetterID == "" {
+		t.Errorf("a was not dead-lettered:\n%s", r.Explain())
+	}
+	logs := h.logs.String()
+	for _, cb := range []string{"OnTaskFailure panicked", "OnDAGFailure panicked"} {
+		if !strings.Contains(logs, "level=ERROR msg=\""+cb) {
+			t.Errorf("no ERROR record %q in the logs:\n%s", cb, logs)
+		}
+	}
+}
