@@ -21,7 +21,7 @@ import (
 	"github.com/backstophq/backstop/workflow/wfpostgres"
 )
 
-// The database goes away for 1.5 s (a restart, a failover: here a proxy
+// The database goes away for 1.3 s (a restart, a failover: here a proxy
 // between the store and PostgreSQL cuts every connection and refuses new
 // ones) while a task runs and the run's lease falls due for renewal. The
 // lease has two thirds of its time left, so nobody else can take the run:
@@ -54,7 +54,7 @@ func TestBriefDatabaseOutageKeepsTheRunPostgres(t *testing.T) {
 	outage := func(ctx context.Context, _ *workflow.TaskContext) error {
 		p.down()
 		select { // the database is away past the renewal
-		case <-time.After(1500 * time.Millisecond):
+		case <-time.After(1300 * time.Millisecond):
 		case <-ctx.Done():
 			p.up()
 			return context.Cause(ctx)
