@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // result is how one attempt's function returned.
@@ -62,5 +63,23 @@ func call(ctx context.Context, tc *TaskContext) (err error) {
 			err = &PanicError{Value: v}
 		}
 	}()
-	return tc.task.Run(ctx, tc)
+	err = tc.task.Run(ctx, tc)
+	if err != nil {
+		checkError(err)
+	}
+	return err
+}
+
+// checkError reads err's message, which the driver logs, classifies and
+// records on its own goroutine. An Error method that panics (a typed nil
+// pointer returned as an error) would take the process down there, and
+// again on every resume of the run: it panics here instead, inside call's
+// recovery, saying so.
+func checkError(err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			panic(fmt.Sprintf("the Error method of the returned %T panicked: %v", err, v))
+		}
+	}()
+	_ = err.Error()
 }

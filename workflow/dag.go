@@ -89,6 +89,9 @@ func NewDAG(id string, prop *errorhandling.PropagationConfig, tasks ...Task) (*D
 	if prop == nil {
 		prop = errorhandling.DefaultPropagationConfig()
 	}
+	// The DAG keeps a copy, as it keeps copies of its tasks: a variable
+	// reused for the next definition must not change this one's policy.
+	prop = copyPropagation(prop)
 	d := &DAG{id: id, prop: prop, tasks: slices.Clone(tasks), index: map[string]int{},
 		down: map[string][]string{}, allow: map[[2]string]bool{}, critical: map[string]bool{}}
 	var dups []string
@@ -284,8 +287,17 @@ func (d *DAG) ID() string { return d.id }
 func (d *DAG) TaskIDs() []string { return slices.Clone(d.order) }
 
 // Propagation returns the DAG's propagation configuration (the default
-// when NewDAG was given nil). Do not change it.
-func (d *DAG) Propagation() *errorhandling.PropagationConfig { return d.prop }
+// when NewDAG was given nil), as it was when NewDAG was called. Each call
+// returns a new copy.
+func (d *DAG) Propagation() *errorhandling.PropagationConfig { return copyPropagation(d.prop) }
+
+// copyPropagation returns a copy of p that shares nothing changeable with
+// it.
+func copyPropagation(p *errorhandling.PropagationConfig) *errorhandling.PropagationConfig {
+	c := *p
+	c.CriticalTasks = slices.Clone(p.CriticalTasks)
+	return &c
+}
 
 // Model returns the DAG as plain data (models.DAG), tasks in dependency
 // order, Critical set for tasks critical either way. Each call returns a

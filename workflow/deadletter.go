@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/backstophq/backstop/dlq"
+	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/workflow/models"
 	"github.com/backstophq/backstop/workflow/wfstore"
 )
@@ -32,16 +33,17 @@ func (dr *driver) deadLetter(ctx context.Context, ti *models.TaskInstance, err e
 				task = &t
 			}
 		}
-		if cbErr := cb(ctx, task, ti, err); cbErr != nil {
-			e.log.LogAttrs(ctx, slog.LevelWarn, "OnTaskFailure failed", slog.String("run_id", dr.runID),
-				slog.String("dag_id", dr.d.id), slog.String("task_id", ti.TaskID), slog.String("error", cbErr.Error()))
-		}
+		e.callback(ctx, "OnTaskFailure", func() error { return cb(ctx, task, ti, err) },
+			slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id), slog.String("task_id", ti.TaskID))
 	}
 	// The callback may have run long: an instance that stalled past its
 	// lease (paused, swapped out) leaves the failure to the instance that
 	// took the run over. A stall after this check is caught by the
-	// entry's ID (addEntry) and by SetDeadLetter's fence.
-	if _, lost := dr.renew(); lost != nil {
+	// entry's ID (addEntry) and by SetDeadLetter's fence, and so is a
+	// renewal the database did not answer (a killed connection): that
+	// says nothing of who holds the run, and taken for a loss it left the
+	// failure without a dead letter, which nobody else was to add.
+	if _, lost := dr.renew(); lost != nil && !errors.Is(lost, store.ErrUnavailable) {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "run lost before its failed task was dead-lettered; the instance holding it does so",
 			slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id), slog.String("task_id", ti.TaskID),
 			slog.String("error", lost.Error()))

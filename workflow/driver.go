@@ -91,6 +91,12 @@ func (dr *driver) run() (*Run, error) {
 		if err := dr.lease.err(); err != nil {
 			return dr.abort(err)
 		}
+		if dr.runCtx.Err() != nil {
+			// The driver gave the run up (dead-lettering found it lost)
+			// or its caller ended: every attempt it started now would be
+			// cancelled at once, recorded lost and started again.
+			return dr.abort(context.Cause(dr.runCtx))
+		}
 		if dr.stale {
 			if err := dr.load(); err != nil {
 				return dr.abort(err)

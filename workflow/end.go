@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
+	"time"
 
 	"github.com/backstophq/backstop/workflow/models"
 	"github.com/backstophq/backstop/workflow/wfstore"
@@ -35,29 +37,50 @@ func (dr *driver) finish(p plan) (*Run, error) {
 	dr.e.emit(Event{Time: r.EndedAt, RunID: dr.runID, DAGID: dr.d.id, RunState: p.state, Reason: p.reason})
 	if cb := dr.d.prop.OnDAGFailure; cb != nil && p.state == models.RunStateFailed {
 		run := &models.DAGRun{ID: r.ID, DAGID: r.DAGID, State: r.State, StartedAt: r.CreatedAt, EndedAt: r.EndedAt}
-		if err := cb(dr.ctx, run, runErr); err != nil {
-			dr.e.log.LogAttrs(dr.ctx, slog.LevelWarn, "OnDAGFailure failed", slog.String("run_id", dr.runID),
-				slog.String("dag_id", dr.d.id), slog.String("error", err.Error()))
-		}
+		dr.e.callback(dr.ctx, "OnDAGFailure", func() error { return cb(dr.ctx, run, runErr) },
+			slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id))
 	}
 	return r, runErr
 }
 
+// abandonGrace is how long, on the engine's clock, abort waits for the
+// cancelled attempts to return. A task function that ignores its context
+// is abandoned after it: Run, Resume and Work's shutdown returned only when
+// it did, which may be never.
+const abandonGrace = 5 * time.Second
+
 // abort stops the driver on err: running attempts are cancelled, their
 // outcomes recorded (an interrupted one is not a failure), and the run is
-// released for another instance unless the lease was lost.
+// released for another instance unless the lease was lost. Attempts that
+// do not return within abandonGrace are abandoned, logged at WARN: their
+// rows stay running, and the run is not released but left to its lease,
+// which lapses (it is no longer renewed); whoever takes the run then
+// finds them lost and runs them again.
 func (dr *driver) abort(err error) (*Run, error) {
 	dr.cancel(err)
 	bg, cancel := context.WithTimeout(context.WithoutCancel(dr.ctx), writeTimeout)
 	defer cancel()
-	for len(dr.running) > 0 {
-		if rerr := dr.record(bg, <-dr.results); rerr != nil {
-			err = errors.Join(err, rerr)
+	grace := dr.e.cfg.Clock.NewTimer(abandonGrace)
+	defer grace.Stop()
+	abandoned := false
+	for len(dr.running) > 0 && !abandoned {
+		select {
+		case r := <-dr.results:
+			if rerr := dr.record(bg, r); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		case <-grace.C():
+			abandoned = true
+			for id, f := range dr.running {
+				dr.e.log.LogAttrs(bg, slog.LevelWarn, "attempt abandoned: the task did not return after its context was cancelled; it may ignore its context",
+					slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id), slog.String("task_id", id),
+					slog.Int("attempt", f.attempt), slog.Duration("grace", abandonGrace))
+			}
 		}
 	}
 	dr.release()
 	dr.lease.stop()
-	if !errors.Is(err, wfstore.ErrLeaseLost) {
+	if !abandoned && !errors.Is(err, wfstore.ErrLeaseLost) {
 		if rerr := dr.e.st.ReleaseRun(bg, dr.runID, dr.e.cfg.InstanceID); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
@@ -72,5 +95,23 @@ func (dr *driver) release() {
 	if dr.slot {
 		dr.slot = false
 		<-dr.e.sem
+	}
+}
+
+// callback runs the user's callback name (OnTaskFailure, OnDAGFailure) on
+// the driver's goroutine and logs its error at WARN. A callback that panics
+// (an alert with a nil client) is logged at ERROR with its stack and taken
+// as failed: it must not take the process down, and with it every run it
+// drives. OnTaskFailure's panic crashed the process again on every resume,
+// when the failure was dead-lettered again, so the run could never end.
+func (e *Engine) callback(ctx context.Context, name string, fn func() error, attrs ...slog.Attr) {
+	defer func() {
+		if v := recover(); v != nil {
+			e.log.LogAttrs(ctx, slog.LevelError, name+" panicked", append(attrs,
+				slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))...)
+		}
+	}()
+	if err := fn(); err != nil {
+		e.log.LogAttrs(ctx, slog.LevelWarn, name+" failed", append(attrs, slog.String("error", err.Error()))...)
 	}
 }

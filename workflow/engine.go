@@ -138,7 +138,11 @@ func (e *Engine) sameDAG(ctx context.Context, runID, dagID string) error {
 // returns no error. If opts.ID names an existing run, Run resumes it (or
 // returns it as it ended). If ctx ends first, running attempts are
 // cancelled and recorded as interrupted (not counted as failures), the
-// run is released for another instance, and ctx's error is returned.
+// run is released for another instance, and ctx's error is returned. A
+// task function that ignores its context and has not returned 5 s (on
+// Config.Clock) after the cancellation is abandoned, logged at WARN: the
+// run is then not released but left to its lease, so that another
+// instance runs the task again only once the lease lapses.
 func (e *Engine) Run(ctx context.Context, dagID string, opts RunOptions) (*Run, error) {
 	id, err := e.create(ctx, dagID, opts, e.cfg.InstanceID)
 	if errors.Is(err, wfstore.ErrRunExists) {

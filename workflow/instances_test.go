@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -178,5 +179,71 @@ func TestRunIDsNoStoreKeeps(t *testing.T) {
 	}
 	if _, err := h.engine.Start(h.ctx, "w", workflow.RunOptions{ID: "run\x1b[2J"}); err != nil {
 		t.Errorf("a run ID with another control character: %v", err)
+	}
+}
+
+// A task that ignores its context and does not return holds up a shutdown
+// for a few seconds (the engine's clock), not for ever: the attempt is
+// abandoned with a warning, Run returns, and the run is left to its lease,
+// not released, so that nobody runs the task again while it may still be
+// running. Once the lease lapses, another instance's resume finds the
+// attempt lost and runs the task again, no failure counted. Run, and so Work's shutdown, waited
+// for the function to return.
+func TestShutdownAbandonsAnAttemptThatIgnoresItsContext(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, workflow.Config{LeaseDuration: 30 * time.Second})
+	started, release := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	stuck := h.task("stuck", func(ctx context.Context, tc *workflow.TaskContext) error {
+		if tc.Attempt() == 1 {
+			close(started)
+			<-release // ignores ctx
+		}
+		return nil
+	})
+	h.register("stuck", nil, stuck, h.task("after", nil, "stuck"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.engine.Run(ctx, "stuck", workflow.RunOptions{ID: "r"})
+		done <- err
+	}()
+	<-started
+	cancel()
+	var err error
+	giveUp := time.After(10 * time.Second)
+wait:
+	for {
+		select {
+		case err = <-done:
+			break wait
+		case <-giveUp:
+			t.Fatalf("Run did not return 10 s after its context ended (the clock moved %s)", h.clock.Now().Sub(t0))
+		case <-time.After(time.Millisecond):
+			h.clock.Advance(time.Second)
+		}
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+	if !strings.Contains(h.logs.String(), "attempt abandoned") {
+		t.Errorf("no warning of the abandoned attempt:\n%s", h.logs.String())
+	}
+	mid, _ := h.engine.Get(h.ctx, "r")
+	if mid.Owner == "" {
+		t.Errorf("the run was released while its attempt may still run")
+	}
+	b := newHarnessOn(t, h.sqlite, h.store, workflow.Config{InstanceID: "B", Clock: h.clock})
+	b.register("stuck", nil, stuck, b.task("after", nil, "stuck"))
+	if _, err := b.engine.Resume(h.ctx, "r"); !errors.Is(err, wfstore.ErrLeased) {
+		t.Fatalf("another instance's Resume before the lease lapsed: %v, want ErrLeased", err)
+	}
+	h.clock.Advance(time.Minute)
+	r, err := b.engine.Resume(h.ctx, "r")
+	if err != nil || r.State != models.RunStateSuccess {
+		t.Fatalf("Resume: %v\n%s", err, h.logs.String())
+	}
+	if s := r.Task("stuck"); len(s.History) != 2 || s.History[0].Outcome != "lost" || s.History[1].Outcome != "success" {
+		t.Errorf("stuck: history %+v; want the first attempt lost, the second a success", s.History)
 	}
 }

@@ -2,11 +2,13 @@ package workflow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/backstophq/backstop/clock"
+	"github.com/backstophq/backstop/store"
 )
 
 // keeper renews a run's lease from a goroutine of its own, every third of
@@ -41,7 +43,8 @@ func (k *keeper) err() error {
 }
 
 // keepLease starts renewing the run's lease, taken at taken. A renewal
-// that fails stops the driver as a lost lease does: the running attempts
+// the database does not answer is tried again while the lease surely
+// holds (renewWhileHeld). A renewal that fails for good stops the driver as a lost lease does: the running attempts
 // are cancelled (runCtx) with the renewal's error, and the loop, which
 // watches lost, aborts on it. The renewals go on after the caller's
 // context ends, while the driver records the interrupted attempts, until
@@ -58,7 +61,10 @@ func (dr *driver) keepLease(taken time.Time) *keeper {
 		defer close(stopped)
 		last := taken
 		for sleepUntil(dr.e.cfg.Clock, last.Add(dr.e.cfg.LeaseDuration/3), done) {
-			now, err := dr.renew()
+			now, err := dr.renewWhileHeld(last, done)
+			if errors.Is(err, errStopped) {
+				return
+			}
 			if err != nil {
 				k.cause = err
 				close(k.lost)
@@ -73,6 +79,35 @@ func (dr *driver) keepLease(taken time.Time) *keeper {
 		}
 	}()
 	return k
+}
+
+// errStopped is renewWhileHeld's error when the keeper was stopped.
+var errStopped = errors.New("workflow: lease keeper stopped")
+
+// renewWhileHeld renews the lease last renewed (or taken) at last. A
+// renewal that fails for want of the database (a killed connection, a
+// restart, a failover: store.ErrUnavailable) is tried again every
+// thirtieth of LeaseDuration while the lease is sure to hold, until two
+// thirds of it have gone, leaving the last third as a margin for the
+// clocks. A database away for a moment stopped the driver at its first
+// renewal, cancelling the running attempts, though nobody else could take
+// the run for two thirds of a lease.
+func (dr *driver) renewWhileHeld(last time.Time, done <-chan struct{}) (time.Time, error) {
+	clk, ttl := dr.e.cfg.Clock, dr.e.cfg.LeaseDuration
+	giveUp := last.Add(2 * ttl / 3)
+	for {
+		now, err := dr.renew()
+		if err == nil || !errors.Is(err, store.ErrUnavailable) || !clk.Now().Before(giveUp) {
+			return now, err
+		}
+		next := clk.Now().Add(max(ttl/30, time.Millisecond))
+		if next.After(giveUp) {
+			next = giveUp
+		}
+		if !sleepUntil(clk, next, done) {
+			return time.Time{}, errStopped
+		}
+	}
 }
 
 // renew extends the run's lease from now and returns now. Renewing

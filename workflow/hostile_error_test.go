@@ -1,0 +1,87 @@
+package workflow_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	eh "github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/workflow"
+	"github.com/backstophq/backstop/workflow/models"
+)
+
+// nilPtrError is an error type whose Error method reads its receiver: a
+// nil *nilPtrError returned as an error (Go's typed-nil pitfall) is
+// non-nil, and its Error method panics.
+type nilPtrError struct{ msg string }
+
+func (e *nilPtrError) Error() string { return e.msg }
+
+func typedNil() error {
+	var e *nilPtrError
+	return e
+}
+
+// A task that returns an error whose Error method panics (a typed nil
+// pointer) fails its attempt like a task that panics; the engine records
+// it and goes on. The driver read the message on its own goroutine, where
+// the panic took the process down, and again on every resume of the run.
+func TestTaskErrorWhoseErrorMethodPanics(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, workflow.Config{})
+	h.register("typed-nil", &eh.PropagationConfig{Policy: eh.PropagationPolicySkipDownstream},
+		h.task("a", func(context.Context, *workflow.TaskContext) error { return typedNil() }),
+		h.task("b", nil, "a"),
+		h.task("c", nil),
+	)
+	r, err := h.run("typed-nil", workflow.RunOptions{ID: "r-typed-nil"})
+	var re *workflow.RunError
+	if !errors.As(err, &re) {
+		t.Fatalf("Run error = %v, want a *RunError", err)
+	}
+	wantStates(t, r, map[string]models.TaskState{
+		"a": models.TaskStateFailed, "b": models.TaskStateUpstreamFailed, "c": models.TaskStateSuccess,
+	})
+	if got := r.Task("a").Error; !strings.Contains(got, "panicked") {
+		t.Errorf("a's error = %q, want it to say the error's Error method panicked", got)
+	}
+	if r.Task("a").DeadLetterID == "" {
+		t.Errorf("a was not dead-lettered:\n%s", r.Explain())
+	}
+}
+
+// OnTaskFailure and OnDAGFailure that panic (an alert with a nil client)
+// are logged at ERROR and taken as failed: the task is dead-lettered and
+// the run ends. The panic took the process down, and OnTaskFailure's did
+// again on every resume of the run, whose failure was then dead-lettered
+// again: the run could never end.
+func TestPanickingFailureCallbacks(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, workflow.Config{})
+	var alerts map[string]int // nil: a write panics
+	h.register("alerts", &eh.PropagationConfig{
+		OnTaskFailure: func(_ context.Context, task *models.Task, _ *models.TaskInstance, _ error) error {
+			alerts[task.ID]++
+			return nil
+		},
+		OnDAGFailure: func(_ context.Context, run *models.DAGRun, _ error) error {
+			alerts[run.ID]++
+			return nil
+		},
+	}, h.task("a", fail(eh.Permanent(errors.New("a broke")))), h.task("b", nil, "a"))
+	r, err := h.run("alerts", workflow.RunOptions{ID: "r-alerts"})
+	if !errors.Is(err, workflow.ErrRunFailed) {
+		t.Fatalf("Run = %v, want the run failed", err)
+	}
+	wantStates(t, r, map[string]models.TaskState{"a": models.TaskStateFailed, "b": models.TaskStateUpstreamFailed})
+	if r.Task("a").DeadLetterID == "" {
+		t.Errorf("a was not dead-lettered:\n%s", r.Explain())
+	}
+	logs := h.logs.String()
+	for _, cb := range []string{"OnTaskFailure panicked", "OnDAGFailure panicked"} {
+		if !strings.Contains(logs, "level=ERROR msg=\""+cb) {
+			t.Errorf("no ERROR record %q in the logs:\n%s", cb, logs)
+		}
+	}
+}
