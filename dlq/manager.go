@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"unicode/utf8"
 
@@ -237,7 +238,7 @@ func (m *Manager) FailedTaskEntry(ti *models.TaskInstance, dag *models.DAG, err 
 	if err != nil {
 		e.ErrorMessage = truncate(err.Error(), MaxErrorMessage)
 		e.Fingerprint = errorhandling.Fingerprint(err)
-		v := m.classifier.Classify(err)
+		v := m.classify(err)
 		if _, attached := errorhandling.ReasonOf(err); attached || v.Reason != errorhandling.ReasonUnknown {
 			e.Reason = v.Reason
 		}
@@ -251,6 +252,21 @@ func (m *Manager) FailedTaskEntry(ti *models.TaskInstance, dag *models.DAG, err 
 	}
 	e.FailureReason = e.Reason.String()
 	return e, nil
+}
+
+// classify is the classifier's verdict on err. A rule that panics must
+// not take the process down while a failure is being dead-lettered: the
+// verdict is then unknown (the entry keeps reason HandlerException), and
+// the panic is logged at ERROR with its stack.
+func (m *Manager) classify(err error) (v errorhandling.Classification) {
+	defer func() {
+		if p := recover(); p != nil {
+			m.logger.LogAttrs(context.Background(), slog.LevelError, "the error classifier panicked while dead-lettering",
+				slog.String("error", err.Error()), slog.String("panic", fmt.Sprint(p)), slog.String("stack", string(debug.Stack())))
+			v = errorhandling.Classification{Class: errorhandling.ClassUnknown, Rule: "panic"}
+		}
+	}()
+	return m.classifier.Classify(err)
 }
 
 // logAdded writes the ops log record of a dead letter.

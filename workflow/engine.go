@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 
 	"github.com/google/uuid"
 
 	"github.com/backstophq/backstop/dlq"
+	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/workflow/wfstore"
 )
 
@@ -256,7 +258,31 @@ func (e *Engine) leave(runID string) {
 
 // emit calls OnEvent.
 func (e *Engine) emit(ev Event) {
-	if e.cfg.OnEvent != nil {
-		e.cfg.OnEvent(ev)
+	if e.cfg.OnEvent == nil {
+		return
 	}
+	defer func() {
+		if v := recover(); v != nil {
+			e.log.LogAttrs(context.Background(), slog.LevelError, "OnEvent panicked",
+				slog.String("run_id", ev.RunID), slog.String("task_id", ev.TaskID),
+				slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
+		}
+	}()
+	e.cfg.OnEvent(ev)
+}
+
+// classify is the classifier's verdict on a task's error. A rule that
+// panics must not take the process down (and again on every resume of the
+// run): the error is then taken as transient, so the task is retried as
+// its retries allow, and the panic is logged at ERROR with its stack.
+func (e *Engine) classify(err error) (v errorhandling.Classification) {
+	defer func() {
+		if p := recover(); p != nil {
+			e.log.LogAttrs(context.Background(), slog.LevelError, "the error classifier panicked; the error is taken as transient",
+				slog.String("error", err.Error()), slog.String("panic", fmt.Sprint(p)), slog.String("stack", string(debug.Stack())))
+			v = errorhandling.Classification{Class: errorhandling.ClassTransient, Retryable: true,
+				Reason: errorhandling.ReasonHandlerException, Code: "classifier_panic", Rule: "panic"}
+		}
+	}()
+	return e.cfg.Classifier.Classify(err)
 }

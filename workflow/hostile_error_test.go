@@ -85,3 +85,41 @@ func TestPanickingFailureCallbacks(t *testing.T) {
 		}
 	}
 }
+
+// A classifier rule and an OnEvent that panic are logged at ERROR; the
+// task's failure is taken as transient, dead-lettered when its retries are
+// spent, and the run ends. Either panic took the process down, the
+// classifier's again on every resume of the run.
+func TestPanickingClassifierAndOnEvent(t *testing.T) {
+	t.Parallel()
+	c := eh.NewErrorClassifier()
+	var codes map[string]bool // nil: the rule reads it and panics on a nil pointer below
+	c.AddRule(eh.Rule{Name: "buggy", Match: func(err error) bool {
+		var p *struct{ ok bool }
+		if codes == nil {
+			return p.ok
+		}
+		return false
+	}, Class: eh.ClassPermanent})
+	h := newHarness(t, workflow.Config{Classifier: c, OnEvent: func(ev workflow.Event) {
+		if ev.TaskID != "" {
+			codes[ev.TaskID] = true // a write to a nil map
+		}
+	}})
+	h.register("buggy-hooks", nil, h.task("a", fail(errors.New("a broke"))), h.task("b", nil, "a"))
+	r, err := h.run("buggy-hooks", workflow.RunOptions{ID: "r-buggy-hooks"})
+	if !errors.Is(err, workflow.ErrRunFailed) {
+		t.Fatalf("Run = %v, want the run failed", err)
+	}
+	wantStates(t, r, map[string]models.TaskState{"a": models.TaskStateFailed, "b": models.TaskStateUpstreamFailed})
+	if r.Task("a").DeadLetterID == "" {
+		t.Errorf("a was not dead-lettered:\n%s", r.Explain())
+	}
+	logs := h.logs.String()
+	for _, msg := range []string{"the error classifier panicked; the error is taken as transient",
+		"the error classifier panicked while dead-lettering", "OnEvent panicked"} {
+		if !strings.Contains(logs, "level=ERROR msg=\""+msg) {
+			t.Errorf("no ERROR record %q in the logs:\n%.3000s", msg, logs)
+		}
+	}
+}

@@ -106,7 +106,7 @@ func (dr *driver) fail(f *wfstore.Finish, err error) {
 	f.Outcome = wfstore.OutcomeFailed
 	f.Failures++
 	f.Error = outbox.TruncateError(err.Error())
-	v := dr.e.cfg.Classifier.Classify(err)
+	v := dr.e.classify(err)
 	permanent := v.Class == errorhandling.ClassPermanent
 	delay := retry.Stop
 	if !permanent && f.Failures <= task.Retries {
