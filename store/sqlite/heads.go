@@ -84,13 +84,6 @@ ORDER BY seq LIMIT :limit`
 	readyStreams = `SELECT stream, head_seq FROM {{prefix}}streams
 WHERE destination = :dest AND ready = 1 ORDER BY turn LIMIT :limit`
 
-	// streamRows reads a stream from its head, in seq order (outbox_stream).
-	streamRows = `SELECT seq, coalesce(ordering, ''), instance_id IS NOT NULL AND coalesce(lease_expiry, 0) > :now,
-  lease_expiry, dead_lettered_at IS NOT NULL, scheduled_for, stream_released_at IS NOT NULL
-FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_stream
-WHERE destination = :dest AND stream = :stream AND (status & 4) = 0 AND seq >= :head
-ORDER BY seq`
-
 	// leaseSeqs leases the chosen messages.
 	leaseSeqs = `UPDATE {{prefix}}outbox SET instance_id = :instance, lease_expiry = :expiry
 WHERE seq IN (SELECT value FROM json_each(:seqs))
@@ -340,71 +333,6 @@ func (s *Store) readStreams(ctx context.Context, tx *sql.Tx, dest, mode string, 
 		left -= len(h.cands) - had
 	}
 	return out, nil
-}
-
-// readStream reads h from head: claimable messages, up to limit, until the
-// first that holds back the rest (a leased one; under strict ordering one
-// waiting for its retry or dead-lettered, unless the stream was released
-// past it).
-func (s *Store) readStream(ctx context.Context, tx *sql.Tx, h *headStream, head int64, mode string, limit int, now int64) error {
-	rows, err := s.queryCached(ctx, tx, streamRows, sql.Named("dest", h.dest), sql.Named("stream", h.key),
-		sql.Named("now", now), sql.Named("head", head))
-	if err != nil {
-		return fmt.Errorf("read stream %s/%s: %w", h.dest, h.key, err)
-	}
-	defer rows.Close()
-	soonest := func(t sql.NullInt64) {
-		if t.Valid && (h.wait == 0 || t.Int64 < h.wait) {
-			h.wait = t.Int64
-		}
-	}
-	for rows.Next() {
-		var (
-			seq                      int64
-			ordering                 string
-			leased, dead, released   bool
-			leaseExpiry, scheduledAt sql.NullInt64
-		)
-		if err := rows.Scan(&seq, &ordering, &leased, &leaseExpiry, &dead, &scheduledAt, &released); err != nil {
-			return err
-		}
-		if ordering == "none" {
-			continue // unordered: claimed by its own index
-		}
-		if h.first == 0 {
-			h.first = seq
-		}
-		m := ordering
-		if m == "" {
-			m = mode
-		}
-		holds := m == "strict" && !released
-		switch {
-		case leased:
-			soonest(leaseExpiry)
-			if m == "none" {
-				continue
-			}
-			return rows.Err()
-		case dead:
-			if holds {
-				return rows.Err()
-			}
-			continue
-		case scheduledAt.Valid && scheduledAt.Int64 > now:
-			soonest(scheduledAt)
-			if holds {
-				return rows.Err()
-			}
-			continue
-		}
-		if len(h.cands) >= limit {
-			h.more = true
-			return rows.Err()
-		}
-		h.cands = append(h.cands, seq)
-	}
-	return rows.Err()
 }
 
 // claimDestinations are the destinations a claim looks at, in name order:
