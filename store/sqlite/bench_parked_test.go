@@ -85,3 +85,55 @@ func loadParked(b *testing.B, s *Store, kind string, parked int) {
 	insertRows(b, s, 100*(b.N+1), 1, "s")
 	exec(`ANALYZE`)
 }
+
+// BenchmarkClaimDuePastPublished: a claim of destination b's 100 due
+// unordered retries while destination a has 200k delivered retries kept
+// under Retention (a published retry keeps its scheduled_for).
+//
+//	BACKSTOP_BENCH_SQLITE=1 go test -run '^$' -bench BenchmarkClaimDuePastPublished -benchtime 50x ./store/sqlite/
+func BenchmarkClaimDuePastPublished(b *testing.B) {
+	if os.Getenv("BACKSTOP_BENCH_SQLITE") == "" {
+		b.Skip("set BACKSTOP_BENCH_SQLITE=1 to run (it writes 200k rows)")
+	}
+	dir := b.TempDir()
+	s, err := Open(context.Background(), dir+"/bench.db", store.Config{Retention: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	write := func(dest string, n int, set string) {
+		q := `WITH RECURSIVE g(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM g WHERE i + 1 < ?1)
+INSERT INTO {{prefix}}outbox (destination, type, payload) SELECT ?2, 't', '{}' FROM g`
+		if _, err := s.w.Exec(s.sql(q), n, dest); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.w.Exec(s.sql(`UPDATE {{prefix}}outbox SET attempts = 1, `+set+` WHERE destination = ?1`),
+			dest, now.Add(-2*time.Hour).UnixMilli(), now.Add(-time.Hour).UnixMilli()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	write("a", 200_000, "status = 32773, published_at = ?3, scheduled_for = ?2")
+	write("b", 100, "status = 32769, scheduled_for = ?3")
+	if _, err := s.w.Exec(`ANALYZE`); err != nil {
+		b.Fatal(err)
+	}
+	batch := &store.Batch{Instance: store.Instance{ID: "i"}, Claim: store.ClaimRequest{Limit: 100}}
+	r := &sample{}
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		res, err := s.ProcessBatch(context.Background(), batch)
+		r.lat = append(r.lat, time.Since(t0))
+		if err != nil || len(res.Claimed) != 100 {
+			b.Fatalf("claimed %d (%v), want 100", len(res.Claimed), err)
+		}
+		b.StopTimer()
+		if _, err := s.w.Exec(s.sql(`UPDATE {{prefix}}outbox SET instance_id = NULL, lease_expiry = NULL WHERE destination = 'b'`)); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(r.quantile(0.50))/1e6, "p50-ms")
+}

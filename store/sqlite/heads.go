@@ -40,18 +40,39 @@ WHERE dead_lettered_at IS NULL AND (status & 4) = 0 AND instance_id IS NULL AND 
 ORDER BY destination LIMIT 1`
 
 	// dueDestinations are the destinations of unordered retries due now
-	// and of unordered leases that lapsed.
-	dueDestinations = `SELECT DISTINCT destination FROM (
-  SELECT destination FROM (SELECT destination, stream, ordering, status, dead_lettered_at, instance_id
-    FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_scheduled WHERE scheduled_for IS NOT NULL AND scheduled_for <= :now
-    ORDER BY scheduled_for LIMIT 1000)
-  WHERE dead_lettered_at IS NULL AND (status & 4) = 0 AND instance_id IS NULL AND ` + unorderedRow + `
+	// and of unordered leases that lapsed: a skip scan of outbox_due and
+	// of outbox_lapse (migration 0017), two probes per destination that
+	// has any, whatever the rows of other destinations.
+	dueDestinations = `WITH RECURSIVE
+due(name) AS (
+  SELECT (SELECT destination FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_due WHERE ` + dueRow + `
+    ORDER BY destination LIMIT 1)
   UNION ALL
-  SELECT destination FROM (SELECT destination, stream, ordering, status, dead_lettered_at, scheduled_for
-    FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lease WHERE instance_id IS NOT NULL AND lease_expiry <= :now
-    ORDER BY lease_expiry LIMIT 1000)
-  WHERE dead_lettered_at IS NULL AND (status & 4) = 0 AND ` + unorderedRow + `
+  SELECT (SELECT destination FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_due WHERE ` + dueRow + `
+    AND destination > due.name ORDER BY destination LIMIT 1)
+  FROM due WHERE due.name IS NOT NULL),
+lapse(name) AS (
+  SELECT (SELECT destination FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lapse WHERE ` + lapseRow + `
+    ORDER BY destination LIMIT 1)
+  UNION ALL
+  SELECT (SELECT destination FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lapse WHERE ` + lapseRow + `
+    AND destination > lapse.name ORDER BY destination LIMIT 1)
+  FROM lapse WHERE lapse.name IS NOT NULL)
+SELECT name FROM due WHERE name IS NOT NULL AND EXISTS (
+  SELECT 1 FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_due
+  WHERE ` + dueRow + ` AND destination = due.name AND scheduled_for <= :now)
+UNION
+SELECT name FROM lapse WHERE name IS NOT NULL AND EXISTS (
+  SELECT 1 FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lapse
+  WHERE ` + lapseRow + ` AND destination = lapse.name AND lease_expiry <= :now
     AND coalesce(scheduled_for, 0) <= :now)`
+
+	// dueRow is outbox_due's predicate: an unordered retry not leased.
+	dueRow = `(status & 4) = 0 AND dead_lettered_at IS NULL AND instance_id IS NULL AND scheduled_for IS NOT NULL
+    AND ` + unorderedRow
+
+	// lapseRow is outbox_lapse's predicate: an unordered lease.
+	lapseRow = `(status & 4) = 0 AND dead_lettered_at IS NULL AND instance_id IS NOT NULL AND ` + unorderedRow
 
 	// unorderedRow says a row is unordered without an OR term: SQLite's
 	// planner, given INDEXED BY, can spend minutes on OR terms it tries
@@ -59,24 +80,21 @@ ORDER BY destination LIMIT 1`
 	unorderedRow = `(CASE WHEN stream = '' THEN 1 WHEN ordering = 'none' THEN 1 ELSE 0 END) = 1`
 
 	// unorderedCandidates are a destination's claimable unordered
-	// messages: fresh by outbox_unordered, due retries by
-	// outbox_scheduled, lapsed leases by outbox_lease.
+	// messages: fresh by outbox_unordered, due retries by outbox_due,
+	// lapsed leases by outbox_lapse.
 	unorderedCandidates = `SELECT seq FROM (
   SELECT seq FROM (SELECT seq FROM {{prefix}}outbox
     WHERE destination = :dest AND dead_lettered_at IS NULL AND (status & 4) = 0
       AND instance_id IS NULL AND scheduled_for IS NULL AND (stream = '' OR ordering = 'none')
     ORDER BY seq LIMIT :limit)
   UNION ALL
-  SELECT seq FROM (SELECT seq FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_scheduled
-    WHERE scheduled_for IS NOT NULL AND scheduled_for <= :now AND destination = :dest
-      AND dead_lettered_at IS NULL AND (status & 4) = 0 AND instance_id IS NULL
-      AND ` + unorderedRow + `
+  SELECT seq FROM (SELECT seq FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_due
+    WHERE destination = :dest AND scheduled_for <= :now AND ` + dueRow + `
     ORDER BY scheduled_for LIMIT :limit)
   UNION ALL
-  SELECT seq FROM (SELECT seq FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lease
-    WHERE instance_id IS NOT NULL AND lease_expiry <= :now AND destination = :dest
-      AND dead_lettered_at IS NULL AND (status & 4) = 0
-      AND coalesce(scheduled_for, 0) <= :now AND ` + unorderedRow + `
+  SELECT seq FROM (SELECT seq FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lapse
+    WHERE destination = :dest AND lease_expiry <= :now AND ` + lapseRow + `
+      AND coalesce(scheduled_for, 0) <= :now
     ORDER BY lease_expiry LIMIT :limit))
 ORDER BY seq LIMIT :limit`
 

@@ -115,7 +115,8 @@ func TestHotQueriesUseTheirIndexes(t *testing.T) {
 		return b.String()
 	}
 	for q, idxs := range map[string][]string{
-		unorderedCandidates: {"backstop_outbox_unordered", "backstop_outbox_scheduled", "backstop_outbox_lease"},
+		unorderedCandidates: {"backstop_outbox_unordered", "backstop_outbox_due (destination=? AND scheduled_for>? AND scheduled_for<?)", "backstop_outbox_lapse (destination=? AND lease_expiry<?)"},
+		dueDestinations:     {"backstop_outbox_due (destination>?)", "backstop_outbox_due (destination=? AND scheduled_for>? AND scheduled_for<?)", "backstop_outbox_lapse (destination>?)", "backstop_outbox_lapse (destination=? AND lease_expiry<?)"},
 		readyStreams:        {"backstop_streams_ready"},
 		streamLive:          {"backstop_outbox_stream_live (destination=? AND stream=? AND seq>? AND seq<?)"},
 		streamHolder:        {"backstop_outbox_stream_hold (destination=? AND stream=? AND <expr>=? AND seq>?)"},
@@ -131,7 +132,7 @@ func TestHotQueriesUseTheirIndexes(t *testing.T) {
 				t.Errorf("claim plan does not use %s:\n%s", idx, p)
 			}
 		}
-		if strings.Contains(p, "TEMP B-TREE") && q != unorderedCandidates {
+		if strings.Contains(p, "TEMP B-TREE") && q != unorderedCandidates && q != dueDestinations { // those sort what they found
 			t.Errorf("claim plan sorts:\n%s", p)
 		}
 		if strings.Contains(p, "SCAN backstop_outbox") && !strings.Contains(p, "USING") {
