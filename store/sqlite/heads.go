@@ -128,6 +128,14 @@ func (s *Store) queryCached(ctx context.Context, tx *sql.Tx, q string, args ...a
 	return tx.QueryContext(ctx, s.sql(q), args...)
 }
 
+// queryRowCached is queryCached for a statement of one row.
+func (s *Store) queryRowCached(ctx context.Context, tx *sql.Tx, q string, args ...any) *sql.Row {
+	if st := s.cachedStmt(q); st != nil {
+		return tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return tx.QueryRowContext(ctx, s.sql(q), args...)
+}
+
 func (s *Store) execCached(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
 	var err error
 	if st := s.cachedStmt(q); st != nil {

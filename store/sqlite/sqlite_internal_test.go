@@ -119,13 +119,14 @@ func TestHotQueriesUseTheirIndexes(t *testing.T) {
 		dueDestinations:     {"backstop_outbox_due (destination>?)", "backstop_outbox_due (destination=? AND scheduled_for>? AND scheduled_for<?)", "backstop_outbox_lapse (destination>?)", "backstop_outbox_lapse (destination=? AND lease_expiry<?)"},
 		readyStreams:        {"backstop_streams_ready"},
 		streamLive:          {"backstop_outbox_stream_live (destination=? AND stream=? AND seq>? AND seq<?)"},
-		streamHolder:        {"backstop_outbox_stream_hold (destination=? AND stream=? AND <expr>=? AND seq>?)"},
-		streamDue:           {"backstop_outbox_stream_retry (destination=? AND stream=? AND scheduled_for>? AND scheduled_for<?)"},
-		streamWait:          {"backstop_outbox_stream_retry (destination=? AND stream=? AND scheduled_for>?)"},
-		streamFirst:         {"backstop_outbox_stream (destination=? AND stream=? AND seq>?)"},
+		streamProbe: {"backstop_outbox_stream (destination=? AND stream=? AND seq>?)",
+			"backstop_outbox_stream_hold (destination=? AND stream=? AND <expr>=? AND seq>?)",
+			"backstop_outbox_stream_retry (destination=? AND stream=? AND scheduled_for>?)",
+			"backstop_outbox_stream_retry (destination=? AND stream=? AND scheduled_for>? AND scheduled_for<?)"},
+		streamDue: {"backstop_outbox_stream_retry (destination=? AND stream=? AND scheduled_for>? AND scheduled_for<?)"},
 	} {
 		p := plan(q, sql.Named("dest", "d"), sql.Named("stream", "s"), sql.Named("now", 1),
-			sql.Named("head", 0), sql.Named("limit", 5), sql.Named("stop", 9), sql.Named("ordering", ""),
+			sql.Named("head", 0), sql.Named("limit", 5), sql.Named("stop", 9), sql.Named("strict", true),
 			sql.Named("cap", 5))
 		for _, idx := range idxs {
 			if !strings.Contains(p, idx) {

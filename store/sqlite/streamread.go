@@ -14,14 +14,14 @@ import (
 // read: a release stream with 200,000 dead letters before its live
 // messages costs a claim what it takes, not the dead letters.
 //
-//   - streamHolder finds the first parked message that holds the stream
-//     (strict, not released past): the read stops there.
+//   - streamProbe finds, with one index descent each: the head (the
+//     first undelivered message, parked or not, so that a replay or a
+//     retry coming due is read again); the first parked message that
+//     holds the stream (strict, not released past), where the read
+//     stops; the earliest due time of the retries not due yet, which
+//     wakes the stream; whether any retry is due.
 //   - streamLive walks what is not parked, from the head, up to there.
 //   - streamDue gives the parked retries due now, which are claimable.
-//   - streamWait is the earliest due time of those not due yet: it wakes
-//     the stream.
-//   - streamFirst is the head: the first undelivered message, parked or
-//     not, so that a replay or a retry coming due is read again.
 
 const (
 	// streamParkedHold is outbox_stream_hold's predicate.
@@ -29,14 +29,29 @@ const (
   AND coalesce(ordering, '') IN ('', 'strict')
   AND (dead_lettered_at IS NOT NULL OR scheduled_for IS NOT NULL)`
 
-	// streamHolder is the first parked message of ordering :ordering (''
-	// for the destination's) that holds the stream: dead-lettered, or a
-	// retry not due yet.
+	// streamHolder is the first parked message of ordering (its value
+	// follows: '' for the destination's) that holds the stream:
+	// dead-lettered, or a retry not due yet.
 	streamHolder = `SELECT seq FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_stream_hold
-WHERE destination = :dest AND stream = :stream AND coalesce(ordering, '') = :ordering AND seq >= :head
-  AND ` + streamParkedHold + `
-  AND (dead_lettered_at IS NOT NULL OR scheduled_for > :now)
-ORDER BY seq LIMIT 1`
+  WHERE destination = :dest AND stream = :stream AND seq >= :head AND ` + streamParkedHold + `
+    AND (dead_lettered_at IS NOT NULL OR scheduled_for > :now) AND coalesce(ordering, '') = `
+
+	// streamProbe is, in one statement (a stream read costs two or three
+	// where it cost one; the probes are an index descent each): the
+	// stream's head (its first undelivered message); the first holder of
+	// ordering strict and, when :strict, of the destination's ordering;
+	// the earliest due time not come yet; whether a retry is due.
+	streamProbe = `SELECT
+  (SELECT seq FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_stream
+    WHERE destination = :dest AND stream = :stream AND (status & 4) = 0 AND seq >= :head
+    ORDER BY seq LIMIT 1),
+  (` + streamHolder + `'strict' ORDER BY seq LIMIT 1),
+  (` + streamHolder + `'' AND :strict ORDER BY seq LIMIT 1),
+  (SELECT scheduled_for FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_stream_retry
+    WHERE destination = :dest AND stream = :stream AND scheduled_for > :now AND ` + streamParkedRetry + `
+    ORDER BY scheduled_for LIMIT 1),
+  EXISTS (SELECT 1 FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_stream_retry
+    WHERE destination = :dest AND stream = :stream AND scheduled_for <= :now AND ` + streamParkedRetry + `)`
 
 	// streamLive reads a stream's messages that are not parked, from its
 	// head, in seq order, up to :stop.
@@ -58,17 +73,6 @@ ORDER BY seq`
 WHERE destination = :dest AND stream = :stream AND scheduled_for <= :now AND seq >= :head AND seq < :stop
   AND ` + streamParkedRetry + `
 ORDER BY scheduled_for LIMIT :cap`
-
-	// streamWait is the earliest due time of a stream's retries not due yet.
-	streamWait = `SELECT scheduled_for FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_stream_retry
-WHERE destination = :dest AND stream = :stream AND scheduled_for > :now
-  AND ` + streamParkedRetry + `
-ORDER BY scheduled_for LIMIT 1`
-
-	// streamFirst is a stream's first undelivered message from :head.
-	streamFirst = `SELECT seq FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_stream
-WHERE destination = :dest AND stream = :stream AND (status & 4) = 0 AND seq >= :head
-ORDER BY seq LIMIT 1`
 )
 
 // dueReadCap bounds the due retries one stream read takes in: more than
@@ -84,50 +88,44 @@ const dueReadCap = 1000
 // head and the earliest due time among them wakes the stream.
 func (s *Store) readStream(ctx context.Context, tx *sql.Tx, h *headStream, head int64, mode string, limit int, now int64) error {
 	args := []any{sql.Named("dest", h.dest), sql.Named("stream", h.key), sql.Named("head", head), sql.Named("now", now)}
+	var (
+		first, holdStrict, holdMode, wait sql.NullInt64
+		anyDue                            bool
+	)
+	err := s.queryRowCached(ctx, tx, streamProbe, append(args, sql.Named("strict", mode == "strict"))...).
+		Scan(&first, &holdStrict, &holdMode, &wait, &anyDue)
+	if err != nil {
+		return fmt.Errorf("read stream %s/%s: %w", h.dest, h.key, err)
+	}
+	if !first.Valid {
+		return nil // nothing undelivered from head
+	}
 	if h.first == 0 {
-		first, err := s.int64s(ctx, tx, streamFirst, args...)
-		if err != nil {
-			return fmt.Errorf("read stream %s/%s: %w", h.dest, h.key, err)
-		}
-		if len(first) == 0 {
-			return nil // empty
-		}
-		h.first = first[0]
+		h.first = first.Int64
 	}
 	stop := int64(math.MaxInt64)
-	orderings := []string{"strict"}
-	if mode == "strict" {
-		orderings = append(orderings, "")
-	}
-	for _, o := range orderings {
-		at, err := s.int64s(ctx, tx, streamHolder, append(args, sql.Named("ordering", o))...)
-		if err != nil {
-			return fmt.Errorf("read stream %s/%s: %w", h.dest, h.key, err)
+	for _, at := range []sql.NullInt64{holdStrict, holdMode} {
+		if at.Valid {
+			stop = min(stop, at.Int64)
 		}
-		if len(at) > 0 {
-			stop = min(stop, at[0])
-		}
-	}
-	args = append(args, sql.Named("stop", stop))
-	due, err := s.int64s(ctx, tx, streamDue, append(args, sql.Named("cap", dueReadCap))...)
-	if err != nil {
-		return fmt.Errorf("read stream %s/%s: %w", h.dest, h.key, err)
-	}
-	if len(due) == dueReadCap {
-		h.more = true
-	}
-	slices.Sort(due)
-	wait, err := s.int64s(ctx, tx, streamWait, args[:4]...)
-	if err != nil {
-		return fmt.Errorf("read stream %s/%s: %w", h.dest, h.key, err)
 	}
 	soonest := func(t sql.NullInt64) {
 		if t.Valid && (h.wait == 0 || t.Int64 < h.wait) {
 			h.wait = t.Int64
 		}
 	}
-	if len(wait) > 0 {
-		soonest(sql.NullInt64{Int64: wait[0], Valid: true})
+	soonest(wait)
+	args = append(args, sql.Named("stop", stop))
+	var due []int64
+	if anyDue {
+		due, err = s.int64s(ctx, tx, streamDue, append(args, sql.Named("cap", dueReadCap))...)
+		if err != nil {
+			return fmt.Errorf("read stream %s/%s: %w", h.dest, h.key, err)
+		}
+		if len(due) == dueReadCap {
+			h.more = true
+		}
+		slices.Sort(due)
 	}
 	// take adds seq, or says the limit is reached.
 	take := func(seq int64) bool {
