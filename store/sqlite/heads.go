@@ -40,9 +40,16 @@ WHERE dead_lettered_at IS NULL AND (status & 4) = 0 AND instance_id IS NULL AND 
 ORDER BY destination LIMIT 1`
 
 	// dueDestinations are the destinations of unordered retries due now
-	// and of unordered leases that lapsed: a skip scan of outbox_due and
-	// of outbox_lapse (migration 0017), two probes per destination that
-	// has any, whatever the rows of other destinations.
+	// (a skip scan of outbox_due, migration 0017: two probes per
+	// destination that has any, whatever the rows of other destinations)
+	// and of unordered leases that lapsed (every lapsed lease, through
+	// outbox_lease: leases are few, the lapsed ones fewer, and an index of
+	// unordered leases by destination cost every unordered message an
+	// index entry written at its lease and removed at its delivery, about
+	// a fifth of SQLite's drain rate). Neither stops at the first 1,000
+	// rows: published retries kept under Retention, or due retries and
+	// lapsed leases of a destination the claim excludes, filled them and
+	// hid another destination's.
 	dueDestinations = `WITH RECURSIVE
 due(name) AS (
   SELECT (SELECT destination FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_due WHERE ` + dueRow + `
@@ -50,29 +57,18 @@ due(name) AS (
   UNION ALL
   SELECT (SELECT destination FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_due WHERE ` + dueRow + `
     AND destination > due.name ORDER BY destination LIMIT 1)
-  FROM due WHERE due.name IS NOT NULL),
-lapse(name) AS (
-  SELECT (SELECT destination FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lapse WHERE ` + lapseRow + `
-    ORDER BY destination LIMIT 1)
-  UNION ALL
-  SELECT (SELECT destination FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lapse WHERE ` + lapseRow + `
-    AND destination > lapse.name ORDER BY destination LIMIT 1)
-  FROM lapse WHERE lapse.name IS NOT NULL)
+  FROM due WHERE due.name IS NOT NULL)
 SELECT name FROM due WHERE name IS NOT NULL AND EXISTS (
   SELECT 1 FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_due
   WHERE ` + dueRow + ` AND destination = due.name AND scheduled_for <= :now)
 UNION
-SELECT name FROM lapse WHERE name IS NOT NULL AND EXISTS (
-  SELECT 1 FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lapse
-  WHERE ` + lapseRow + ` AND destination = lapse.name AND lease_expiry <= :now
-    AND coalesce(scheduled_for, 0) <= :now)`
+SELECT destination FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lease
+WHERE instance_id IS NOT NULL AND lease_expiry <= :now AND dead_lettered_at IS NULL AND (status & 4) = 0
+  AND ` + unorderedRow + ` AND coalesce(scheduled_for, 0) <= :now`
 
 	// dueRow is outbox_due's predicate: an unordered retry not leased.
 	dueRow = `(status & 4) = 0 AND dead_lettered_at IS NULL AND instance_id IS NULL AND scheduled_for IS NOT NULL
     AND ` + unorderedRow
-
-	// lapseRow is outbox_lapse's predicate: an unordered lease.
-	lapseRow = `(status & 4) = 0 AND dead_lettered_at IS NULL AND instance_id IS NOT NULL AND ` + unorderedRow
 
 	// unorderedRow says a row is unordered without an OR term: SQLite's
 	// planner, given INDEXED BY, can spend minutes on OR terms it tries
@@ -81,7 +77,7 @@ SELECT name FROM lapse WHERE name IS NOT NULL AND EXISTS (
 
 	// unorderedCandidates are a destination's claimable unordered
 	// messages: fresh by outbox_unordered, due retries by outbox_due,
-	// lapsed leases by outbox_lapse.
+	// lapsed leases by outbox_lease.
 	unorderedCandidates = `SELECT seq FROM (
   SELECT seq FROM (SELECT seq FROM {{prefix}}outbox
     WHERE destination = :dest AND dead_lettered_at IS NULL AND (status & 4) = 0
@@ -92,9 +88,10 @@ SELECT name FROM lapse WHERE name IS NOT NULL AND EXISTS (
     WHERE destination = :dest AND scheduled_for <= :now AND ` + dueRow + `
     ORDER BY scheduled_for LIMIT :limit)
   UNION ALL
-  SELECT seq FROM (SELECT seq FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lapse
-    WHERE destination = :dest AND lease_expiry <= :now AND ` + lapseRow + `
-      AND coalesce(scheduled_for, 0) <= :now
+  SELECT seq FROM (SELECT seq FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lease
+    WHERE instance_id IS NOT NULL AND lease_expiry <= :now AND destination = :dest
+      AND dead_lettered_at IS NULL AND (status & 4) = 0
+      AND coalesce(scheduled_for, 0) <= :now AND ` + unorderedRow + `
     ORDER BY lease_expiry LIMIT :limit))
 ORDER BY seq LIMIT :limit`
 
