@@ -178,7 +178,7 @@ func openBench(b *testing.B, dir string) (*Store, string) {
 
 // insertRows writes n messages over streams streams named prefix0...,
 // through the triggers, in one statement.
-func insertRows(b *testing.B, s *Store, n, streams int, prefix string) {
+func insertRows(b testing.TB, s *Store, n, streams int, prefix string) {
 	q := `WITH RECURSIVE g(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM g WHERE i + 1 < ?)
 INSERT INTO {{prefix}}outbox (destination, stream, type, payload)
 SELECT 'bench', ? || (i % ?), 'bench.event', '{"n":1}' FROM g`

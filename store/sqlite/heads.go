@@ -40,18 +40,35 @@ WHERE dead_lettered_at IS NULL AND (status & 4) = 0 AND instance_id IS NULL AND 
 ORDER BY destination LIMIT 1`
 
 	// dueDestinations are the destinations of unordered retries due now
-	// and of unordered leases that lapsed.
-	dueDestinations = `SELECT DISTINCT destination FROM (
-  SELECT destination FROM (SELECT destination, stream, ordering, status, dead_lettered_at, instance_id
-    FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_scheduled WHERE scheduled_for IS NOT NULL AND scheduled_for <= :now
-    ORDER BY scheduled_for LIMIT 1000)
-  WHERE dead_lettered_at IS NULL AND (status & 4) = 0 AND instance_id IS NULL AND ` + unorderedRow + `
+	// (a skip scan of outbox_due, migration 0017: two probes per
+	// destination that has any, whatever the rows of other destinations)
+	// and of unordered leases that lapsed (every lapsed lease, through
+	// outbox_lease: leases are few, the lapsed ones fewer, and an index of
+	// unordered leases by destination cost every unordered message an
+	// index entry written at its lease and removed at its delivery, about
+	// a fifth of SQLite's drain rate). Neither stops at the first 1,000
+	// rows: published retries kept under Retention, or due retries and
+	// lapsed leases of a destination the claim excludes, filled them and
+	// hid another destination's.
+	dueDestinations = `WITH RECURSIVE
+due(name) AS (
+  SELECT (SELECT destination FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_due WHERE ` + dueRow + `
+    ORDER BY destination LIMIT 1)
   UNION ALL
-  SELECT destination FROM (SELECT destination, stream, ordering, status, dead_lettered_at, scheduled_for
-    FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lease WHERE instance_id IS NOT NULL AND lease_expiry <= :now
-    ORDER BY lease_expiry LIMIT 1000)
-  WHERE dead_lettered_at IS NULL AND (status & 4) = 0 AND ` + unorderedRow + `
-    AND coalesce(scheduled_for, 0) <= :now)`
+  SELECT (SELECT destination FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_due WHERE ` + dueRow + `
+    AND destination > due.name ORDER BY destination LIMIT 1)
+  FROM due WHERE due.name IS NOT NULL)
+SELECT name FROM due WHERE name IS NOT NULL AND EXISTS (
+  SELECT 1 FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_due
+  WHERE ` + dueRow + ` AND destination = due.name AND scheduled_for <= :now)
+UNION
+SELECT destination FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lease
+WHERE instance_id IS NOT NULL AND lease_expiry <= :now AND dead_lettered_at IS NULL AND (status & 4) = 0
+  AND ` + unorderedRow + ` AND coalesce(scheduled_for, 0) <= :now`
+
+	// dueRow is outbox_due's predicate: an unordered retry not leased.
+	dueRow = `(status & 4) = 0 AND dead_lettered_at IS NULL AND instance_id IS NULL AND scheduled_for IS NOT NULL
+    AND ` + unorderedRow
 
 	// unorderedRow says a row is unordered without an OR term: SQLite's
 	// planner, given INDEXED BY, can spend minutes on OR terms it tries
@@ -59,18 +76,16 @@ ORDER BY destination LIMIT 1`
 	unorderedRow = `(CASE WHEN stream = '' THEN 1 WHEN ordering = 'none' THEN 1 ELSE 0 END) = 1`
 
 	// unorderedCandidates are a destination's claimable unordered
-	// messages: fresh by outbox_unordered, due retries by
-	// outbox_scheduled, lapsed leases by outbox_lease.
+	// messages: fresh by outbox_unordered, due retries by outbox_due,
+	// lapsed leases by outbox_lease.
 	unorderedCandidates = `SELECT seq FROM (
   SELECT seq FROM (SELECT seq FROM {{prefix}}outbox
     WHERE destination = :dest AND dead_lettered_at IS NULL AND (status & 4) = 0
       AND instance_id IS NULL AND scheduled_for IS NULL AND (stream = '' OR ordering = 'none')
     ORDER BY seq LIMIT :limit)
   UNION ALL
-  SELECT seq FROM (SELECT seq FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_scheduled
-    WHERE scheduled_for IS NOT NULL AND scheduled_for <= :now AND destination = :dest
-      AND dead_lettered_at IS NULL AND (status & 4) = 0 AND instance_id IS NULL
-      AND ` + unorderedRow + `
+  SELECT seq FROM (SELECT seq FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_due
+    WHERE destination = :dest AND scheduled_for <= :now AND ` + dueRow + `
     ORDER BY scheduled_for LIMIT :limit)
   UNION ALL
   SELECT seq FROM (SELECT seq FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lease
@@ -83,13 +98,6 @@ ORDER BY seq LIMIT :limit`
 	// readyStreams are a destination's ready streams, oldest turn first.
 	readyStreams = `SELECT stream, head_seq FROM {{prefix}}streams
 WHERE destination = :dest AND ready = 1 ORDER BY turn LIMIT :limit`
-
-	// streamRows reads a stream from its head, in seq order (outbox_stream).
-	streamRows = `SELECT seq, coalesce(ordering, ''), instance_id IS NOT NULL AND coalesce(lease_expiry, 0) > :now,
-  lease_expiry, dead_lettered_at IS NOT NULL, scheduled_for, stream_released_at IS NOT NULL
-FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_stream
-WHERE destination = :dest AND stream = :stream AND (status & 4) = 0 AND seq >= :head
-ORDER BY seq`
 
 	// leaseSeqs leases the chosen messages.
 	leaseSeqs = `UPDATE {{prefix}}outbox SET instance_id = :instance, lease_expiry = :expiry
@@ -115,6 +123,14 @@ func (s *Store) queryCached(ctx context.Context, tx *sql.Tx, q string, args ...a
 		return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 	}
 	return tx.QueryContext(ctx, s.sql(q), args...)
+}
+
+// queryRowCached is queryCached for a statement of one row.
+func (s *Store) queryRowCached(ctx context.Context, tx *sql.Tx, q string, args ...any) *sql.Row {
+	if st := s.cachedStmt(q); st != nil {
+		return tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return tx.QueryRowContext(ctx, s.sql(q), args...)
 }
 
 func (s *Store) execCached(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
@@ -340,71 +356,6 @@ func (s *Store) readStreams(ctx context.Context, tx *sql.Tx, dest, mode string, 
 		left -= len(h.cands) - had
 	}
 	return out, nil
-}
-
-// readStream reads h from head: claimable messages, up to limit, until the
-// first that holds back the rest (a leased one; under strict ordering one
-// waiting for its retry or dead-lettered, unless the stream was released
-// past it).
-func (s *Store) readStream(ctx context.Context, tx *sql.Tx, h *headStream, head int64, mode string, limit int, now int64) error {
-	rows, err := s.queryCached(ctx, tx, streamRows, sql.Named("dest", h.dest), sql.Named("stream", h.key),
-		sql.Named("now", now), sql.Named("head", head))
-	if err != nil {
-		return fmt.Errorf("read stream %s/%s: %w", h.dest, h.key, err)
-	}
-	defer rows.Close()
-	soonest := func(t sql.NullInt64) {
-		if t.Valid && (h.wait == 0 || t.Int64 < h.wait) {
-			h.wait = t.Int64
-		}
-	}
-	for rows.Next() {
-		var (
-			seq                      int64
-			ordering                 string
-			leased, dead, released   bool
-			leaseExpiry, scheduledAt sql.NullInt64
-		)
-		if err := rows.Scan(&seq, &ordering, &leased, &leaseExpiry, &dead, &scheduledAt, &released); err != nil {
-			return err
-		}
-		if ordering == "none" {
-			continue // unordered: claimed by its own index
-		}
-		if h.first == 0 {
-			h.first = seq
-		}
-		m := ordering
-		if m == "" {
-			m = mode
-		}
-		holds := m == "strict" && !released
-		switch {
-		case leased:
-			soonest(leaseExpiry)
-			if m == "none" {
-				continue
-			}
-			return rows.Err()
-		case dead:
-			if holds {
-				return rows.Err()
-			}
-			continue
-		case scheduledAt.Valid && scheduledAt.Int64 > now:
-			soonest(scheduledAt)
-			if holds {
-				return rows.Err()
-			}
-			continue
-		}
-		if len(h.cands) >= limit {
-			h.more = true
-			return rows.Err()
-		}
-		h.cands = append(h.cands, seq)
-	}
-	return rows.Err()
 }
 
 // claimDestinations are the destinations a claim looks at, in name order:

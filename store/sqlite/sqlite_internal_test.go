@@ -115,16 +115,26 @@ func TestHotQueriesUseTheirIndexes(t *testing.T) {
 		return b.String()
 	}
 	for q, idxs := range map[string][]string{
-		unorderedCandidates: {"backstop_outbox_unordered", "backstop_outbox_scheduled", "backstop_outbox_lease"},
+		unorderedCandidates: {"backstop_outbox_unordered", "backstop_outbox_due (destination=? AND scheduled_for>? AND scheduled_for<?)", "backstop_outbox_lapse (destination=? AND lease_expiry<?)"},
+		dueDestinations:     {"backstop_outbox_due (destination>?)", "backstop_outbox_due (destination=? AND scheduled_for>? AND scheduled_for<?)", "backstop_outbox_lapse (destination>?)", "backstop_outbox_lapse (destination=? AND lease_expiry<?)"},
 		readyStreams:        {"backstop_streams_ready"},
-		streamRows:          {"backstop_outbox_stream"},
+		streamLive:          {"backstop_outbox_stream_live (destination=? AND stream=? AND seq>? AND seq<?)"},
+		streamProbe: {"backstop_outbox_stream (destination=? AND stream=? AND seq>?)",
+			"backstop_outbox_stream_hold (destination=? AND stream=? AND <expr>=? AND seq>?)",
+			"backstop_outbox_stream_retry (destination=? AND stream=? AND scheduled_for>?)",
+			"backstop_outbox_stream_retry (destination=? AND stream=? AND scheduled_for>? AND scheduled_for<?)"},
+		streamDue: {"backstop_outbox_stream_retry (destination=? AND stream=? AND scheduled_for>? AND scheduled_for<?)"},
 	} {
 		p := plan(q, sql.Named("dest", "d"), sql.Named("stream", "s"), sql.Named("now", 1),
-			sql.Named("head", 0), sql.Named("limit", 5))
+			sql.Named("head", 0), sql.Named("limit", 5), sql.Named("stop", 9), sql.Named("strict", true),
+			sql.Named("cap", 5))
 		for _, idx := range idxs {
 			if !strings.Contains(p, idx) {
 				t.Errorf("claim plan does not use %s:\n%s", idx, p)
 			}
+		}
+		if strings.Contains(p, "TEMP B-TREE") && q != unorderedCandidates && q != dueDestinations { // those sort what they found
+			t.Errorf("claim plan sorts:\n%s", p)
 		}
 		if strings.Contains(p, "SCAN backstop_outbox") && !strings.Contains(p, "USING") {
 			t.Errorf("claim plan scans the outbox:\n%s", p)

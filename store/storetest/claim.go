@@ -34,6 +34,7 @@ var claimCases = []testCase{
 	{"SmallClaimLooksPastIdleStreams", testSmallClaimLooksPastIdleStreams},
 	{"SmallClaimPassesOverLeasesOfOrderingNone", testSmallClaimPassesOverUnorderedLeases},
 	{"SmallClaimPassesOverLeasedMessagesOfOrderingNone", testSmallClaimPassesOverLeasedUnorderedMessages},
+	{"ClaimPassesOverManyParkedMessages", testClaimPastManyParked},
 	{"RenewalsReportTheStoresExpiry", testRenewReportsExpiry},
 }
 

@@ -156,3 +156,51 @@ func testSmallClaimPassesOverLeasedUnorderedMessages(t *testing.T, h Harness) {
 	strict := e.enqueue(msg("d", "s"))
 	e.claimExactly("b", 1, strict...)
 }
+
+// testClaimPastManyParked: parked messages that do not hold their
+// stream (dead letters and retries not yet due under release ordering,
+// dead letters of a strict stream released past them), however many,
+// leave the messages behind them claimable in order, by a claim of any
+// size (a breaker's probe of one too); the retries are claimed once due, in seq order.
+func testClaimPastManyParked(t *testing.T, h Harness) {
+	e := newEnv(t, h) // strict, seed 000's schedule: first retry after 1m
+	const parked = 60
+	loose := msgs(parked, "d", "r")
+	for _, m := range loose {
+		m.Ordering = outbox.OrderingRelease
+	}
+	e.enqueue(loose...)
+	released := e.enqueue(msgs(parked, "e", "x")...)
+	e.claimExactly("a", 2*parked, append(loose[:parked:parked], released...)...)
+	var fs []store.Failure
+	var retries []*outbox.Message
+	for i, m := range loose {
+		fs = append(fs, store.Failure{ID: m.ID, Error: "x", Permanent: i%2 == 0})
+		if i%2 == 1 {
+			retries = append(retries, m)
+		}
+	}
+	for _, m := range released {
+		fs = append(fs, store.Failure{ID: m.ID, Error: "x", Permanent: true})
+	}
+	r := e.batch("a", store.Batch{Failures: fs})
+	eq(t, "dead-lettered", len(r.DeadLettered), parked/2+parked)
+	n, err := e.s.ReleaseStream(e.ctx, "e", "x")
+	noErr(t, "ReleaseStream", err)
+	eq(t, "released", n, parked)
+	liveR := msgs(3, "d", "r")
+	for _, m := range liveR {
+		m.Ordering = outbox.OrderingRelease
+	}
+	e.enqueue(liveR...)
+	liveX := e.enqueue(msgs(3, "e", "x")...)
+	e.claimExactly("b", 2, liveR[0], liveR[1])
+	// A leased message holds a release stream: the next waits for it.
+	e.claimExactly("b", 10, liveX...)
+	e.complete("b", outbox.StatusPublished, liveR[0].ID, liveR[1].ID)
+	e.claimExactly("b", 1, liveR[2])
+	e.complete("b", outbox.StatusPublished, liveR[2].ID, liveX[0].ID, liveX[1].ID, liveX[2].ID)
+	e.claimExactly("b", 10)
+	e.clk.Advance(time.Minute)
+	e.claimExactly("c", 2*parked, retries...)
+}

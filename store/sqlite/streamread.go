@@ -1,0 +1,198 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// A stream's read (migration 0014). Its undelivered messages are split
+// by three partial indexes, so that parked messages (dead-lettered or
+// waiting for a retry, not leased) that do not hold the stream are never
+// read: a release stream with 200,000 dead letters before its live
+// messages costs a claim what it takes, not the dead letters.
+//
+//   - streamProbe finds, with one index descent each: the head (the
+//     first undelivered message, parked or not, so that a replay or a
+//     retry coming due is read again); the first parked message that
+//     holds the stream (strict, not released past), where the read
+//     stops; the earliest due time of the retries not due yet, which
+//     wakes the stream; whether any retry is due.
+//   - streamLive walks what is not parked, from the head, up to there.
+//   - streamDue gives the parked retries due now, which are claimable.
+
+const (
+	// streamParkedHold is outbox_stream_hold's predicate.
+	streamParkedHold = `(status & 4) = 0 AND stream <> '' AND instance_id IS NULL AND stream_released_at IS NULL
+  AND coalesce(ordering, '') IN ('', 'strict')
+  AND (dead_lettered_at IS NOT NULL OR scheduled_for IS NOT NULL)`
+
+	// streamHolder is the first parked message of ordering (its value
+	// follows: '' for the destination's) that holds the stream:
+	// dead-lettered, or a retry not due yet.
+	streamHolder = `SELECT seq FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_stream_hold
+  WHERE destination = :dest AND stream = :stream AND seq >= :head AND ` + streamParkedHold + `
+    AND (dead_lettered_at IS NOT NULL OR scheduled_for > :now) AND coalesce(ordering, '') = `
+
+	// streamProbe is, in one statement (a stream read costs two or three
+	// where it cost one; the probes are an index descent each): the
+	// stream's head (its first undelivered message); the first holder of
+	// ordering strict and, when :strict, of the destination's ordering;
+	// the earliest due time not come yet; whether a retry is due.
+	streamProbe = `SELECT
+  (SELECT seq FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_stream
+    WHERE destination = :dest AND stream = :stream AND (status & 4) = 0 AND seq >= :head
+    ORDER BY seq LIMIT 1),
+  (` + streamHolder + `'strict' ORDER BY seq LIMIT 1),
+  (` + streamHolder + `'' AND :strict ORDER BY seq LIMIT 1),
+  (SELECT scheduled_for FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_stream_retry
+    WHERE destination = :dest AND stream = :stream AND scheduled_for > :now AND ` + streamParkedRetry + `
+    ORDER BY scheduled_for LIMIT 1),
+  EXISTS (SELECT 1 FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_stream_retry
+    WHERE destination = :dest AND stream = :stream AND scheduled_for <= :now AND ` + streamParkedRetry + `)`
+
+	// streamLive reads a stream's messages that are not parked, from its
+	// head, in seq order, up to :stop.
+	streamLive = `SELECT seq, coalesce(ordering, ''), instance_id IS NOT NULL AND coalesce(lease_expiry, 0) > :now,
+  lease_expiry, dead_lettered_at IS NOT NULL, scheduled_for, stream_released_at IS NOT NULL
+FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_stream_live
+WHERE destination = :dest AND stream = :stream AND seq >= :head AND seq < :stop
+  AND (status & 4) = 0 AND stream <> '' AND coalesce(ordering, '') <> 'none'
+  AND ((dead_lettered_at IS NULL AND scheduled_for IS NULL) OR instance_id IS NOT NULL)
+ORDER BY seq`
+
+	// streamParkedRetry is outbox_stream_retry's predicate.
+	streamParkedRetry = `(status & 4) = 0 AND stream <> '' AND coalesce(ordering, '') <> 'none'
+  AND instance_id IS NULL AND dead_lettered_at IS NULL AND scheduled_for IS NOT NULL`
+
+	// streamDue are a stream's parked retries due now, before :stop,
+	// longest due first, at most dueReadCap of them.
+	streamDue = `SELECT seq FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_stream_retry
+WHERE destination = :dest AND stream = :stream AND scheduled_for <= :now AND seq >= :head AND seq < :stop
+  AND ` + streamParkedRetry + `
+ORDER BY scheduled_for LIMIT :cap`
+)
+
+// dueReadCap bounds the due retries one stream read takes in: more than
+// that many due at once in one stream are claimed longest due first, and
+// the stream stays ready for the rest.
+const dueReadCap = 1000
+
+// readStream reads h from head: claimable messages, up to limit, in seq
+// order, until the first that holds back the rest (a leased one; under
+// strict ordering one waiting for its retry or dead-lettered, unless the
+// stream was released past it). Parked messages that do not hold the
+// stream are passed over without being read; the first of them stays the
+// head and the earliest due time among them wakes the stream.
+func (s *Store) readStream(ctx context.Context, tx *sql.Tx, h *headStream, head int64, mode string, limit int, now int64) error {
+	args := []any{sql.Named("dest", h.dest), sql.Named("stream", h.key), sql.Named("head", head), sql.Named("now", now)}
+	var (
+		first, holdStrict, holdMode, wait sql.NullInt64
+		anyDue                            bool
+	)
+	err := s.queryRowCached(ctx, tx, streamProbe, append(args, sql.Named("strict", mode == "strict"))...).
+		Scan(&first, &holdStrict, &holdMode, &wait, &anyDue)
+	if err != nil {
+		return fmt.Errorf("read stream %s/%s: %w", h.dest, h.key, err)
+	}
+	if !first.Valid {
+		return nil // nothing undelivered from head
+	}
+	if h.first == 0 {
+		h.first = first.Int64
+	}
+	stop := int64(math.MaxInt64)
+	for _, at := range []sql.NullInt64{holdStrict, holdMode} {
+		if at.Valid {
+			stop = min(stop, at.Int64)
+		}
+	}
+	soonest := func(t sql.NullInt64) {
+		if t.Valid && (h.wait == 0 || t.Int64 < h.wait) {
+			h.wait = t.Int64
+		}
+	}
+	soonest(wait)
+	args = append(args, sql.Named("stop", stop))
+	var due []int64
+	if anyDue {
+		due, err = s.int64s(ctx, tx, streamDue, append(args, sql.Named("cap", dueReadCap))...)
+		if err != nil {
+			return fmt.Errorf("read stream %s/%s: %w", h.dest, h.key, err)
+		}
+		if len(due) == dueReadCap {
+			h.more = true
+		}
+		slices.Sort(due)
+	}
+	// take adds seq, or says the limit is reached.
+	take := func(seq int64) bool {
+		if len(h.cands) >= limit {
+			h.more = true
+			return false
+		}
+		h.cands = append(h.cands, seq)
+		return true
+	}
+	rows, err := s.queryCached(ctx, tx, streamLive, args...)
+	if err != nil {
+		return fmt.Errorf("read stream %s/%s: %w", h.dest, h.key, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			seq                      int64
+			ordering                 string
+			leased, dead, released   bool
+			leaseExpiry, scheduledAt sql.NullInt64
+		)
+		if err := rows.Scan(&seq, &ordering, &leased, &leaseExpiry, &dead, &scheduledAt, &released); err != nil {
+			return err
+		}
+		for len(due) > 0 && due[0] < seq {
+			if !take(due[0]) {
+				return rows.Err()
+			}
+			due = due[1:]
+		}
+		m := ordering
+		if m == "" {
+			m = mode
+		}
+		holds := m == "strict" && !released
+		switch {
+		case leased:
+			soonest(leaseExpiry)
+			if m == "none" {
+				continue
+			}
+			return rows.Err()
+		case dead:
+			// a lapsed lease of a dead letter
+			if holds {
+				return rows.Err()
+			}
+			continue
+		case scheduledAt.Valid && scheduledAt.Int64 > now:
+			soonest(scheduledAt)
+			if holds {
+				return rows.Err()
+			}
+			continue
+		}
+		if !take(seq) {
+			return rows.Err()
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, q := range due {
+		if !take(q) {
+			break
+		}
+	}
+	return nil
+}
