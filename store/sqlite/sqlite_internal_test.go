@@ -115,8 +115,8 @@ func TestHotQueriesUseTheirIndexes(t *testing.T) {
 		return b.String()
 	}
 	for q, idxs := range map[string][]string{
-		unorderedCandidates: {"backstop_outbox_unordered", "backstop_outbox_due (destination=? AND scheduled_for>? AND scheduled_for<?)", "backstop_outbox_lapse (destination=? AND lease_expiry<?)"},
-		dueDestinations:     {"backstop_outbox_due (destination>?)", "backstop_outbox_due (destination=? AND scheduled_for>? AND scheduled_for<?)", "backstop_outbox_lapse (destination>?)", "backstop_outbox_lapse (destination=? AND lease_expiry<?)"},
+		unorderedCandidates: {"backstop_outbox_unordered", "backstop_outbox_due (destination=? AND scheduled_for>? AND scheduled_for<?)", "backstop_outbox_lease (lease_expiry<?)"},
+		dueDestinations:     {"backstop_outbox_due (destination>?)", "backstop_outbox_due (destination=? AND scheduled_for>? AND scheduled_for<?)", "backstop_outbox_lease (lease_expiry<?)"},
 		readyStreams:        {"backstop_streams_ready"},
 		streamLive:          {"backstop_outbox_stream_live (destination=? AND stream=? AND seq>? AND seq<?)"},
 		streamProbe: {"backstop_outbox_stream (destination=? AND stream=? AND seq>?)",
