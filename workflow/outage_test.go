@@ -33,19 +33,7 @@ func TestBriefDatabaseOutageKeepsTheRunPostgres(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	p := newOutageProxy(t)
-	schema := testenv.NewSchema(t, "wf_outage_")
-	st, err := postgres.Open(ctx, p.url, store.Config{}, postgres.WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ws, err := wfpostgres.New(ctx, st, wfpostgres.WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := openWorkflowPostgres(t, p.url, testenv.NewSchema(t, "wf_outage_"))
 	// Renewals every second; the lease lapses 3 s after one.
 	e, err := workflow.NewEngine(ws, workflow.Config{InstanceID: "A", LeaseDuration: 3 * time.Second, Logger: quiet})
 	if err != nil {
@@ -155,7 +143,6 @@ func (p *outageProxy) up() {
 // connections, and only they, carry the application name it returns.
 func openNamedPostgres(t *testing.T, prefix string) (*wfpostgres.Store, string) {
 	t.Helper()
-	ctx := context.Background()
 	schema := testenv.NewSchema(t, prefix)
 	app := "backstop_" + schema
 	url := testenv.PostgresURL()
@@ -164,6 +151,14 @@ func openNamedPostgres(t *testing.T, prefix string) (*wfpostgres.Store, string) 
 	} else {
 		url += "?application_name=" + app
 	}
+	return openWorkflowPostgres(t, url, schema), app
+}
+
+// openWorkflowPostgres opens a store through url on schema, migrated, and
+// the workflow store on it, closed when the test ends.
+func openWorkflowPostgres(t *testing.T, url, schema string) *wfpostgres.Store {
+	t.Helper()
+	ctx := context.Background()
 	st, err := postgres.Open(ctx, url, store.Config{}, postgres.WithSchema(schema))
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +171,7 @@ func openNamedPostgres(t *testing.T, prefix string) (*wfpostgres.Store, string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ws, app
+	return ws
 }
 
 // terminator returns a function that terminates the connections named app
