@@ -85,7 +85,7 @@ func TestClaimPlanReadsHeadsAndPartialIndexes(t *testing.T) {
 		t.Skip("auto_explain is not available to this user")
 	}
 	for _, idx := range []string{"backstop_streams_ready_idx", "backstop_outbox_stream_idx",
-		"backstop_outbox_unordered_idx", "backstop_outbox_due_idx", "backstop_outbox_lease_idx"} {
+		"backstop_outbox_unordered_idx", "backstop_outbox_unordered_due_idx", "backstop_outbox_lease_idx"} {
 		if !strings.Contains(plan, idx) {
 			t.Errorf("claim plan does not use %s:\n%s", idx, plan)
 		}
