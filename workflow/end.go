@@ -55,7 +55,8 @@ const abandonGrace = 5 * time.Second
 // do not return within abandonGrace are abandoned, logged at WARN: their
 // rows stay running, and the run is not released but left to its lease,
 // which lapses (it is no longer renewed); whoever takes the run then
-// finds them lost and runs them again.
+// finds them lost and runs them again. This engine does not take it
+// before they have returned (awaitAbandoned).
 func (dr *driver) abort(err error) (*Run, error) {
 	dr.cancel(err)
 	bg, cancel := context.WithTimeout(context.WithoutCancel(dr.ctx), writeTimeout)
@@ -71,6 +72,7 @@ func (dr *driver) abort(err error) (*Run, error) {
 			}
 		case <-grace.C():
 			abandoned = true
+			dr.e.awaitAbandoned(dr.runID, len(dr.running), dr.results)
 			for id, f := range dr.running {
 				dr.e.log.LogAttrs(bg, slog.LevelWarn, "attempt abandoned: the task did not return after its context was cancelled; it may ignore its context",
 					slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id), slog.String("task_id", id),

@@ -32,6 +32,10 @@ type Engine struct {
 	mu     sync.Mutex
 	dags   map[string]*DAG
 	active map[string]bool // runs driven by this engine now
+	// abandoned counts, per run, the attempts a driver abandoned that have
+	// not returned yet (driver.abort): the run is not driven again by this
+	// engine until they have, so that a task never runs twice at once here.
+	abandoned map[string]int
 }
 
 // NewEngine returns an engine keeping its runs in st. cfg has its defaults
@@ -46,7 +50,7 @@ func NewEngine(st wfstore.Store, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{st: st, cfg: cfg, log: cfg.Logger.With(slog.String("instance_id", cfg.InstanceID)),
 		dlq: cfg.DLQ, dlqm: cfg.DLQManager, sem: make(chan struct{}, cfg.MaxConcurrentTasks),
-		dags: map[string]*DAG{}, active: map[string]bool{}}
+		dags: map[string]*DAG{}, active: map[string]bool{}, abandoned: map[string]int{}}
 	if e.dlq == nil {
 		e.dlq = st.DLQ()
 	}
@@ -243,7 +247,7 @@ func (e *Engine) lease() wfstore.Lease {
 func (e *Engine) enter(runID string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.active[runID] {
+	if e.active[runID] || e.abandoned[runID] > 0 {
 		return false
 	}
 	e.active[runID] = true
@@ -254,6 +258,28 @@ func (e *Engine) leave(runID string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.active, runID)
+}
+
+// awaitAbandoned keeps runID from being driven by this engine until the n
+// attempts its driver abandoned have sent their results, which it drains.
+// Resume took the run again at once (its own lease), and the task ran a
+// second time beside the abandoned attempt.
+func (e *Engine) awaitAbandoned(runID string, n int, results <-chan result) {
+	e.mu.Lock()
+	e.abandoned[runID] += n
+	e.mu.Unlock()
+	go func() {
+		for range n {
+			<-results
+		}
+		e.mu.Lock()
+		if e.abandoned[runID] -= n; e.abandoned[runID] <= 0 {
+			delete(e.abandoned, runID)
+		}
+		e.mu.Unlock()
+		e.log.LogAttrs(context.Background(), slog.LevelInfo, "abandoned attempts returned; the run may be driven again",
+			slog.String("run_id", runID), slog.Int("attempts", n))
+	}()
 }
 
 // emit calls OnEvent.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -245,5 +246,75 @@ wait:
 	}
 	if s := r.Task("stuck"); len(s.History) != 2 || s.History[0].Outcome != "lost" || s.History[1].Outcome != "success" {
 		t.Errorf("stuck: history %+v; want the first attempt lost, the second a success", s.History)
+	}
+}
+
+// After a shutdown abandons an attempt whose task ignores its context, the
+// same engine does not drive the run again until the task has returned:
+// Resume took the run at once (the lease was its own) and ran the task a
+// second time beside the abandoned attempt. Once it returns, Resume goes
+// on and the attempt is recorded lost.
+func TestAbandonedAttemptKeepsItsRunFromThisEngine(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, workflow.Config{LeaseDuration: 30 * time.Second})
+	started, release := make(chan struct{}), make(chan struct{})
+	var running atomic.Int32
+	stuck := h.task("stuck", func(ctx context.Context, tc *workflow.TaskContext) error {
+		if running.Add(1) > 1 {
+			t.Errorf("attempt %d of stuck started while another ran", tc.Attempt())
+		}
+		defer running.Add(-1)
+		if tc.Attempt() == 1 {
+			close(started)
+			<-release // ignores ctx
+		}
+		return nil
+	})
+	h.register("stuck", nil, stuck)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.engine.Run(ctx, "stuck", workflow.RunOptions{ID: "r"})
+		done <- err
+	}()
+	<-started
+	cancel()
+	giveUp := time.After(10 * time.Second)
+wait:
+	for {
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("Run after cancel: %v", err)
+			}
+			break wait
+		case <-giveUp:
+			t.Fatal("Run did not return 10 s after its context ended")
+		case <-time.After(time.Millisecond):
+			h.clock.Advance(time.Second)
+		}
+	}
+	if _, err := h.engine.Resume(h.ctx, "r"); !errors.Is(err, workflow.ErrRunActive) {
+		t.Fatalf("Resume while the abandoned attempt runs: %v, want ErrRunActive", err)
+	}
+	close(release)
+	giveUp = time.After(10 * time.Second)
+	for {
+		r, err := h.engine.Resume(h.ctx, "r")
+		if errors.Is(err, workflow.ErrRunActive) {
+			select {
+			case <-giveUp:
+				t.Fatal("the run stayed active 10 s after the abandoned attempt returned")
+			case <-time.After(time.Millisecond):
+			}
+			continue
+		}
+		if err != nil || r.State != models.RunStateSuccess {
+			t.Fatalf("Resume after the attempt returned: %v\n%s", err, h.logs.String())
+		}
+		if s := r.Task("stuck"); len(s.History) != 2 || s.History[0].Outcome != "lost" {
+			t.Errorf("stuck: history %+v; want the first attempt lost, the second a success", s.History)
+		}
+		return
 	}
 }
