@@ -52,3 +52,12 @@ var harness = storetest.Harness{
 func TestConformance(t *testing.T) {
 	storetest.Run(t, harness)
 }
+
+// TestConformanceIndexedStreamRead runs the claim's conformance cases with
+// every stream read by the indexed read, which a claim otherwise uses only
+// for a stream holding many parked messages. It must not run in parallel
+// with other tests: it changes how every store of the package claims.
+func TestConformanceIndexedStreamRead(t *testing.T) {
+	t.Cleanup(sqlite.ReadStreamsIndexed())
+	storetest.Run(t, harness)
+}
