@@ -118,7 +118,7 @@ func TestHotQueriesUseTheirIndexes(t *testing.T) {
 		unorderedCandidates: {"backstop_outbox_unordered", "backstop_outbox_due (destination=? AND scheduled_for>? AND scheduled_for<?)", "backstop_outbox_lease (lease_expiry<?)"},
 		dueDestinations:     {"backstop_outbox_due (destination>?)", "backstop_outbox_due (destination=? AND scheduled_for>? AND scheduled_for<?)", "backstop_outbox_lease (lease_expiry<?)"},
 		readyStreams:        {"backstop_streams_ready"},
-		streamRows: {"backstop_outbox_stream (destination=? AND stream=? AND seq>?)"},
+		streamRows:          {"backstop_outbox_stream (destination=? AND stream=? AND seq>?)"},
 		streamLive: {"backstop_outbox_stream_live (destination=? AND stream=? AND seq>? AND seq<?)",
 			"backstop_outbox_stream_inflight (destination=? AND stream=? AND seq>? AND seq<?)"},
 		streamProbe: {"backstop_outbox_stream (destination=? AND stream=? AND seq>?)",
