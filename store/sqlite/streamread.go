@@ -8,11 +8,13 @@ import (
 	"slices"
 )
 
-// A stream's read (migration 0014). Its undelivered messages are split
-// by three partial indexes, so that parked messages (dead-lettered or
-// waiting for a retry, not leased) that do not hold the stream are never
-// read: a release stream with 200,000 dead letters before its live
-// messages costs a claim what it takes, not the dead letters.
+// A stream's read (migration 0014). A stream is walked from its head
+// (readStream, walkStream); one that holds many parked messages (dead-
+// lettered or waiting for a retry, not leased) that do not hold it is
+// read by readStreamIndexed, through four partial indexes that split its
+// undelivered messages, so that those are never read: a release stream
+// with 200,000 dead letters before its live messages costs a claim what
+// it takes, not the dead letters.
 //
 //   - streamProbe finds, with one index descent each: the head (the
 //     first undelivered message, parked or not, so that a replay or a
@@ -20,7 +22,9 @@ import (
 //     holds the stream (strict, not released past), where the read
 //     stops; the earliest due time of the retries not due yet, which
 //     wakes the stream; whether any retry is due.
-//   - streamLive walks what is not parked, from the head, up to there.
+//   - streamLive reads what is not parked (outbox_stream_live, and the
+//     parked-looking messages under a lease, outbox_stream_inflight),
+//     from the head, up to there.
 //   - streamDue gives the parked retries due now, which are claimable.
 
 const (
