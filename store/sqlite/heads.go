@@ -184,6 +184,14 @@ type headStream struct {
 	cands     []int64
 }
 
+// soonest makes t the stream's wake-up time if it comes before the one
+// it has.
+func (h *headStream) soonest(t sql.NullInt64) {
+	if t.Valid && (h.wait == 0 || t.Int64 < h.wait) {
+		h.wait = t.Int64
+	}
+}
+
 // candidate is a message a claim may lease.
 type candidate struct {
 	seq    int64

@@ -135,72 +135,86 @@ func (s *Store) walkStream(ctx context.Context, tx *sql.Tx, h *headStream, head 
 		return false, fmt.Errorf("read stream %s/%s: %w", h.dest, h.key, err)
 	}
 	defer rows.Close()
-	soonest := func(t sql.NullInt64) {
-		if t.Valid && (h.wait == 0 || t.Int64 < h.wait) {
-			h.wait = t.Int64
-		}
-	}
 	passed := 0
 	for rows.Next() {
-		var (
-			seq                      int64
-			ordering                 string
-			leased, dead, released   bool
-			leaseExpiry, scheduledAt sql.NullInt64
-		)
-		if err := rows.Scan(&seq, &ordering, &leased, &leaseExpiry, &dead, &scheduledAt, &released); err != nil {
+		var r streamRow
+		if err := r.scan(rows); err != nil {
 			return false, err
 		}
-		if ordering == "none" {
-			// unordered: claimed by its own index
-			if passed++; passed > walkParkedCap {
-				return false, rows.Err()
-			}
-			continue
+		if r.ordering != "none" && h.first == 0 {
+			h.first = r.seq
 		}
-		if h.first == 0 {
-			h.first = seq
-		}
-		m := ordering
-		if m == "" {
-			m = mode
-		}
-		holds := m == "strict" && !released
-		switch {
-		case leased:
-			soonest(leaseExpiry)
-			if m != "none" {
-				return true, rows.Err()
-			}
-			if passed++; passed > walkParkedCap {
-				return false, rows.Err()
-			}
-			continue
-		case dead:
-			if holds {
-				return true, rows.Err()
-			}
-			if passed++; passed > walkParkedCap {
-				return false, rows.Err()
-			}
-			continue
-		case scheduledAt.Valid && scheduledAt.Int64 > now:
-			soonest(scheduledAt)
-			if holds {
-				return true, rows.Err()
-			}
-			if passed++; passed > walkParkedCap {
-				return false, rows.Err()
-			}
-			continue
-		}
-		if len(h.cands) >= limit {
-			h.more = true
+		switch r.verdict(h, mode, now) {
+		case rowStop:
 			return true, rows.Err()
+		case rowPass:
+			if passed++; passed > walkParkedCap {
+				return false, rows.Err()
+			}
+		case rowTake:
+			if len(h.cands) >= limit {
+				h.more = true
+				return true, rows.Err()
+			}
+			h.cands = append(h.cands, r.seq)
 		}
-		h.cands = append(h.cands, seq)
 	}
 	return true, rows.Err()
+}
+
+// streamRow is a row of a stream read (streamRows, streamLive).
+type streamRow struct {
+	seq                       int64
+	ordering                  string // the message's own; '' for the destination's
+	leased, dead, released    bool   // leased: a live lease
+	leaseExpiry, scheduledFor sql.NullInt64
+}
+
+func (r *streamRow) scan(rows *sql.Rows) error {
+	return rows.Scan(&r.seq, &r.ordering, &r.leased, &r.leaseExpiry, &r.dead, &r.scheduledFor, &r.released)
+}
+
+// rowVerdict is what a stream read does with a row.
+type rowVerdict int
+
+const (
+	rowTake rowVerdict = iota // claimable
+	rowPass                   // does not hold the stream: read on
+	rowStop                   // holds back the rest of the stream
+)
+
+// verdict says what a read of h under the destination's ordering mode does
+// with r at now: a leased message holds the stream unless its ordering is
+// none; a dead letter or a retry not due yet holds it under strict
+// ordering unless the stream was released past it; a message of ordering
+// none is claimed through its own index. A lease or a retry not due yet
+// also gives h the time that wakes it.
+func (r *streamRow) verdict(h *headStream, mode string, now int64) rowVerdict {
+	if r.ordering == "none" {
+		return rowPass
+	}
+	m := r.ordering
+	if m == "" {
+		m = mode
+	}
+	holds := m == "strict" && !r.released
+	switch {
+	case r.leased:
+		h.soonest(r.leaseExpiry)
+		if m == "none" {
+			return rowPass
+		}
+		return rowStop
+	case r.dead, r.scheduledFor.Valid && r.scheduledFor.Int64 > now:
+		if !r.dead {
+			h.soonest(r.scheduledFor)
+		}
+		if holds {
+			return rowStop
+		}
+		return rowPass
+	}
+	return rowTake
 }
 
 // dueReadCap bounds the due retries one stream read takes in: more than
@@ -208,7 +222,7 @@ func (s *Store) walkStream(ctx context.Context, tx *sql.Tx, h *headStream, head 
 // the stream stays ready for the rest.
 const dueReadCap = 1000
 
-// readStream reads h from head: claimable messages, up to limit, in seq
+// readStreamIndexed reads h from head: claimable messages, up to limit, in seq
 // order, until the first that holds back the rest (a leased one; under
 // strict ordering one waiting for its retry or dead-lettered, unless the
 // stream was released past it). Parked messages that do not hold the
@@ -237,12 +251,7 @@ func (s *Store) readStreamIndexed(ctx context.Context, tx *sql.Tx, h *headStream
 			stop = min(stop, at.Int64)
 		}
 	}
-	soonest := func(t sql.NullInt64) {
-		if t.Valid && (h.wait == 0 || t.Int64 < h.wait) {
-			h.wait = t.Int64
-		}
-	}
-	soonest(wait)
+	h.soonest(wait)
 	args = append(args, sql.Named("stop", stop))
 	var due []int64
 	if anyDue {
@@ -270,48 +279,23 @@ func (s *Store) readStreamIndexed(ctx context.Context, tx *sql.Tx, h *headStream
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var (
-			seq                      int64
-			ordering                 string
-			leased, dead, released   bool
-			leaseExpiry, scheduledAt sql.NullInt64
-		)
-		if err := rows.Scan(&seq, &ordering, &leased, &leaseExpiry, &dead, &scheduledAt, &released); err != nil {
+		var r streamRow
+		if err := r.scan(rows); err != nil {
 			return err
 		}
-		for len(due) > 0 && due[0] < seq {
+		for len(due) > 0 && due[0] < r.seq {
 			if !take(due[0]) {
 				return rows.Err()
 			}
 			due = due[1:]
 		}
-		m := ordering
-		if m == "" {
-			m = mode
-		}
-		holds := m == "strict" && !released
-		switch {
-		case leased:
-			soonest(leaseExpiry)
-			if m == "none" {
-				continue
-			}
+		switch r.verdict(h, mode, now) {
+		case rowStop:
 			return rows.Err()
-		case dead:
-			// a lapsed lease of a dead letter
-			if holds {
+		case rowTake:
+			if !take(r.seq) {
 				return rows.Err()
 			}
-			continue
-		case scheduledAt.Valid && scheduledAt.Int64 > now:
-			soonest(scheduledAt)
-			if holds {
-				return rows.Err()
-			}
-			continue
-		}
-		if !take(seq) {
-			return rows.Err()
 		}
 	}
 	if err := rows.Err(); err != nil {
