@@ -2,7 +2,6 @@ package admin
 
 import (
 	"slices"
-	"time"
 
 	"github.com/backstophq/backstop/relay"
 )
@@ -14,7 +13,6 @@ import (
 func RelayBreakers(r *relay.Relay) func() []Breaker {
 	return func() []Breaker {
 		s := r.Stats()
-		now := time.Now()
 		names := make([]string, 0, len(s.Destinations))
 		for name := range s.Destinations {
 			names = append(names, name)
@@ -26,7 +24,7 @@ func RelayBreakers(r *relay.Relay) func() []Breaker {
 			b := Breaker{Destination: name, State: d.Breaker.String(), Openings: d.BreakerTrips,
 				Delivered: d.Delivered, Released: d.Released, Failed: d.Failed,
 				DeadLettered: &d.DeadLettered, InFlight: &d.InFlight}
-			if d.PausedUntil.After(now) {
+			if !d.PausedUntil.IsZero() {
 				b.PausedUntil = &d.PausedUntil
 			}
 			out = append(out, b)

@@ -190,9 +190,12 @@ func (d *destination) setPause(until time.Time) {
 
 // pausedUntil is the end of the destination's Retry-After pause; zero
 // or past when it is not paused.
-func (d *destination) pausedUntil() time.Time {
+func (d *destination) pausedUntil(now time.Time) time.Time {
 	d.gate.mu.Lock()
 	defer d.gate.mu.Unlock()
+	if !d.gate.pausedUntil.After(now) {
+		return time.Time{}
+	}
 	return d.gate.pausedUntil
 }
 

@@ -155,6 +155,9 @@ func TestRetryAfterPausesTheDestination(t *testing.T) {
 		t.Fatalf("%d calls during the pause, want none after the 429", n-1)
 	}
 	rn.advance(30 * time.Second)
+	if until := rn.r.Stats().Destinations["api"].PausedUntil; !until.IsZero() {
+		t.Fatalf("PausedUntil = %v once the pause is over, want zero", until)
+	}
 	for _, m := range append(later, first) {
 		if e.get(m.ID) != nil {
 			t.Fatalf("%s not delivered after the pause", m.Payload)

@@ -200,7 +200,7 @@ func (c *monitor) Collect(ch chan<- prometheus.Metric) {
 	for _, d := range c.r.destList {
 		gauge(c.breaker, breakerValue(d.state(now)), d.name)
 		paused := 0.0
-		if now.Before(d.pausedUntil()) {
+		if !d.pausedUntil(now).IsZero() {
 			paused = 1
 		}
 		gauge(c.paused, paused, d.name)

@@ -89,7 +89,8 @@ type DestinationStats struct {
 	// failed probe as opening it again.
 	BreakerTrips int64
 	// PausedUntil is the end of a pause of the whole destination asked
-	// for by a Retry-After hint; zero or past when it is not paused.
+	// for by a Retry-After hint; zero when it is not paused (by the
+	// relay's clock).
 	PausedUntil time.Time
 	// InFlight is the number of the destination's messages this relay has
 	// claimed and not yet recorded.
@@ -144,7 +145,7 @@ func (r *Relay) Stats() Stats {
 			Retries:      d.stats.retries.Load(),
 			Rejected:     d.stats.rejected.Load(),
 			Breaker:      d.state(now),
-			PausedUntil:  d.pausedUntil(),
+			PausedUntil:  d.pausedUntil(now),
 			BreakerTrips: d.stats.trips.Load(),
 			InFlight:     flying[d],
 		}

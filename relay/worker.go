@@ -249,8 +249,9 @@ func shutdownRelease(d *destination, msgs []*outbox.Message) []outcome {
 func (r *Relay) deliver(d *destination, m *outbox.Message, probe bool) outcome {
 	// A Retry-After pause, or a circuit another instance opened, holds the
 	// messages claimed before it as well as the claims after it.
-	if until := d.pausedUntil(); r.clk.Now().Before(until) {
-		return r.held(d, m, until.Sub(r.clk.Now()))
+	now := r.clk.Now()
+	if until := d.pausedUntil(now); !until.IsZero() {
+		return r.held(d, m, until.Sub(now))
 	}
 	var permit circuitbreaker.Permit
 	if !probe {
