@@ -2,9 +2,12 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,5 +117,120 @@ func TestAnotherProcessHoldingTheLock(t *testing.T) {
 	}
 	if took := time.Since(start); took > wait+5*time.Second {
 		t.Fatalf("Enqueue gave up after %s, want about %s", took, wait)
+	}
+}
+
+// TestWritesTakeTheWriterInTurn: writes waiting for the store's one writer
+// connection get it in the order they asked. database/sql hands a freed
+// connection to a waiter at random, so under many concurrent writers some
+// waited many times as long as the rest and could fail with ErrBusy while
+// later ones went through.
+func TestWritesTakeTheWriterInTurn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "app.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	held, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- s.withWriter(ctx, func(*sql.Tx) error {
+			close(held)
+			<-release
+			return nil
+		})
+	}()
+	<-held
+
+	const writers = 12
+	var (
+		mu    sync.Mutex
+		order []int
+		wg    sync.WaitGroup
+	)
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.withWriter(ctx, func(*sql.Tx) error {
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+		waitForWaiters(t, i+1) // the next asks only once this one waits
+	}
+	close(release)
+	wg.Wait()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range order {
+		if w != i {
+			t.Fatalf("writes took the writer in the order %v, want the order they asked", order)
+		}
+	}
+}
+
+// waitForWaiters waits until n goroutines are parked waiting for the
+// writer: for their turn, or (without turns) for database/sql's connection.
+func waitForWaiters(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		waiting := 0
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "(*Store).withWriter") && strings.Contains(g, "[select") &&
+				(strings.Contains(g, "semaphore.(*Weighted).Acquire") || strings.Contains(g, "database/sql.(*DB).conn")) {
+				waiting++
+			}
+		}
+		if waiting >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes waiting for the writer after 10 s, want %d", waiting, n)
+		}
+		runtime.Gosched()
+	}
+}
+
+// TestInboxTransactionEndedByItsContextGivesTheWriterBack: a transaction
+// from BeginTx whose context ends without Commit or Rollback (database/sql
+// rolls it back) gives the store's writes their turn back.
+func TestInboxTransactionEndedByItsContextGivesTheWriterBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "app.db"), store.Config{}, WithLockWait(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	txCtx, cancel := context.WithCancel(ctx)
+	tx, err := s.BeginTx(txCtx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Enqueue(txCtx, &outbox.Message{Destination: "d", Type: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := s.Enqueue(ctx, &outbox.Message{Destination: "d", Type: "t"}); err != nil {
+		t.Fatalf("Enqueue after the transaction's context ended: %v", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatalf("Rollback of a transaction its context ended: %v", err)
+	}
+	if err := s.Enqueue(ctx, &outbox.Message{Destination: "d", Type: "t"}); err != nil {
+		t.Fatalf("Enqueue after a late Rollback: %v", err)
 	}
 }
