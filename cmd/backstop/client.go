@@ -16,6 +16,7 @@ import (
 
 	"github.com/backstophq/backstop/admin"
 	"github.com/backstophq/backstop/store"
+	"github.com/backstophq/backstop/store/sqlite"
 )
 
 // DefaultServer is the admin API an operator command talks to when neither
@@ -46,13 +47,23 @@ func (g *globals) connect(ctx context.Context) (*admin.Client, func(), error) {
 	if err := checkTables(ctx, g.db, sc.WithDefaults().TablePrefix); err != nil {
 		return nil, nil, err
 	}
-	st, err := openStore(ctx, g.db, sc)
-	if err != nil {
-		return nil, nil, err
-	}
 	user := os.Getenv("USER")
 	if user == "" {
 		user = "unknown"
+	}
+	token := admin.Token{Name: "cli:" + user, Secret: cliToken, Role: admin.RoleOperate}
+	st, err := openStore(ctx, g.db, sc)
+	if errors.Is(err, sqlite.ErrReadOnly) {
+		// A server's database this user may read but not write: read it.
+		st, err = sqlite.Open(ctx, strings.TrimPrefix(g.db, "sqlite:"), sc, sqlite.ReadOnly())
+		if err == nil {
+			fmt.Fprintf(os.Stderr, "backstop: %s cannot be written by this user: opened read-only, commands that change it are refused\n", g.db)
+			token.Name += " (read-only database)"
+			token.Role = admin.RoleRead
+		}
+	}
+	if err != nil {
+		return nil, nil, err
 	}
 	wf, err := workflowsOf(ctx, st)
 	if err != nil {
@@ -61,7 +72,7 @@ func (g *globals) connect(ctx context.Context) (*admin.Client, func(), error) {
 	}
 	srv, err := admin.New(admin.Config{
 		Store:     st,
-		Tokens:    []admin.Token{{Name: "cli:" + user, Secret: cliToken, Role: admin.RoleOperate}},
+		Tokens:    []admin.Token{token},
 		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 		Workflows: wf,
 	})

@@ -87,6 +87,9 @@ func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, id uuid.UUID, instan
 // single writer connection. Until it ends, the store's other writes wait
 // for it; do not call the store's own methods on the goroutine holding it.
 func (s *Store) BeginTx(ctx context.Context) (store.Tx, error) {
+	if s.readOnly {
+		return nil, ErrReadOnly
+	}
 	if err := s.awaitTurn(ctx, time.Now()); err != nil {
 		return nil, fmt.Errorf("sqlite: begin: %w", err)
 	}

@@ -46,6 +46,7 @@ type Store struct {
 	hub      store.Hub // wakes relays in this process (store.Notifier)
 	lockWait time.Duration
 	turns    *semaphore.Weighted // the store's writes take the writer in turn (awaitTurn)
+	readOnly bool                // ReadOnly: every write fails with ErrReadOnly
 
 	// sweepStmt is sweepSQL (quarantine.go) prepared once on the writer
 	// when the store opens: the statement is long (the partial index's
@@ -68,6 +69,22 @@ func WithLockWait(d time.Duration) Option {
 		}
 	}
 }
+
+// ReadOnly opens the database for reading only, for inspecting one this
+// process may not write (a server's, owned by another user): nothing is
+// created or migrated, the schema must already be at this build's version
+// (or newer), and every write fails with ErrReadOnly. A database in WAL
+// mode can be read while its server runs, or once it has shut down where
+// SQLite may create the -shm file beside it.
+func ReadOnly() Option {
+	return func(s *Store) { s.readOnly = true }
+}
+
+// ErrReadOnly is matched (errors.Is) by the error of a write to a store
+// opened with ReadOnly, and by Open's error when the database cannot be
+// written (its file or directory is read-only for this process): open it
+// with ReadOnly to read it.
+var ErrReadOnly = errors.New("sqlite: database is read-only")
 
 var _ store.Store = (*Store)(nil)
 
@@ -97,6 +114,12 @@ func Open(ctx context.Context, path string, cfg store.Config, opts ...Option) (*
 	params := fmt.Sprintf("_txlock=immediate&_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)",
 		s.lockWait.Milliseconds())
 	memory := path == ":memory:"
+	if s.readOnly {
+		if memory {
+			return nil, errors.New("sqlite: an in-memory database cannot be opened read-only")
+		}
+		return s.openReadOnly(ctx, path, params)
+	}
 	if !memory {
 		params += "&_pragma=journal_mode(WAL)"
 	}
@@ -117,6 +140,10 @@ func Open(ctx context.Context, path string, cfg store.Config, opts ...Option) (*
 	s.w, s.r = w, w
 	if _, err := migrate(ctx, w, cfg.TablePrefix, s.now(), cfg.Log()); err != nil {
 		w.Close()
+		if isReadOnly(err) {
+			return nil, fmt.Errorf("%w: %s cannot be written by this process (open it with sqlite.ReadOnly to read it): %w",
+				ErrReadOnly, path, err)
+		}
 		return nil, err
 	}
 	if s.sweepStmt, err = w.PrepareContext(ctx, s.sql(sweepSQL)); err != nil {
@@ -144,6 +171,9 @@ func Open(ctx context.Context, path string, cfg store.Config, opts ...Option) (*
 // EnqueueTx.
 func (s *Store) DB() *sql.DB { return s.w }
 
+// ReadOnly reports whether the store was opened with the ReadOnly option.
+func (s *Store) ReadOnly() bool { return s.readOnly }
+
 // Config returns the store's configuration, defaults applied.
 func (s *Store) Config() store.Config { return s.cfg }
 
@@ -151,7 +181,9 @@ func (s *Store) Config() store.Config { return s.cfg }
 func (s *Store) Close() error {
 	var errs []error
 	s.forgetCachedStmts()
-	errs = append(errs, s.sweepStmt.Close())
+	if s.sweepStmt != nil {
+		errs = append(errs, s.sweepStmt.Close())
+	}
 	if s.r != s.w {
 		errs = append(errs, s.r.Close())
 	}

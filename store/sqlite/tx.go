@@ -37,6 +37,21 @@ func isBusy(err error) bool {
 	return false
 }
 
+// isReadOnly reports whether err says the database cannot be written
+// (SQLITE_READONLY), or could not be opened for writing (SQLITE_CANTOPEN:
+// a read-only directory where the -wal and -shm files would be).
+func isReadOnly(err error) bool {
+	var e *sqlite.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code() & 0xff {
+	case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN:
+		return true
+	}
+	return false
+}
+
 // retryBusy is retryBusyFor with the default lock wait.
 func retryBusy(ctx context.Context, fn func() error) error {
 	return retryBusyFor(ctx, defaultLockWait, fn)
@@ -98,6 +113,9 @@ func withTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 // ends) and for the write lock (another process's); past that it fails
 // with ErrBusy.
 func (s *Store) withWriter(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
 	start := time.Now()
 	if err := s.awaitTurn(ctx, start); err != nil {
 		return err

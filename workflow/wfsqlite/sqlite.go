@@ -41,12 +41,16 @@ type Store struct {
 var _ wfstore.Store = (*Store)(nil)
 
 // New returns the workflow store on st's database, first applying its
-// migrations (idempotent; a second New applies nothing).
+// migrations (idempotent; a second New applies nothing), unless st was
+// opened read-only (sqlite.ReadOnly): then it only reads.
 func New(ctx context.Context, st *sqlite.Store) (*Store, error) {
 	if st == nil {
 		return nil, errors.New("wfsqlite: nil store")
 	}
 	s := &Store{st: st, db: st.DB(), prefix: st.Config().TablePrefix}
+	if st.ReadOnly() {
+		return s, nil // for reading; its writes fail with sqlite.ErrReadOnly
+	}
 	if _, err := s.Migrate(ctx); err != nil {
 		return nil, err
 	}
