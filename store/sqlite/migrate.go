@@ -36,26 +36,13 @@ func migrate(ctx context.Context, db *sql.DB, prefix string, now time.Time, log 
 			applied_at INTEGER NOT NULL)`); err != nil {
 			return fmt.Errorf("create %s: %w", table, err)
 		}
-		done := map[int]bool{}
-		rows, err := tx.QueryContext(ctx, `SELECT version FROM `+table)
+		versions, err := appliedVersions(ctx, tx, table)
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var v int
-			if err := rows.Scan(&v); err != nil {
-				rows.Close()
-				return err
-			}
+		done := map[int]bool{}
+		for _, v := range versions {
 			done[v] = true
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		versions := make([]int, 0, len(done))
-		for v := range done {
-			versions = append(versions, v)
 		}
 		store.WarnNewerSchema(ctx, log, "sqlite", versions, ms)
 		for _, m := range ms {
@@ -77,4 +64,24 @@ func migrate(ctx context.Context, db *sql.DB, prefix string, now time.Time, log 
 		return nil, fmt.Errorf("sqlite: migrate: %w", err)
 	}
 	return applied, nil
+}
+
+// appliedVersions reads the schema versions recorded in table.
+func appliedVersions(ctx context.Context, q interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}, table string) ([]int, error) {
+	rows, err := q.QueryContext(ctx, `SELECT version FROM `+table)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var versions []int
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		versions = append(versions, v)
+	}
+	return versions, rows.Err()
 }

@@ -72,7 +72,7 @@ func (s *Store) checkSchema(ctx context.Context, path string) error {
 		return err
 	}
 	table := s.cfg.TablePrefix + "migrations"
-	rows, err := s.r.QueryContext(ctx, `SELECT version FROM `+table)
+	versions, err := appliedVersions(ctx, s.r, table)
 	if err != nil {
 		if strings.Contains(err.Error(), "no such table") {
 			return fmt.Errorf("sqlite: %s holds no Backstop tables named %s*: run backstop migrate on it first", path, s.cfg.TablePrefix)
@@ -80,19 +80,8 @@ func (s *Store) checkSchema(ctx context.Context, path string) error {
 		return fmt.Errorf("sqlite: read %s read-only: %w", path, err)
 	}
 	done := map[int]bool{}
-	var versions []int
-	for rows.Next() {
-		var v int
-		if err := rows.Scan(&v); err != nil {
-			rows.Close()
-			return err
-		}
+	for _, v := range versions {
 		done[v] = true
-		versions = append(versions, v)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	for _, m := range ms {
 		if !done[m.Version] {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"modernc.org/sqlite"
@@ -26,30 +27,21 @@ const defaultLockWait = 5 * time.Second
 // isBusy reports whether err is SQLITE_BUSY or SQLITE_LOCKED (any extended
 // code): another connection holds the lock; the operation can be retried.
 func isBusy(err error) bool {
-	var e *sqlite.Error
-	if !errors.As(err, &e) {
-		return false
-	}
-	switch e.Code() & 0xff {
-	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-		return true
-	}
-	return false
+	return hasCode(err, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 }
 
 // isReadOnly reports whether err says the database cannot be written
 // (SQLITE_READONLY), or could not be opened for writing (SQLITE_CANTOPEN:
 // a read-only directory where the -wal and -shm files would be).
 func isReadOnly(err error) bool {
+	return hasCode(err, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN)
+}
+
+// hasCode reports whether err is an SQLite error with one of the primary
+// codes (any extended code).
+func hasCode(err error, codes ...int) bool {
 	var e *sqlite.Error
-	if !errors.As(err, &e) {
-		return false
-	}
-	switch e.Code() & 0xff {
-	case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN:
-		return true
-	}
-	return false
+	return errors.As(err, &e) && slices.Contains(codes, e.Code()&0xff)
 }
 
 // retryBusy is retryBusyFor with the default lock wait.
