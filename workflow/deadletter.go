@@ -56,7 +56,7 @@ func (dr *driver) deadLetter(ctx context.Context, ti *models.TaskInstance, err e
 	}
 	id, addErr := dr.addEntry(ctx, ti, replayedFrom, err)
 	if addErr == nil {
-		addErr = e.st.SetDeadLetter(ctx, dr.runID, ti.TaskID, id, e.lease())
+		addErr = dr.setDeadLetter(ctx, ti.TaskID, id)
 	}
 	if addErr == nil {
 		dr.deadLettered(ti.TaskID, id)
@@ -107,6 +107,16 @@ func (dr *driver) addEntry(ctx context.Context, ti *models.TaskInstance, replaye
 		slog.String("dag_id", dr.d.id), slog.String("task_id", ti.TaskID), slog.Int("attempt", ti.Attempt),
 		slog.String("dlq_id", en.ID))
 	return en.ID, nil
+}
+
+// setDeadLetter records a failed task's dead-letter entry, tried again
+// while the database is unavailable; setting the same entry twice changes
+// nothing.
+func (dr *driver) setDeadLetter(ctx context.Context, taskID, entryID string) error {
+	_, err := dr.whileHeld(ctx, func(ctx context.Context) error {
+		return dr.e.st.SetDeadLetter(ctx, dr.runID, taskID, entryID, dr.e.lease())
+	})
+	return err
 }
 
 // entryNamespace is the UUID namespace of entryKey.
@@ -168,7 +178,7 @@ func (dr *driver) settleFailures() {
 			ti := dr.failure(&t)
 			id, err := dr.findEntry(dr.ctx, ti, t.ReplayOf)
 			if err == nil && id != "" {
-				if err = dr.e.st.SetDeadLetter(dr.ctx, dr.runID, t.TaskID, id, dr.e.lease()); err == nil {
+				if err = dr.setDeadLetter(dr.ctx, t.TaskID, id); err == nil {
 					dr.deadLettered(t.TaskID, id)
 				}
 			} else if err == nil {
