@@ -92,11 +92,18 @@ func (dr *driver) addEntry(ctx context.Context, ti *models.TaskInstance, replaye
 		return "", err
 	}
 	en.ID = entryKey(dr.d.id, dr.runID, ti.TaskID, ti.Attempt, replayedFrom)
-	addErr := m.Add(ctx, en)
+	// Tried again while the database is unavailable: a try that added
+	// the entry before its connection went makes the next one find it
+	// (ErrExists), which is taken as added below.
+	_, addErr := dr.whileHeld(ctx, func(ctx context.Context) error { return m.Add(ctx, en) })
 	if !errors.Is(addErr, dlq.ErrExists) {
 		return en.ID, addErr
 	}
-	had, err := dr.e.dlq.Get(ctx, en.ID)
+	var had *dlq.Entry
+	_, err = dr.whileHeld(ctx, func(ctx context.Context) (err error) {
+		had, err = dr.e.dlq.Get(ctx, en.ID)
+		return err
+	})
 	if err != nil {
 		return "", fmt.Errorf("%w (reading it: %w)", addErr, err)
 	}
@@ -141,7 +148,11 @@ func entryKey(dagID, runID, taskID string, attempt int, replayedFrom string) str
 // from (and of any resolved earlier one), which must not pass for its new
 // one.
 func (dr *driver) findEntry(ctx context.Context, ti *models.TaskInstance, replayedFrom string) (string, error) {
-	entries, err := dr.e.dlq.List(ctx, &dlq.Filters{DAGID: dr.d.id, TaskID: ti.TaskID})
+	var entries []*dlq.Entry
+	_, err := dr.whileHeld(ctx, func(ctx context.Context) (err error) {
+		entries, err = dr.e.dlq.List(ctx, &dlq.Filters{DAGID: dr.d.id, TaskID: ti.TaskID})
+		return err
+	})
 	if err != nil {
 		return "", err
 	}
@@ -223,9 +234,16 @@ func (dr *driver) settleReplay(ctx context.Context, entryID string, ti *models.T
 		return
 	}
 	q := dr.e.dlq
-	entry, err := q.Get(ctx, entryID)
+	var entry *dlq.Entry
+	_, err := dr.whileHeld(ctx, func(ctx context.Context) (err error) {
+		entry, err = q.Get(ctx, entryID)
+		return err
+	})
 	if err == nil && !entry.Replayed {
-		if err = q.Replay(ctx, entryID); errors.Is(err, dlq.ErrAlreadyReplayed) {
+		// A try that marked it before its connection went makes the
+		// next one find it replayed.
+		_, err = dr.whileHeld(ctx, func(ctx context.Context) error { return q.Replay(ctx, entryID) })
+		if errors.Is(err, dlq.ErrAlreadyReplayed) {
 			err = nil
 		}
 	}
@@ -242,7 +260,14 @@ func (dr *driver) settleReplay(ctx context.Context, entryID string, ti *models.T
 			notes = fmt.Sprintf("replayed by workflow instance %s: task %s of run %s ended %s without succeeding (attempt %d); new dead letter %s",
 				dr.e.cfg.InstanceID, ti.TaskID, dr.runID, state, ti.Attempt, newEntry)
 		}
-		err = q.Resolve(ctx, entryID, notes)
+		var retried bool
+		retried, err = dr.whileHeld(ctx, func(ctx context.Context) error { return q.Resolve(ctx, entryID, notes) })
+		if retried && err != nil {
+			// A try whose outcome was unknown may have resolved it.
+			if now, gerr := q.Get(ctx, entryID); gerr == nil && now.Status == dlq.StatusResolved {
+				err = nil
+			}
+		}
 	}
 	if err != nil {
 		dr.e.log.LogAttrs(ctx, slog.LevelWarn, "settling a replayed dead letter failed", slog.String("run_id", dr.runID),

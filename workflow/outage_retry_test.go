@@ -169,7 +169,8 @@ func pumpRetries(h *harness, f *flakyStore, lease time.Duration, done <-chan str
 // it would have, every task run once and the failure dead-lettered once.
 // Only the lease renewal was tried again: any other call stopped the run
 // (its attempts cancelled and recorded lost, the run released), and Run
-// returned the call's error.
+// returned the call's error; a failed dead-letter add left the failed task
+// without an entry until a later resume of the run.
 //
 // In "after/..." the call was made before the connection went, so that
 // the driver does not know it was: the second try finds it recorded (an
@@ -205,7 +206,7 @@ func TestBriefOutageAtEachStoreCallKeepsTheRun(t *testing.T) {
 // outageCalls are the store calls TestBriefOutageAtEachStoreCallKeepsTheRun
 // makes fail.
 var outageCalls = []string{"Load", "StartAttempt", "FinishAttempt:failed", "FinishAttempt:success", "Mark",
-	"SetDeadLetter", "EndRun"}
+	"dlq.Add", "SetDeadLetter", "EndRun"}
 
 // runThroughOutage runs a DAG whose task a fails for good (b, downstream,
 // is then upstream_failed) beside c, which succeeds, on f, and checks that
