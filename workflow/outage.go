@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/backstophq/backstop/store"
@@ -49,11 +50,16 @@ func (dr *driver) whileHeld(ctx context.Context, op func(ctx context.Context) er
 		}
 		step *= 2
 		retried = true
+		dr.e.log.LogAttrs(ctx, slog.LevelInfo, retryingMsg, slog.String("run_id", dr.runID),
+			slog.String("error", err.Error()), slog.Duration("retry_in", next.Sub(now)))
 		if !dr.sleepHeld(ctx, next) {
 			return retried, err
 		}
 	}
 }
+
+// retryingMsg is logged (INFO) before each wait of whileHeld.
+const retryingMsg = "store call failed for want of the database; trying it again while the run's lease holds"
 
 // sleepHeld waits on the engine's clock until t and reports whether t
 // came; it returns false at once when ctx ends or the lease is given up.
