@@ -147,11 +147,12 @@ func pumpRetries(h *harness, f *flakyStore, lease time.Duration, done <-chan str
 			case fl := <-f.failed:
 				retry := fl.at.Add(lease / 30 << (fl.streak - 1))
 				for {
+					n := h.clock.Pending() // before looking: a timer made after it wakes the wait below
 					if next, ok := h.clock.NextDeadline(); ok && next.Equal(retry) {
 						h.clock.Set(retry)
 						break
 					}
-					if !h.clock.WaitForTimers(h.clock.Pending()+1, done) {
+					if !h.clock.WaitForTimers(n+1, done) {
 						return
 					}
 				}
