@@ -56,7 +56,7 @@ func (dr *driver) deadLetter(ctx context.Context, ti *models.TaskInstance, err e
 	}
 	id, addErr := dr.addEntry(ctx, ti, replayedFrom, err)
 	if addErr == nil {
-		addErr = e.st.SetDeadLetter(ctx, dr.runID, ti.TaskID, id, e.lease())
+		addErr = dr.setDeadLetter(ctx, ti.TaskID, id)
 	}
 	if addErr == nil {
 		dr.deadLettered(ti.TaskID, id)
@@ -92,11 +92,18 @@ func (dr *driver) addEntry(ctx context.Context, ti *models.TaskInstance, replaye
 		return "", err
 	}
 	en.ID = entryKey(dr.d.id, dr.runID, ti.TaskID, ti.Attempt, replayedFrom)
-	addErr := m.Add(ctx, en)
+	// Tried again while the database is unavailable: a try that added
+	// the entry before its connection went makes the next one find it
+	// (ErrExists), which is taken as added below.
+	_, addErr := dr.whileHeld(ctx, func(ctx context.Context) error { return m.Add(ctx, en) })
 	if !errors.Is(addErr, dlq.ErrExists) {
 		return en.ID, addErr
 	}
-	had, err := dr.e.dlq.Get(ctx, en.ID)
+	var had *dlq.Entry
+	_, err = dr.whileHeld(ctx, func(ctx context.Context) (err error) {
+		had, err = dr.e.dlq.Get(ctx, en.ID)
+		return err
+	})
 	if err != nil {
 		return "", fmt.Errorf("%w (reading it: %w)", addErr, err)
 	}
@@ -107,6 +114,16 @@ func (dr *driver) addEntry(ctx context.Context, ti *models.TaskInstance, replaye
 		slog.String("dag_id", dr.d.id), slog.String("task_id", ti.TaskID), slog.Int("attempt", ti.Attempt),
 		slog.String("dlq_id", en.ID))
 	return en.ID, nil
+}
+
+// setDeadLetter records a failed task's dead-letter entry, tried again
+// while the database is unavailable; setting the same entry twice changes
+// nothing.
+func (dr *driver) setDeadLetter(ctx context.Context, taskID, entryID string) error {
+	_, err := dr.whileHeld(ctx, func(ctx context.Context) error {
+		return dr.e.st.SetDeadLetter(ctx, dr.runID, taskID, entryID, dr.e.lease())
+	})
+	return err
 }
 
 // entryNamespace is the UUID namespace of entryKey.
@@ -131,7 +148,11 @@ func entryKey(dagID, runID, taskID string, attempt int, replayedFrom string) str
 // from (and of any resolved earlier one), which must not pass for its new
 // one.
 func (dr *driver) findEntry(ctx context.Context, ti *models.TaskInstance, replayedFrom string) (string, error) {
-	entries, err := dr.e.dlq.List(ctx, &dlq.Filters{DAGID: dr.d.id, TaskID: ti.TaskID})
+	var entries []*dlq.Entry
+	_, err := dr.whileHeld(ctx, func(ctx context.Context) (err error) {
+		entries, err = dr.e.dlq.List(ctx, &dlq.Filters{DAGID: dr.d.id, TaskID: ti.TaskID})
+		return err
+	})
 	if err != nil {
 		return "", err
 	}
@@ -168,7 +189,7 @@ func (dr *driver) settleFailures() {
 			ti := dr.failure(&t)
 			id, err := dr.findEntry(dr.ctx, ti, t.ReplayOf)
 			if err == nil && id != "" {
-				if err = dr.e.st.SetDeadLetter(dr.ctx, dr.runID, t.TaskID, id, dr.e.lease()); err == nil {
+				if err = dr.setDeadLetter(dr.ctx, t.TaskID, id); err == nil {
 					dr.deadLettered(t.TaskID, id)
 				}
 			} else if err == nil {
@@ -213,9 +234,16 @@ func (dr *driver) settleReplay(ctx context.Context, entryID string, ti *models.T
 		return
 	}
 	q := dr.e.dlq
-	entry, err := q.Get(ctx, entryID)
+	var entry *dlq.Entry
+	_, err := dr.whileHeld(ctx, func(ctx context.Context) (err error) {
+		entry, err = q.Get(ctx, entryID)
+		return err
+	})
 	if err == nil && !entry.Replayed {
-		if err = q.Replay(ctx, entryID); errors.Is(err, dlq.ErrAlreadyReplayed) {
+		// A try that marked it before its connection went makes the
+		// next one find it replayed.
+		_, err = dr.whileHeld(ctx, func(ctx context.Context) error { return q.Replay(ctx, entryID) })
+		if errors.Is(err, dlq.ErrAlreadyReplayed) {
 			err = nil
 		}
 	}
@@ -232,7 +260,14 @@ func (dr *driver) settleReplay(ctx context.Context, entryID string, ti *models.T
 			notes = fmt.Sprintf("replayed by workflow instance %s: task %s of run %s ended %s without succeeding (attempt %d); new dead letter %s",
 				dr.e.cfg.InstanceID, ti.TaskID, dr.runID, state, ti.Attempt, newEntry)
 		}
-		err = q.Resolve(ctx, entryID, notes)
+		var retried bool
+		retried, err = dr.whileHeld(ctx, func(ctx context.Context) error { return q.Resolve(ctx, entryID, notes) })
+		if retried && err != nil {
+			// A try whose outcome was unknown may have resolved it.
+			if now, gerr := q.Get(ctx, entryID); gerr == nil && now.Status == dlq.StatusResolved {
+				err = nil
+			}
+		}
 	}
 	if err != nil {
 		dr.e.log.LogAttrs(ctx, slog.LevelWarn, "settling a replayed dead letter failed", slog.String("run_id", dr.runID),

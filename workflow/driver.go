@@ -155,7 +155,13 @@ func (dr *driver) missingTasks() []string {
 
 // mark stores the marks of a plan and reports them.
 func (dr *driver) mark(marks []wfstore.Mark) error {
-	moved, err := dr.e.st.Mark(dr.ctx, dr.runID, dr.e.lease(), marks)
+	var moved int
+	_, err := dr.whileHeld(dr.ctx, func(ctx context.Context) (err error) {
+		// A try whose outcome was unknown and that was recorded moves
+		// nothing the second time: marked then reads the run again.
+		moved, err = dr.e.st.Mark(ctx, dr.runID, dr.e.lease(), marks)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("workflow: run %s: %w", dr.runID, err)
 	}
@@ -197,17 +203,17 @@ func (dr *driver) startReady(ready []string) (blocked bool, err error) {
 // that holds one token.
 func (dr *driver) start(id string) error {
 	t := dr.task(id)
-	l := dr.e.lease()
 	attempt := t.Attempt + 1
-	err := dr.e.st.StartAttempt(dr.ctx, dr.runID, id, attempt, l)
+	l, err := dr.startAttempt(id, attempt)
 	if errors.Is(err, wfstore.ErrConflict) {
 		// The lease may have lapsed while this instance was paused.
 		// Renewing fails if another instance took the run over; if it
 		// succeeds, nobody can now, and the attempt may start.
-		if _, err = dr.renew(); err == nil {
+		var now time.Time
+		if now, err = dr.renew(); err == nil {
+			dr.lease.held.Store(now.UnixNano())
 			dr.stale = true // the lease had lapsed: read the run again
-			l = dr.e.lease()
-			err = dr.e.st.StartAttempt(dr.ctx, dr.runID, id, attempt, l)
+			l, err = dr.startAttempt(id, attempt)
 		}
 	}
 	if err != nil {
@@ -233,6 +239,30 @@ func (dr *driver) start(id string) error {
 		TaskState: models.TaskStateRunning})
 	go dr.e.runAttempt(ctx, cancel, tc, dr.results)
 	return nil
+}
+
+// startAttempt records the start of a task's attempt, tried again while
+// the database is unavailable (whileHeld), and returns the lease it was
+// recorded under. When a try's outcome was unknown and a later one is
+// refused (ErrConflict), the run is read again: the attempt the first try
+// started, running for this instance, is taken as started. It was taken
+// for a conflict, and the driver stopped.
+func (dr *driver) startAttempt(id string, attempt int) (wfstore.Lease, error) {
+	var l wfstore.Lease
+	retried, err := dr.whileHeld(dr.ctx, func(ctx context.Context) error {
+		l = dr.e.lease()
+		return dr.e.st.StartAttempt(ctx, dr.runID, id, attempt, l)
+	})
+	if !retried || !errors.Is(err, wfstore.ErrConflict) {
+		return l, err
+	}
+	if still, lerr := dr.stillRunning(id, attempt, dr.e.cfg.InstanceID); lerr != nil {
+		return l, errors.Join(err, lerr)
+	} else if still {
+		dr.stale = true // started by an earlier try, at another time
+		return l, nil
+	}
+	return l, err
 }
 
 // wait blocks until an attempt ends, a retry falls due, the lease is

@@ -17,12 +17,21 @@ import (
 func (dr *driver) finish(p plan) (*Run, error) {
 	dr.release()
 	dr.lease.stop()
-	ended, err := dr.e.st.EndRun(dr.ctx, dr.runID, dr.e.lease(), p.state, p.reason)
+	var ended bool
+	retried, err := dr.whileHeld(dr.ctx, func(ctx context.Context) (err error) {
+		ended, err = dr.e.st.EndRun(ctx, dr.runID, dr.e.lease(), p.state, p.reason)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("workflow: run %s: %w", dr.runID, err)
 	}
 	if err := dr.load(); err != nil {
 		return nil, err
+	}
+	if !ended && retried && dr.snap.Run.State == p.state && dr.snap.Run.Reason == p.reason {
+		// A try whose outcome was unknown ended the run: the later one
+		// found it ended. OnDAGFailure was not called.
+		ended = true
 	}
 	r, runErr := dr.e.report(dr.d, dr.snap)
 	if !ended {

@@ -123,3 +123,31 @@ func TestPanickingClassifierAndOnEvent(t *testing.T) {
 		}
 	}
 }
+
+// Run.Explain escapes the control and invisible characters of what it
+// prints from the store: a task's error holding a terminal escape
+// sequence (a title rewrite, a screen clear, a bidirectional override)
+// and a run ID with one are shown as escapes, and the lines stay one per
+// task. They reached the operator's terminal as they were.
+func TestExplainEscapesControlCharacters(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, workflow.Config{})
+	hostile := "\x1b]0;pwned\x07cleared\x1b[2J\r\nnext line\u202eevil"
+	h.register("hostile", nil, h.task("a", fail(eh.Permanent(errors.New(hostile)))), h.task("b", nil))
+	r, _ := h.run("hostile", workflow.RunOptions{ID: "run\x1b[31m"})
+	out := r.Explain()
+	for _, c := range out {
+		if (c < 0x20 && c != '\n') || c == 0x7f || (c >= 0x80 && c < 0xa0) || c == '\u202e' {
+			t.Fatalf("Explain printed %U raw:\n%q", c, out)
+		}
+	}
+	for _, want := range []string{`run run\x1b[31m of DAG hostile: failed`,
+		`\x1b]0;pwned\x07cleared\x1b[2J\x0d\x0anext line\u202eevil`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("Explain does not show %s:\n%s", want, out)
+		}
+	}
+	if lines := strings.Count(out, "\n"); lines != 4 { // run, why, a, b
+		t.Errorf("Explain has %d lines, want 4:\n%s", lines, out)
+	}
+}

@@ -203,28 +203,7 @@ func TestShutdownAbandonsAnAttemptThatIgnoresItsContext(t *testing.T) {
 		return nil
 	})
 	h.register("stuck", nil, stuck, h.task("after", nil, "stuck"))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := h.engine.Run(ctx, "stuck", workflow.RunOptions{ID: "r"})
-		done <- err
-	}()
-	<-started
-	cancel()
-	var err error
-	giveUp := time.After(10 * time.Second)
-wait:
-	for {
-		select {
-		case err = <-done:
-			break wait
-		case <-giveUp:
-			t.Fatalf("Run did not return 10 s after its context ended (the clock moved %s)", h.clock.Now().Sub(t0))
-		case <-time.After(time.Millisecond):
-			h.clock.Advance(time.Second)
-		}
-	}
-	if !errors.Is(err, context.Canceled) {
+	if err := h.runCancelled("stuck", "r", started); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run after cancel: %v", err)
 	}
 	if !strings.Contains(h.logs.String(), "attempt abandoned") {
@@ -271,34 +250,14 @@ func TestAbandonedAttemptKeepsItsRunFromThisEngine(t *testing.T) {
 		return nil
 	})
 	h.register("stuck", nil, stuck)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := h.engine.Run(ctx, "stuck", workflow.RunOptions{ID: "r"})
-		done <- err
-	}()
-	<-started
-	cancel()
-	giveUp := time.After(10 * time.Second)
-wait:
-	for {
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.Canceled) {
-				t.Fatalf("Run after cancel: %v", err)
-			}
-			break wait
-		case <-giveUp:
-			t.Fatal("Run did not return 10 s after its context ended")
-		case <-time.After(time.Millisecond):
-			h.clock.Advance(time.Second)
-		}
+	if err := h.runCancelled("stuck", "r", started); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run after cancel: %v", err)
 	}
 	if _, err := h.engine.Resume(h.ctx, "r"); !errors.Is(err, workflow.ErrRunActive) {
 		t.Fatalf("Resume while the abandoned attempt runs: %v, want ErrRunActive", err)
 	}
 	close(release)
-	giveUp = time.After(10 * time.Second)
+	giveUp := time.After(10 * time.Second)
 	for {
 		r, err := h.engine.Resume(h.ctx, "r")
 		if errors.Is(err, workflow.ErrRunActive) {
@@ -316,5 +275,33 @@ wait:
 			t.Errorf("stuck: history %+v; want the first attempt lost, the second a success", s.History)
 		}
 		return
+	}
+}
+
+// runCancelled runs the DAG as run runID, cancels Run's context once
+// started is closed (its task is running), and moves the clock on a
+// second at a time, past the grace a cancelled attempt has to return,
+// until Run returns; it returns Run's error. The test fails if Run has not
+// returned 10 s later.
+func (h *harness) runCancelled(dagID, runID string, started <-chan struct{}) error {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.engine.Run(ctx, dagID, workflow.RunOptions{ID: runID})
+		done <- err
+	}()
+	<-started
+	cancel()
+	giveUp := time.After(10 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-giveUp:
+			h.t.Fatalf("Run did not return 10 s after its context ended (the clock moved %s)", h.clock.Now().Sub(t0))
+		case <-time.After(time.Millisecond):
+			h.clock.Advance(time.Second)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/backstophq/backstop/clock"
@@ -28,6 +29,10 @@ type keeper struct {
 	// lost is closed when a renewal failed; cause is then set.
 	lost  chan struct{}
 	cause error
+	// held is when the lease was last taken or renewed, in Unix
+	// nanoseconds of the engine's clock: the lease holds until a
+	// LeaseDuration after it.
+	held atomic.Int64
 	// stop ends the renewals and waits for the goroutine to return.
 	stop func()
 }
@@ -42,6 +47,9 @@ func (k *keeper) err() error {
 	}
 }
 
+// heldAt returns when the lease was last taken or renewed.
+func (k *keeper) heldAt() time.Time { return time.Unix(0, k.held.Load()) }
+
 // keepLease starts renewing the run's lease, taken at taken. A renewal
 // the database does not answer is tried again while the lease surely
 // holds (renewWhileHeld). A renewal that fails for good stops the driver as a lost lease does: the running attempts
@@ -51,6 +59,7 @@ func (k *keeper) err() error {
 // stop: the run is held until it is released or ended.
 func (dr *driver) keepLease(taken time.Time) *keeper {
 	k := &keeper{renewed: make(chan struct{}, 1), lost: make(chan struct{})}
+	k.held.Store(taken.UnixNano())
 	done, stopped := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	k.stop = func() {
@@ -72,6 +81,7 @@ func (dr *driver) keepLease(taken time.Time) *keeper {
 				return
 			}
 			last = now
+			k.held.Store(now.UnixNano())
 			select {
 			case k.renewed <- struct{}{}:
 			default:

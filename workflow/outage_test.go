@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"strings"
@@ -248,3 +249,111 @@ func TestOutageAfterOnTaskFailureStillDeadLettersPostgres(t *testing.T) {
 		t.Errorf("dead letters: %d, %v; want 1", n, err)
 	}
 }
+
+// The database goes away (a proxy cuts every connection and refuses new
+// ones) while OnTaskFailure runs for a task out of retries, and comes back
+// once the engine says it is trying a store call again: the failure's
+// dead-letter add is tried again, the task is dead-lettered and the run
+// ends. The add failed once and the task was left failed without its dead
+// letter until a later resume of the run (which, ended, had none).
+func TestOutageWhileDeadLetteringStillDeadLettersPostgres(t *testing.T) {
+	t.Parallel()
+	runThroughCutPostgres(t, "wf_dlqout_", false)
+}
+
+// The database goes away as a task fails for good, so that recording its
+// failure finds it away, and comes back once the engine says it is trying
+// a store call again: the failure is recorded, dead-lettered, and the run
+// ends. The failed write stopped the run: Run returned the store's error,
+// and the failure was recorded only when the run was resumed, the task's
+// attempt then found lost and run again.
+func TestOutageWhileRecordingAFailureKeepsTheRunPostgres(t *testing.T) {
+	t.Parallel()
+	runThroughCutPostgres(t, "wf_recout_", true)
+}
+
+// runThroughCutPostgres runs a DAG whose task a fails for good (b, its
+// downstream, is then upstream_failed) on PostgreSQL through a proxy that
+// cuts the connections as a returns (inTask) or in OnTaskFailure, and lets
+// them through again once the engine logs that it tries a call again. It
+// checks that the run ended failed, a ran once and was dead-lettered once.
+func runThroughCutPostgres(t *testing.T, prefix string, inTask bool) {
+	t.Helper()
+	p := newOutageProxy(t)
+	ws := openWorkflowPostgres(t, p.url, testenv.NewSchema(t, prefix))
+	retrying := make(chan struct{})
+	logger := slog.New(&signalHandler{msg: "store call failed for want of the database; trying it again while the run's lease holds",
+		c: retrying})
+	e, err := workflow.NewEngine(ws, workflow.Config{InstanceID: "A", LeaseDuration: 3 * time.Second, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	prop := &eh.PropagationConfig{Policy: eh.PropagationPolicySkipDownstream,
+		OnTaskFailure: func(context.Context, *models.Task, *models.TaskInstance, error) error {
+			if !inTask {
+				p.down()
+			}
+			return nil
+		}}
+	d, err := workflow.NewDAG("cut", prop,
+		workflow.Task{ID: "a", Run: func(context.Context, *workflow.TaskContext) error {
+			calls.Add(1)
+			if inTask {
+				p.down()
+			}
+			return eh.Permanent(errors.New("a broke"))
+		}},
+		workflow.Task{ID: "b", Upstream: []string{"a"}, Run: func(context.Context, *workflow.TaskContext) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Register(d); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var r *workflow.Run
+	go func() {
+		defer close(done)
+		r, err = e.Run(context.Background(), "cut", workflow.RunOptions{ID: "r-cut"})
+	}()
+	select {
+	case <-retrying:
+	case <-done:
+	}
+	p.up()
+	<-done
+	if !errors.Is(err, workflow.ErrRunFailed) || r == nil {
+		t.Fatalf("Run = %v, want the run failed", err)
+	}
+	wantStates(t, r, map[string]models.TaskState{"a": models.TaskStateFailed, "b": models.TaskStateUpstreamFailed})
+	if n := calls.Load(); n != 1 {
+		t.Errorf("a ran %d times, want once", n)
+	}
+	if r.Task("a").DeadLetterID == "" {
+		t.Errorf("a was not dead-lettered:\n%s", r.Explain())
+	}
+	if n, err := ws.DLQ().Count(context.Background()); err != nil || n != 1 {
+		t.Errorf("dead letters: %d, %v; want 1", n, err)
+	}
+}
+
+// signalHandler is a slog handler that closes c at the first record whose
+// message is msg, and drops every record.
+type signalHandler struct {
+	msg  string
+	c    chan struct{}
+	once sync.Once
+}
+
+func (h *signalHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *signalHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() { close(h.c) })
+	}
+	return nil
+}
+
+func (h *signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *signalHandler) WithGroup(string) slog.Handler      { return h }

@@ -46,21 +46,33 @@ func (dr *driver) record(ctx context.Context, r result) error {
 	default:
 		dr.fail(f, r.err)
 	}
-	err := dr.e.st.FinishAttempt(ctx, f)
+	// Every write here is tried again while the database is unavailable
+	// (whileHeld), except a success's: its messages and OnCommit
+	// functions are not run twice. unknown says whether a write's outcome
+	// is unknown, so that a refusal of a later one may be the driver's
+	// own write, recorded already.
+	first, unknown := f, false
+	var err error
+	if f.Outcome == wfstore.OutcomeSuccess {
+		err = dr.e.st.FinishAttempt(ctx, f)
+		unknown = errors.Is(err, store.ErrUnavailable)
+	} else {
+		unknown, err = dr.whileHeld(ctx, func(ctx context.Context) error { return dr.e.st.FinishAttempt(ctx, f) })
+	}
 	if err != nil && f.Outcome == wfstore.OutcomeSuccess && errors.Is(err, store.ErrUnavailable) {
 		// The database went away while the success was recorded (its
 		// connection was killed, a failover): nothing the attempt wrote
 		// was committed, and that is not the task's failure. As when the
 		// instance crashes there, the attempt is lost: it runs again at
-		// once, no failure counted. If the database does not answer that
-		// either, the driver stops and the attempt is found lost when the
-		// run is resumed.
+		// once, no failure counted. That is tried again while the lease
+		// holds; if the database does not answer by then, the driver
+		// stops and the attempt is found lost when the run is resumed.
 		f = &wfstore.Finish{RunID: f.RunID, TaskID: f.TaskID, Attempt: f.Attempt, Owner: f.Owner, Now: now,
 			Outcome: wfstore.OutcomeLost, State: models.TaskStateUpForRetry, Failures: t.Failures, NextAttemptAt: now,
 			Error: outbox.TruncateError("interrupted: recording the success failed: " + err.Error()),
 			Reason: fmt.Sprintf("up for retry: the database was unavailable while attempt %d's success was recorded, so nothing it wrote was kept; it runs again and does not count as a failure",
 				f.Attempt)}
-		err = dr.e.st.FinishAttempt(ctx, f)
+		_, err = dr.whileHeld(ctx, func(ctx context.Context) error { return dr.e.st.FinishAttempt(ctx, f) })
 	} else if err != nil && f.Outcome == wfstore.OutcomeSuccess && !errors.Is(err, wfstore.ErrConflict) && ctx.Err() == nil {
 		// The success could not be committed (a message or an OnCommit
 		// function failed): the attempt failed, and nothing it wrote
@@ -69,7 +81,18 @@ func (dr *driver) record(ctx context.Context, r result) error {
 		f = &wfstore.Finish{RunID: f.RunID, TaskID: f.TaskID, Attempt: f.Attempt, Owner: f.Owner, Now: now,
 			Failures: t.Failures}
 		dr.fail(f, r.err)
-		err = dr.e.st.FinishAttempt(ctx, f)
+		var retried bool
+		retried, err = dr.whileHeld(ctx, func(ctx context.Context) error { return dr.e.st.FinishAttempt(ctx, f) })
+		unknown = unknown || retried
+	}
+	if unknown && errors.Is(err, wfstore.ErrConflict) {
+		// An earlier write may have been recorded: a refusal taken for
+		// the lease's loss stopped the driver, though it held the run.
+		if got, rerr := dr.recorded(ctx, f, first); rerr != nil {
+			err = errors.Join(err, rerr)
+		} else if got != nil {
+			f, err, dr.stale = got, nil, true
+		}
 	}
 	if err != nil {
 		if errors.Is(err, wfstore.ErrConflict) {
@@ -178,7 +201,7 @@ func (dr *driver) settleLost() (bool, error) {
 			Error: fmt.Sprintf("lost: instance %s stopped holding the run during the attempt", t.Owner),
 			Reason: fmt.Sprintf("up for retry: attempt %d was lost when instance %s stopped; it runs again and does not count as a failure",
 				t.Attempt, t.Owner)}
-		err := dr.e.st.FinishAttempt(dr.ctx, f)
+		_, err := dr.whileHeld(dr.ctx, func(ctx context.Context) error { return dr.e.st.FinishAttempt(ctx, f) })
 		if errors.Is(err, wfstore.ErrConflict) {
 			// Settled by the previous holder, unless the row is as it
 			// was: a running task whose owner no fenced update matches
@@ -210,9 +233,9 @@ func (dr *driver) settleLost() (bool, error) {
 // stillRunning reports whether the stored task is still running attempt
 // for owner.
 func (dr *driver) stillRunning(taskID string, attempt int, owner string) (bool, error) {
-	snap, err := dr.e.st.Load(dr.ctx, dr.runID)
+	snap, err := dr.read(dr.ctx)
 	if err != nil {
-		return false, fmt.Errorf("workflow: run %s: %w", dr.runID, err)
+		return false, err
 	}
 	for _, t := range snap.Tasks {
 		if t.TaskID == taskID {

@@ -6,7 +6,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/backstophq/backstop/internal/termtext"
 	"github.com/backstophq/backstop/workflow/models"
 	"github.com/backstophq/backstop/workflow/wfstore"
 )
@@ -213,23 +215,28 @@ func (r *Run) Err() error {
 
 // Explain says in words what happened to the run: its state and why, then
 // one line per task with its state and why (for a success, on which
-// attempt), and the attempts of tasks tried more than once.
+// attempt), and the attempts of tasks tried more than once. What it
+// prints of the store (IDs, reasons, errors) has its control and
+// invisible characters escaped (termtext.Escape): a task's error holding
+// a terminal escape sequence reached the operator's terminal as it was.
 func (r *Run) Explain() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "run %s of DAG %s: %s\n", r.ID, r.DAGID, r.State)
+	fmt.Fprintf(&b, "run %s of DAG %s: %s\n", termtext.Escape(r.ID), termtext.Escape(r.DAGID), termtext.Escape(string(r.State)))
 	if r.Reason != "" {
-		fmt.Fprintf(&b, "why: %s\n", r.Reason)
+		fmt.Fprintf(&b, "why: %s\n", termtext.Escape(r.Reason))
 	} else if r.State == models.RunStateRunning && r.Owner != "" {
-		fmt.Fprintf(&b, "why: running, held by instance %s\n", r.Owner)
+		fmt.Fprintf(&b, "why: running, held by instance %s\n", termtext.Escape(r.Owner))
 	}
+	ids, states := make([]string, len(r.Tasks)), make([]string, len(r.Tasks))
 	idw, stw := 0, 0
-	for _, t := range r.Tasks {
-		idw, stw = max(idw, len(t.ID)), max(stw, len(t.State))
+	for i, t := range r.Tasks {
+		ids[i], states[i] = termtext.Escape(t.ID), termtext.Escape(string(t.State))
+		idw, stw = max(idw, utf8.RuneCountInString(ids[i])), max(stw, utf8.RuneCountInString(states[i]))
 	}
-	for _, t := range r.Tasks {
-		fmt.Fprintf(&b, "  %-*s  %-*s  %s\n", idw, t.ID, stw, t.State, t.line())
+	for i, t := range r.Tasks {
+		fmt.Fprintf(&b, "  %-*s  %-*s  %s\n", idw, ids[i], stw, states[i], termtext.Escape(t.line()))
 		if len(t.History) > 1 {
-			fmt.Fprintf(&b, "  %-*s  %-*s  attempts: %s\n", idw, "", stw, "", t.history())
+			fmt.Fprintf(&b, "  %-*s  %-*s  attempts: %s\n", idw, "", stw, "", termtext.Escape(t.history()))
 		}
 	}
 	return b.String()

@@ -1,7 +1,6 @@
 package workflow
 
 import (
-	"fmt"
 	"slices"
 	"time"
 
@@ -30,9 +29,9 @@ import (
 
 // load reads the run's stored state, and indexes it.
 func (dr *driver) load() error {
-	snap, err := dr.e.st.Load(dr.ctx, dr.runID)
+	snap, err := dr.read(dr.ctx)
 	if err != nil {
-		return fmt.Errorf("workflow: run %s: %w", dr.runID, err)
+		return err
 	}
 	dr.snap, dr.stale = snap, false
 	dr.tasks = make(map[string]int, len(snap.Tasks))

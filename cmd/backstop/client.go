@@ -12,9 +12,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/backstophq/backstop/admin"
+	"github.com/backstophq/backstop/internal/termtext"
 	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/store/sqlite"
 )
@@ -113,25 +113,9 @@ func (p printer) value(v any, table func(tw *tabwriter.Writer)) error {
 func row(tw io.Writer, cells ...any) {
 	parts := make([]string, len(cells))
 	for i, c := range cells {
-		parts[i] = safe(fmt.Sprint(c))
+		parts[i] = termtext.Escape(fmt.Sprint(c))
 	}
 	fmt.Fprintln(tw, strings.Join(parts, "\t"))
-}
-
-func safe(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
-			fmt.Fprintf(&b, "\\x%02x", r)
-			continue
-		case unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp):
-			fmt.Fprintf(&b, "\\u%04x", r)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 func ago(t time.Time) string {

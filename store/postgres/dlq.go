@@ -115,7 +115,7 @@ func (q *deadLetters) Add(ctx context.Context, e *dlq.Entry) error {
 		if now := q.s.now(); now != nil {
 			e.FailureTime = *now
 		} else if err := q.s.pool.QueryRow(ctx, `SELECT now()`).Scan(&e.FailureTime); err != nil {
-			return fmt.Errorf("postgres: dlq add: %w", err)
+			return dlqErr("add", err)
 		}
 		e.FailureTime = e.FailureTime.UTC()
 	}
@@ -142,9 +142,21 @@ func (q *deadLetters) Add(ctx context.Context, e *dlq.Entry) error {
 		e.ErrorMessage, e.Fingerprint, string(meta), string(e.Status), e.ResolutionNotes, e.ResolvedBy,
 		e.ResolvedAt, e.Replayed, e.ReplayedBy, e.ReplayNotes, e.ReplayedAt)
 	if err != nil {
-		return fmt.Errorf("postgres: dlq add: %w", err)
+		return dlqErr("add", err)
 	}
 	return nil
+}
+
+// dlqErr is the error of the dead-letter operation op that failed with
+// err, matching store.ErrUnavailable too when the database was out of
+// reach (Unavailable), so that a caller tells an outage, after which the
+// call may be made again, from a refusal. The workflow engine retries its
+// dead-letter adds so while it holds the run.
+func dlqErr(op string, err error) error {
+	if Unavailable(err) {
+		return fmt.Errorf("postgres: dlq %s: %w: %w", op, store.ErrUnavailable, err)
+	}
+	return fmt.Errorf("postgres: dlq %s: %w", op, err)
 }
 
 // entryIDOK reports whether id could name an entry: PostgreSQL refuses
@@ -164,7 +176,7 @@ func (q *deadLetters) Get(ctx context.Context, id string) (*dlq.Entry, error) {
 		return nil, fmt.Errorf("%w: %s", dlq.ErrNotFound, id)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("postgres: dlq get: %w", err)
+		return nil, dlqErr("get", err)
 	}
 	return e, nil
 }
@@ -209,7 +221,7 @@ func (q *deadLetters) list(ctx context.Context, db querier, f *dlq.Filters, forR
 		c := fmt.Sprintf("$%d", len(args))
 		rows, err := db.Query(ctx, `SELECT 1 FROM `+q.s.n.deadLetters+` WHERE id = $1`, f.Cursor)
 		if err != nil {
-			return nil, fmt.Errorf("postgres: dlq list: %w", err)
+			return nil, dlqErr("list", err)
 		}
 		found := rows.Next()
 		rows.Close()
@@ -220,11 +232,11 @@ func (q *deadLetters) list(ctx context.Context, db querier, f *dlq.Filters, forR
 	}
 	rows, err := db.Query(ctx, q.listSQL(where, f, lock), args...)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: dlq list: %w", err)
+		return nil, dlqErr("list", err)
 	}
 	out, err := collectEntries(rows)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: dlq list: %w", err)
+		return nil, dlqErr("list", err)
 	}
 	return out, nil
 }
@@ -338,7 +350,7 @@ func (q *deadLetters) ResolveAs(ctx context.Context, id string, a dlq.Action) er
 		SET status = 'resolved', resolution_notes = $3, resolved_by = $4, resolved_at = `+nowExpr+` WHERE id = $2`,
 		q.s.now(), id, a.Notes, a.Actor)
 	if err != nil {
-		return fmt.Errorf("postgres: dlq resolve: %w", err)
+		return dlqErr("resolve", err)
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("%w: %s", dlq.ErrNotFound, id)

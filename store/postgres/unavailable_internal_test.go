@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/backstophq/backstop/store"
 )
 
 // What unavailable takes for the database's absence, not a verdict on the
@@ -31,6 +33,25 @@ func TestUnavailable(t *testing.T) {
 	} {
 		if got := Unavailable(c.err); got != c.want {
 			t.Errorf("Unavailable(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+// The dead-letter queue's errors for want of the database match
+// store.ErrUnavailable, so that the workflow engine tries a dead-letter
+// add again while the database is away; a refusal does not.
+func TestDeadLetterErrorsSayWhenTheDatabaseIsAway(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"}, true},
+		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true},
+		{&pgconn.PgError{Code: "23505", Message: "duplicate key"}, false},
+	} {
+		err := dlqErr("add", c.err)
+		if got := errors.Is(err, store.ErrUnavailable); got != c.want || !errors.Is(err, c.err) {
+			t.Errorf("dlqErr(add, %v) = %v: matches store.ErrUnavailable %v, want %v", c.err, err, got, c.want)
 		}
 	}
 }

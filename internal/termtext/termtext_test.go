@@ -1,11 +1,12 @@
-package main
+package termtext
 
 import "testing"
 
-// Values printed in CLI tables cannot rewrite the terminal (control
-// characters) nor hide or reorder text (format characters such as the
-// bidirectional controls, zero-width ones, line separators).
-func TestTableCellsEscapeWhatWouldMisleadTheOperator(t *testing.T) {
+// Text printed for an operator (CLI tables, workflow.Run.Explain) cannot
+// rewrite the terminal (control characters) nor hide or reorder text
+// (format characters such as the bidirectional controls, zero-width ones,
+// line separators).
+func TestEscapeWhatWouldMisleadTheOperator(t *testing.T) {
 	for in, want := range map[string]string{
 		"orders":                  "orders",
 		"ünïcödé ✓":               "ünïcödé ✓",
@@ -17,9 +18,10 @@ func TestTableCellsEscapeWhatWouldMisleadTheOperator(t *testing.T) {
 		"arabic\u061cmark":        `arabic\u061cmark`,
 		"line\u2028para\u2029end": `line\u2028para\u2029end`,
 		"c1\u009bcsi":             `c1\x9bcsi`,
+		"bad\xffutf8":             "bad\ufffdutf8",
 	} {
-		if got := safe(in); got != want {
-			t.Errorf("safe(%q) = %q, want %q", in, got, want)
+		if got := Escape(in); got != want {
+			t.Errorf("Escape(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
