@@ -136,7 +136,9 @@ func New(cfg Config) (*Receiver, error) {
 // error when it cannot start reading the consumer. Once it has, a
 // consumer that goes away under it (deleted) is read again after
 // Config.RetryDelay, doubling up to MaxRetryDelay while it stays away,
-// with a warning each time.
+// with a warning each time. When ctx is done, the messages it has taken
+// from the consumer and not stored are given back (Nak), so that the next
+// receiver has them without waiting for the consumer's AckWait.
 func (r *Receiver) Run(ctx context.Context) error {
 	return resume.Run(ctx, resume.Config{
 		Delay: r.cfg.RetryDelay, MaxDelay: r.cfg.MaxRetryDelay,
@@ -157,7 +159,9 @@ func (r *Receiver) read(ctx context.Context) (started bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("natsinbox: %w", err)
 	}
-	stop := context.AfterFunc(ctx, it.Stop)
+	// Drain, not Stop: the messages the iterator holds stay readable,
+	// to be given back.
+	stop := context.AfterFunc(ctx, it.Drain)
 	defer stop()
 	defer it.Stop()
 	if r.reading != nil {
@@ -168,6 +172,7 @@ func (r *Receiver) read(ctx context.Context) (started bool, err error) {
 		m, err := it.Next()
 		switch {
 		case ctx.Err() != nil:
+			giveBack(it, m)
 			return true, nil
 		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
 			return true, lost
@@ -180,6 +185,29 @@ func (r *Receiver) read(ctx context.Context) (started bool, err error) {
 			continue
 		}
 		r.receive(ctx, m)
+	}
+}
+
+// drainWait bounds the wait for each message the iterator still holds
+// when the receiver stops (a server gone away never ends the drain).
+const drainWait = time.Second
+
+// giveBack refuses (Nak) m, when not nil, and the messages left in the
+// draining iterator it: taken from the consumer and not stored, they would
+// otherwise stay unacknowledged until the consumer's AckWait, holding its
+// later messages (MaxAckPending) from the next receiver all that time.
+// The refusals wait for the drain to end: the server delivers a message
+// refused earlier at once again, to the iterator's pull, which it keeps
+// until it hears that nobody listens.
+func giveBack(it jetstream.MessagesContext, m jetstream.Msg) {
+	var held []jetstream.Msg
+	for m != nil {
+		held = append(held, m)
+		m, _ = it.Next(jetstream.NextMaxWait(drainWait))
+	}
+	it.Stop()
+	for _, m := range held {
+		_ = m.Nak()
 	}
 }
 
