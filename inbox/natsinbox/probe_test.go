@@ -278,9 +278,9 @@ func TestStoreConnectionCutWhileReceiving(t *testing.T) {
 }
 
 // TestStoreClosedWhileReceiving closes the inbox's SQLite store under a
-// running receiver: the messages that arrive meanwhile are refused (not
-// acknowledged) and delivered again, and once a receiver runs on the
-// store opened again each is handled once.
+// running receiver: the message that arrives meanwhile is not
+// acknowledged but held and tried again, given back when the receiver
+// stops, and handled once by a receiver on the store opened again.
 func TestStoreClosedWhileReceiving(t *testing.T) {
 	t.Parallel()
 	_, js := connect(t)
@@ -298,7 +298,8 @@ func TestStoreClosedWhileReceiving(t *testing.T) {
 		}
 	}
 	in := e.NewInbox(e.Config())
-	r, err := New(Config{Inbox: in, Consumer: src.consumer, Logger: inboxtest.Quiet, NakDelay: 200 * time.Millisecond})
+	log, failures := inboxtest.SignalOn("cannot store a received message")
+	r, err := New(Config{Inbox: in, Consumer: src.consumer, Logger: log, NakDelay: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,10 +314,9 @@ func TestStoreClosedWhileReceiving(t *testing.T) {
 		t.Fatal(err)
 	}
 	publish("during")
-	e.WaitFor("the message refused and delivered again", func() bool {
-		info, err := src.consumer.Info(e.Ctx)
-		return err == nil && info.NumRedelivered > 0
-	})
+	for range 2 {
+		waitSignal(t, e.Ctx, failures)
+	}
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
@@ -327,7 +327,11 @@ func TestStoreClosedWhileReceiving(t *testing.T) {
 	in2.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
 		return e2.Record(ctx, tx, msg)
 	})
-	r2, err := New(Config{Inbox: in2, Consumer: src.consumer, Logger: inboxtest.Quiet})
+	cons, err := js.Consumer(e.Ctx, src.stream, "inbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := New(Config{Inbox: in2, Consumer: cons, Logger: inboxtest.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

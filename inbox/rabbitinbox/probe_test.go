@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"os/exec"
 	"slices"
 	"strings"
@@ -262,8 +261,7 @@ func TestStoreClosedWhileReceiving(t *testing.T) {
 		}
 	}
 	in := e.NewInbox(e.Config())
-	refusals := make(chan struct{}, 100)
-	log := slog.New(signalHandler{msg: "cannot store a received message; it goes back to the queue", c: refusals})
+	log, refusals := inboxtest.SignalOn("cannot store a received message")
 	r, err := New(Config{Inbox: in, URL: testenv.AMQPURL(), Queue: queue, Logger: log, RetryDelay: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -311,82 +309,4 @@ func TestStoreClosedWhileReceiving(t *testing.T) {
 	if got := e2.Handled()["s"]; !slices.Equal(got, []string{"before@1", "during@1"}) {
 		t.Errorf("handled %v, want before and during, once each", got)
 	}
-}
-
-// signalHandler is a slog.Handler that signals c on every record whose
-// message is msg.
-type signalHandler struct {
-	msg string
-	c   chan<- struct{}
-}
-
-func (h signalHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h signalHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h signalHandler) WithGroup(string) slog.Handler            { return h }
-func (h signalHandler) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == h.msg {
-		select {
-		case h.c <- struct{}{}:
-		default:
-		}
-	}
-	return nil
-}
-
-// TestShutdownGivesBackWhatItHolds stops a receiver (on the caller's
-// connection, which stays open) while it stores one delivery and holds
-// three more ahead: the broker has them back when the receiver's channel
-// closes, and a second receiver handles them all, each once.
-func TestShutdownGivesBackWhatItHolds(t *testing.T) {
-	t.Parallel()
-	conn := connect(t)
-	inboxtest.ForEachStore(t, func(t *testing.T, k inboxtest.Kind) {
-		e := inboxtest.NewEnv(t, k)
-		queue, ch := newQueue(t, conn)
-		in := e.NewInbox(e.Config())
-		r, err := New(Config{Inbox: in, Conn: conn, Queue: queue, Prefetch: 4, Logger: inboxtest.Quiet})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stored, release := make(chan struct{}), make(chan struct{})
-		r.afterStore = func(*amqp.Delivery) {
-			close(stored)
-			<-release
-		}
-		var want []string
-		for i := range 4 {
-			id := fmt.Sprintf("m%d", i)
-			if err := ch.PublishWithContext(e.Ctx, "", queue, false, false, amqp.Publishing{MessageId: id,
-				Type: "order.created", Headers: amqp.Table{HeaderStream: "s"}}); err != nil {
-				t.Fatal(err)
-			}
-			want = append(want, id+"@1")
-		}
-		ctx, stop := context.WithCancel(e.Ctx)
-		done := make(chan error, 1)
-		go func() { done <- r.Run(ctx) }()
-		select {
-		case <-stored:
-		case <-e.Ctx.Done():
-			t.Fatal(e.Ctx.Err())
-		}
-		stop()
-		close(release)
-		if err := <-done; err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-		in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
-			return e.Record(ctx, tx, msg)
-		})
-		r2, err := New(Config{Inbox: in, Conn: conn, Queue: queue, Logger: inboxtest.Quiet})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.Go("receiver", r2.Run)
-		e.Go("inbox", in.Run)
-		e.WaitFor("all handled", func() bool { return in.Relay().Stats().Delivered == 4 })
-		if got := e.Handled()["s"]; !slices.Equal(got, want) {
-			t.Errorf("handled %v, want %v", got, want)
-		}
-	})
 }
