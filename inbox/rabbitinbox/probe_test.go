@@ -245,8 +245,10 @@ func TestConnectionClosedByTheBroker(t *testing.T) {
 }
 
 // TestStoreClosedWhileReceiving closes the inbox's SQLite store under a
-// running receiver: the delivery that arrives meanwhile is given back, not
-// acknowledged, and a receiver on the store opened again handles it once.
+// running receiver: the delivery that arrives meanwhile is not
+// acknowledged but held and tried again, goes back to the queue when the
+// receiver stops, and a receiver on the store opened again handles it
+// once.
 func TestStoreClosedWhileReceiving(t *testing.T) {
 	t.Parallel()
 	conn := connect(t)
@@ -281,7 +283,7 @@ func TestStoreClosedWhileReceiving(t *testing.T) {
 		t.Fatal(err)
 	}
 	publish("during")
-	// A second refusal: the first delivery was given back and came again.
+	// Two failed tries.
 	for range 2 {
 		select {
 		case <-refusals:
