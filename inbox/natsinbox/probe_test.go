@@ -281,6 +281,10 @@ func TestStoreConnectionCutWhileReceiving(t *testing.T) {
 // running receiver: the message that arrives meanwhile is not
 // acknowledged but held and tried again, given back when the receiver
 // stops, and handled once by a receiver on the store opened again.
+// (Against NATS server 2.9 the second receiver has it only after the
+// consumer's AckWait, 30 s here: the server does not act on that Nak,
+// where it does on one for a message the receiver held without trying to
+// store it, TestShutdownGivesBackWhatItHolds. Not found why.)
 func TestStoreClosedWhileReceiving(t *testing.T) {
 	t.Parallel()
 	_, js := connect(t)
