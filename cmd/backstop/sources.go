@@ -155,22 +155,7 @@ func newSource(ctx context.Context, sc *config.Source, st store.Store, si store.
 // redelivery cannot overtake a later message of its stream).
 func (s *source) openNATS(ctx context.Context, kind, header string, log *slog.Logger) error {
 	sc := s.cfg
-	nc, err := nats.Connect(sc.URL, nats.Name("backstop serve: inbox "+sc.Inbox), nats.MaxReconnects(-1),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				log.Warn("NATS connection lost; reconnecting", "error", err.Error())
-			}
-		}),
-		nats.ReconnectHandler(func(*nats.Conn) { log.Info("NATS connection restored") }),
-		// Without it nats.go prints asynchronous errors (a slow consumer,
-		// a permission refused) on stderr, out of the operator's logs.
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			attrs := []any{"error", err.Error()}
-			if sub != nil {
-				attrs = append(attrs, "subject", sub.Subject)
-			}
-			log.Warn("NATS asynchronous error", attrs...)
-		}))
+	nc, err := nats.Connect(sc.URL, natsSourceOptions(sc.Inbox, log)...)
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", redactDB(sc.URL), err)
 	}
@@ -206,6 +191,30 @@ func (s *source) openNATS(ctx context.Context, kind, header string, log *slog.Lo
 	}
 	s.close = nc.Close
 	return nil
+}
+
+// natsSourceOptions are the options of a NATS source's connection: it
+// reconnects for ever, and its connection events and asynchronous errors
+// go to log.
+func natsSourceOptions(inboxName string, log *slog.Logger) []nats.Option {
+	return []nats.Option{
+		nats.Name("backstop serve: inbox " + inboxName), nats.MaxReconnects(-1),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("NATS connection lost; reconnecting", "error", err.Error())
+			}
+		}),
+		nats.ReconnectHandler(func(*nats.Conn) { log.Info("NATS connection restored") }),
+		// Without it nats.go prints asynchronous errors (a slow consumer,
+		// a permission refused) on stderr, out of the operator's logs.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			attrs := []any{"error", err.Error()}
+			if sub != nil {
+				attrs = append(attrs, "subject", sub.Subject)
+			}
+			log.Warn("NATS asynchronous error", attrs...)
+		}),
+	}
 }
 
 // natsHeader returns the first value of header name, in any case.

@@ -12,13 +12,16 @@
 //
 // Each message is stored, then acknowledged: a redelivery after a lost
 // acknowledgement or a crash is recognised and dropped. A message the
-// inbox cannot store at the moment (its database is down) is refused with
-// a Nak and a delay, so JetStream delivers it again; a message it can
+// inbox cannot store at the moment (its database is down) is held and
+// tried again every NakDelay until it is stored, its AckWait restarted
+// meanwhile, so that the outage does not spend the consumer's MaxDeliver
+// (JetStream drops a message that has used it up); a message it can
 // never store (ErrInvalid: no type, a control character in its type or
 // stream, over the size limit) is terminated; a header it cannot carry is
-// left out, with a warning, and the message kept. Messages are received one at a time, in the order
-// the consumer delivers them; for the streams' order to survive
-// redeliveries give the consumer MaxAckPending 1.
+// left out, with a warning, and the message kept. Messages are received
+// one at a time, in the order the consumer delivers them; for the
+// streams' order to survive redeliveries give the consumer MaxAckPending
+// 1.
 package natsinbox
 
 import (
@@ -45,8 +48,9 @@ const (
 	HeaderStream = "Backstop-Stream"
 )
 
-// DefaultNakDelay is how long JetStream waits before delivering again a
-// message the inbox could not store, when Config.NakDelay is zero.
+// DefaultNakDelay is how long the receiver waits before it tries again
+// to store a message the inbox could not store, when Config.NakDelay is
+// zero.
 const DefaultNakDelay = time.Second
 
 // DefaultRetryDelay is the first wait before reading the consumer again
@@ -65,8 +69,11 @@ type Config struct {
 	// resumes where it stopped. Its AckWait is how soon a message whose
 	// receiver died unacknowledged is delivered again. Required.
 	Consumer jetstream.Consumer
-	// NakDelay is how long a message the inbox could not store waits
-	// before JetStream delivers it again. Zero means DefaultNakDelay.
+	// NakDelay is how long the receiver waits before it tries again to
+	// store a message the inbox could not store at the moment (its
+	// database down). It holds the message meanwhile, restarting its
+	// AckWait, so that an outage does not use up the consumer's
+	// MaxDeliver. Zero means DefaultNakDelay.
 	NakDelay time.Duration
 	// RetryDelay is the first wait before reading the consumer again once
 	// it went away under the receiver (an operator deleted it, the stream
@@ -136,7 +143,9 @@ func New(cfg Config) (*Receiver, error) {
 // error when it cannot start reading the consumer. Once it has, a
 // consumer that goes away under it (deleted) is read again after
 // Config.RetryDelay, doubling up to MaxRetryDelay while it stays away,
-// with a warning each time.
+// with a warning each time. When ctx is done, the messages it has taken
+// from the consumer and not stored are given back (Nak), so that the next
+// receiver has them without waiting for the consumer's AckWait.
 func (r *Receiver) Run(ctx context.Context) error {
 	return resume.Run(ctx, resume.Config{
 		Delay: r.cfg.RetryDelay, MaxDelay: r.cfg.MaxRetryDelay,
@@ -157,7 +166,9 @@ func (r *Receiver) read(ctx context.Context) (started bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("natsinbox: %w", err)
 	}
-	stop := context.AfterFunc(ctx, it.Stop)
+	// Drain, not Stop: the messages the iterator holds stay readable,
+	// to be given back.
+	stop := context.AfterFunc(ctx, it.Drain)
 	defer stop()
 	defer it.Stop()
 	if r.reading != nil {
@@ -168,6 +179,7 @@ func (r *Receiver) read(ctx context.Context) (started bool, err error) {
 		m, err := it.Next()
 		switch {
 		case ctx.Err() != nil:
+			giveBack(it, m)
 			return true, nil
 		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
 			return true, lost
@@ -179,12 +191,41 @@ func (r *Receiver) read(ctx context.Context) (started bool, err error) {
 			lost = fmt.Errorf("natsinbox: the consumer's iterator closed after: %w", err)
 			continue
 		}
-		r.receive(ctx, m)
+		if !r.receive(ctx, m) {
+			// Stopped before it could store m.
+			giveBack(it, m)
+			return true, nil
+		}
 	}
 }
 
-// receive stores m and acknowledges it, or asks for it again.
-func (r *Receiver) receive(ctx context.Context, m jetstream.Msg) {
+// drainWait bounds the wait for each message the iterator still holds
+// when the receiver stops (a server gone away never ends the drain).
+const drainWait = time.Second
+
+// giveBack refuses (Nak) m, when not nil, and the messages left in the
+// draining iterator it: taken from the consumer and not stored, they would
+// otherwise stay unacknowledged until the consumer's AckWait, holding its
+// later messages (MaxAckPending) from the next receiver all that time.
+// The refusals wait for the drain to end: the server delivers a message
+// refused earlier at once again, to the iterator's pull, which it keeps
+// until it hears that nobody listens.
+func giveBack(it jetstream.MessagesContext, m jetstream.Msg) {
+	var held []jetstream.Msg
+	for m != nil {
+		held = append(held, m)
+		m, _ = it.Next(jetstream.NextMaxWait(drainWait))
+	}
+	it.Stop()
+	for _, m := range held {
+		_ = m.Nak()
+	}
+}
+
+// receive stores m and acknowledges it, or terminates it when it can
+// never be stored. It returns false when ctx ended before m could be
+// stored: m is the caller's to give back.
+func (r *Receiver) receive(ctx context.Context, m jetstream.Msg) bool {
 	msg, dropped, err := received(m, r.cfg.Inbox.Limits())
 	if len(dropped) > 0 {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "headers left out: a message cannot carry them",
@@ -195,7 +236,7 @@ func (r *Receiver) receive(ctx context.Context, m jetstream.Msg) {
 		msg.Stream = r.cfg.StreamKey(m)
 	}
 	if err == nil {
-		_, err = r.cfg.Inbox.Receive(ctx, msg)
+		err = r.store(ctx, m, msg)
 	}
 	switch {
 	case errors.Is(err, inbox.ErrInvalid):
@@ -204,23 +245,53 @@ func (r *Receiver) receive(ctx context.Context, m jetstream.Msg) {
 		if err := m.Term(); err != nil {
 			r.log.LogAttrs(ctx, slog.LevelDebug, "term failed", slog.String("error", err.Error()))
 		}
-		return
+		return true
 	case err != nil:
-		r.log.LogAttrs(ctx, slog.LevelWarn, "cannot store a received message; it will come again",
-			slog.String("subject", m.Subject()), slog.String("error", err.Error()))
-		_ = m.NakWithDelay(r.cfg.NakDelay)
-		return
+		return false
 	}
 	if r.afterStore != nil {
 		r.afterStore(m)
 	}
 	if r.ack != nil && !r.ack(m) {
 		_ = m.Nak()
-		return
+		return true
 	}
 	if err := m.Ack(); err != nil {
 		// It comes again after AckWait and is dropped as a duplicate.
 		r.log.LogAttrs(ctx, slog.LevelDebug, "ack failed", slog.String("error", err.Error()))
+	}
+	return true
+}
+
+// store stores msg, the inbox's form of m. While the inbox cannot store
+// it at the moment (its database is down), it tries again every NakDelay
+// and keeps m meanwhile, restarting its AckWait (InProgress): a Nak would
+// spend one of the consumer's MaxDeliver deliveries on each try, and
+// JetStream drops a message that has used them up. It returns nil, an
+// error matching inbox.ErrInvalid, or the last error once ctx is done.
+func (r *Receiver) store(ctx context.Context, m jetstream.Msg, msg inbox.Received) error {
+	for tries := 1; ; tries++ {
+		_, err := r.cfg.Inbox.Receive(ctx, msg)
+		if err == nil || errors.Is(err, inbox.ErrInvalid) || ctx.Err() != nil {
+			return err
+		}
+		level := slog.LevelDebug
+		if tries == 1 {
+			level = slog.LevelWarn
+		}
+		r.log.LogAttrs(ctx, level, "cannot store a received message; trying again",
+			slog.String("subject", m.Subject()), slog.Int("tries", tries),
+			slog.Duration("after", r.cfg.NakDelay), slog.String("error", err.Error()))
+		if err := m.InProgress(); err != nil {
+			r.log.LogAttrs(ctx, slog.LevelDebug, "in-progress ack failed", slog.String("error", err.Error()))
+		}
+		t := time.NewTimer(r.cfg.NakDelay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
 	}
 }
 

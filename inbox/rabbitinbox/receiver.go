@@ -21,9 +21,13 @@
 // backoff and consumes again: the deliveries left unacknowledged on the
 // old channel come back from the broker and are dropped as duplicates
 // when they were stored.
-// A delivery the inbox cannot store at the moment is given back
-// (nack, requeue) after Config.RetryDelay; one it can never store
-// (ErrInvalid) is rejected without requeue. With Config.Prefetch 1 (the
+// A delivery the inbox cannot store at the moment (its database is down)
+// is held and tried again every Config.RetryDelay until it is stored, so
+// that the outage does not count against a quorum queue's
+// x-delivery-limit (the broker's consumer_timeout, 30 min by default,
+// still closes a channel that holds a delivery that long: the delivery
+// then comes again); one it can never store (ErrInvalid) is rejected
+// without requeue. With Config.Prefetch 1 (the
 // default) the queue's order is the order the rows are written in.
 package rabbitinbox
 
@@ -52,8 +56,8 @@ const (
 
 // Defaults applied by New to zero Config fields.
 const (
-	// DefaultRetryDelay is how long a delivery the inbox could not store
-	// is held before it is given back.
+	// DefaultRetryDelay is how long the receiver waits before it tries
+	// again to store a delivery the inbox could not store.
 	DefaultRetryDelay = time.Second
 	// DefaultReconnectDelay is the first wait before dialing again after
 	// the connection was lost; it doubles up to DefaultMaxReconnectDelay.
@@ -86,9 +90,9 @@ type Config struct {
 	// Prefetch is the most deliveries the broker sends ahead of their
 	// acknowledgement. Zero means 1, which keeps the queue's order.
 	Prefetch int
-	// RetryDelay is how long a delivery the inbox could not store is held
-	// before it is given back to the queue. Zero means
-	// DefaultRetryDelay.
+	// RetryDelay is how long the receiver waits before it tries again to
+	// store a delivery the inbox could not store at the moment; it holds
+	// the delivery meanwhile. Zero means DefaultRetryDelay.
 	RetryDelay time.Duration
 	// ReconnectDelay is the first wait before consuming again after the
 	// connection or the channel was lost; each failed try doubles it, up
@@ -178,7 +182,7 @@ func (r *Receiver) receive(ctx context.Context, d *amqp.Delivery) {
 	if r.cfg.StreamKey != nil {
 		msg.Stream = r.cfg.StreamKey(d)
 	}
-	_, err := r.cfg.Inbox.Receive(ctx, msg)
+	err := r.store(ctx, d, msg)
 	switch {
 	case errors.Is(err, inbox.ErrInvalid):
 		r.log.LogAttrs(ctx, slog.LevelWarn, "message rejected: it cannot be stored",
@@ -186,14 +190,7 @@ func (r *Receiver) receive(ctx context.Context, d *amqp.Delivery) {
 		_ = d.Reject(false)
 		return
 	case err != nil:
-		r.log.LogAttrs(ctx, slog.LevelWarn, "cannot store a received message; it goes back to the queue",
-			slog.String("routing_key", d.RoutingKey), slog.String("error", err.Error()))
-		t := time.NewTimer(r.cfg.RetryDelay)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
+		// Stopped before it could store it: back to the queue.
 		_ = d.Nack(false, true)
 		return
 	}
@@ -208,6 +205,35 @@ func (r *Receiver) receive(ctx context.Context, d *amqp.Delivery) {
 		// The delivery goes back to the queue when the channel closes,
 		// and is dropped as a duplicate.
 		r.log.LogAttrs(ctx, slog.LevelDebug, "ack failed", slog.String("error", err.Error()))
+	}
+}
+
+// store stores msg, the inbox's form of d. While the inbox cannot store
+// it at the moment (its database is down), it tries again every
+// RetryDelay and keeps d meanwhile: giving it back would count as a
+// delivery on a quorum queue, which drops (or dead-letters) a message
+// past its x-delivery-limit. It returns nil, an error matching
+// inbox.ErrInvalid, or the last error once ctx is done.
+func (r *Receiver) store(ctx context.Context, d *amqp.Delivery, msg inbox.Received) error {
+	for tries := 1; ; tries++ {
+		_, err := r.cfg.Inbox.Receive(ctx, msg)
+		if err == nil || errors.Is(err, inbox.ErrInvalid) || ctx.Err() != nil {
+			return err
+		}
+		level := slog.LevelDebug
+		if tries == 1 {
+			level = slog.LevelWarn
+		}
+		r.log.LogAttrs(ctx, level, "cannot store a received message; trying again",
+			slog.String("routing_key", d.RoutingKey), slog.Int("tries", tries),
+			slog.Duration("after", r.cfg.RetryDelay), slog.String("error", err.Error()))
+		t := time.NewTimer(r.cfg.RetryDelay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
 	}
 }
 

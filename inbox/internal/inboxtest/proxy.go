@@ -14,6 +14,7 @@ type Proxy struct {
 	upstream string
 	mu       sync.Mutex
 	conns    []net.Conn
+	refusing bool
 }
 
 // NewProxy listens on a loopback port and forwards every connection to
@@ -48,6 +49,13 @@ func NewProxy(t *testing.T, upstream string) *Proxy {
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 func (p *Proxy) pipe(c net.Conn) {
+	p.mu.Lock()
+	refusing := p.refusing
+	p.mu.Unlock()
+	if refusing {
+		c.Close()
+		return
+	}
 	u, err := net.Dial("tcp", p.upstream)
 	if err != nil {
 		c.Close()
@@ -68,4 +76,20 @@ func (p *Proxy) Cut() {
 		c.Close()
 	}
 	p.conns = nil
+}
+
+// Refuse closes every connection through the proxy and, until Accept,
+// every new one at once, as a server that is down.
+func (p *Proxy) Refuse() {
+	p.mu.Lock()
+	p.refusing = true
+	p.mu.Unlock()
+	p.Cut()
+}
+
+// Accept ends Refuse: new connections are forwarded again.
+func (p *Proxy) Accept() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refusing = false
 }
