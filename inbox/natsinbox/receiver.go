@@ -276,7 +276,9 @@ func (r *Receiver) store(ctx context.Context, m jetstream.Msg, msg inbox.Receive
 			return err
 		}
 		level := slog.LevelDebug
-		if tries == 1 {
+		if tries&(tries-1) == 0 {
+			// the 1st, 2nd, 4th, 8th... try: a store that stays down
+			// keeps saying so, less and less often
 			level = slog.LevelWarn
 		}
 		r.log.LogAttrs(ctx, level, "cannot store a received message; trying again",
