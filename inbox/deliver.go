@@ -32,13 +32,23 @@ func (in *Inbox) deliverTx(ctx context.Context, h Handler, m *outbox.Message, ms
 	if err != nil {
 		return storeFault(fmt.Errorf("inbox %q: begin: %w", in.name, err))
 	}
-	committed := false
+	ended := false
 	defer func() {
-		if !committed {
+		if !ended {
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 		}
 	}()
 	if err := h(ctx, tx, msg); err != nil {
+		ended = true
+		rerr := tx.Rollback(context.WithoutCancel(ctx))
+		if !timedOut(ctx) && (errors.Is(err, store.ErrUnavailable) || errors.Is(rerr, store.ErrUnavailable)) {
+			// The handler failed because the transaction's connection
+			// was lost (a database restart, a failover): not the
+			// message's fault, so it keeps its attempts. An attempt that
+			// ran out of its time is the handler's, whatever that did
+			// to the connection.
+			return storeFault(fmt.Errorf("inbox %q: the database was lost during the handler: %w", in.name, err))
+		}
 		return in.attemptError(ctx, err)
 	}
 	if err := tx.Complete(ctx, m.ID, m.InstanceID); err != nil {
@@ -60,7 +70,7 @@ func (in *Inbox) deliverTx(ctx context.Context, h Handler, m *outbox.Message, ms
 		// finds the message completed and keeps nothing.
 		return storeFault(fmt.Errorf("inbox %q: commit: %w", in.name, err))
 	}
-	committed = true
+	ended = true
 	if in.afterCommit != nil {
 		in.afterCommit(msg)
 	}

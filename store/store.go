@@ -490,7 +490,8 @@ type Tx interface {
 	// completion of the message changes nothing.
 	Complete(ctx context.Context, id uuid.UUID, instanceID string) error
 	// Commit commits the transaction; Rollback abandons it (after Commit
-	// it does nothing).
+	// it does nothing). Rollback's error matches ErrUnavailable when the
+	// transaction's connection to the database was lost.
 	Commit(ctx context.Context) error
 	Rollback(ctx context.Context) error
 	// Driver returns the driver's transaction: a *sql.Tx on SQLite, a

@@ -126,10 +126,14 @@ func (t *inboxTx) Complete(ctx context.Context, id uuid.UUID, instanceID string)
 func (t *inboxTx) Commit(ctx context.Context) error { return t.tx.Commit(ctx) }
 
 func (t *inboxTx) Rollback(ctx context.Context) error {
-	if err := t.tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
-		return err
+	err := t.tx.Rollback(ctx)
+	switch {
+	case err == nil, errors.Is(err, pgx.ErrTxClosed):
+		return nil
+	case Unavailable(err):
+		return fmt.Errorf("postgres: rollback: %w: %w", store.ErrUnavailable, err)
 	}
-	return nil
+	return err
 }
 
 func (t *inboxTx) Driver() any { return t.tx }
