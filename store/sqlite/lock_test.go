@@ -179,17 +179,21 @@ func TestWritesTakeTheWriterInTurn(t *testing.T) {
 	}
 }
 
-// waitForWaiters waits until n goroutines are parked waiting for the
-// writer: for their turn, or (without turns) for database/sql's connection.
+// waitForWaiters waits until n goroutines the calling test started are
+// parked waiting for the writer: for their turn, or (without turns) for
+// database/sql's connection. Those of other tests, running in parallel,
+// do not count.
 func waitForWaiters(t *testing.T, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
+	pc, _, _, _ := runtime.Caller(1)
+	callerName := runtime.FuncForPC(pc).Name() // the goroutines' creator
 	for {
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]
 		waiting := 0
 		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "(*Store).withWriter") && strings.Contains(g, "[select") &&
+			if strings.Contains(g, "created by "+callerName) && strings.Contains(g, "(*Store).withWriter") && strings.Contains(g, "[select") &&
 				(strings.Contains(g, "semaphore.(*Weighted).Acquire") || strings.Contains(g, "database/sql.(*DB).conn")) {
 				waiting++
 			}
