@@ -41,17 +41,6 @@ type flight struct {
 	// delivered a second time, and once this flight's outcome is
 	// recorded the lease the claim took is given back.
 	reclaimed bool
-	// afterRelease says the claim that set reclaimed took the message
-	// while this flight's lease was sure to hold: the store had let it go
-	// (the release this flight reported had committed), so the claim's
-	// lease is a new one of the relay's own, and again is the message it
-	// returned. Once that release is recorded the message is delivered
-	// under it (Relay.endFlights) rather than given back: giving it back
-	// was a release that the next overlapping claim took again, for as
-	// long as claims and records kept overlapping (a livelock seen under
-	// load: hundreds of give-backs, no delivery).
-	afterRelease bool
-	again        *outbox.Message
 }
 
 // flights are the messages the relay holds, by id. The claimer adds them,

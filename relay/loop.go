@@ -387,15 +387,13 @@ func (l *loop) dispatch(claimed []*outbox.Message, probe bool, start, storeNow t
 			key = m.Destination + "\x00" + m.Stream
 		}
 		if f, ok := r.fl.m[m.ID]; ok {
-			// Claimed again while in flight here: its lease had lapsed,
-			// or (its outcome reported) a release of it had committed.
+			// Claimed again while in flight here: its lease had lapsed.
 			// The claim renewed it, for the flight that already has it.
-			if f.reported {
-				f.reclaimed = true
-				f.afterRelease, f.again = f.until.After(start), m
-			}
 			f.lost = false
 			f.until, f.expiry = until, m.LeaseExpiry
+			if f.reported {
+				f.reclaimed = true
+			}
 			r.stats.reclaimed.Add(1)
 			if ordered {
 				held = hold(held, key)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 )
 
@@ -173,7 +172,6 @@ func notRecorded(outs []outcome) {
 // endFlights ends the flights of outs, whose outcomes are settled.
 func (r *Relay) endFlights(outs []outcome) {
 	var giveBack []outcome
-	var again []*task
 	r.fl.mu.Lock()
 	for i := range outs {
 		id := outs[i].m.ID
@@ -181,20 +179,8 @@ func (r *Relay) endFlights(outs []outcome) {
 		if !ok {
 			continue
 		}
-		if f.reclaimed && f.afterRelease && outs[i].kind == released && f.dest != nil {
-			// Claimed again after its release committed: the claim's
-			// lease is the relay's own; deliver it under that lease.
-			if f.probe {
-				f.dest.probeDone()
-			}
-			m := f.again
-			f.m, f.again, f.probe = m, nil, false
-			f.reclaimed, f.afterRelease, f.reported, f.started, f.overdue = false, false, false, false, false
-			again = append(again, &task{dest: f.dest, msgs: []*outbox.Message{m}})
-			continue
-		}
 		if f.reclaimed {
-			f.reclaimed, f.afterRelease, f.again = false, false, nil
+			f.reclaimed = false
 			giveBack = append(giveBack, outcome{m: f.m, dest: f.dest, kind: released, cause: causeReclaimed})
 			continue
 		}
@@ -216,10 +202,5 @@ func (r *Relay) endFlights(outs []outcome) {
 	r.fl.mu.Unlock()
 	r.stats.inFlight.Store(int64(n))
 	r.report(giveBack...)
-	for _, t := range again {
-		if !r.sched.push(t) {
-			r.report(shutdownRelease(t.dest, t.msgs)...)
-		}
-	}
 	r.wake()
 }
