@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -228,16 +229,36 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 		}
 	}
 	rd.limit = b.Claim.Limit
-	// Every round that claims, renews, was asked for (a notification, the
-	// poll timer) or has not called the store for a poll interval makes a
-	// call.
-	if b.Claim.Limit > 0 || len(renewed) > 0 || (claim && (l.asked || now.Sub(l.lastCall) >= r.cfg.PollInterval)) {
+	// The leases given back go ahead of the claim, in the same call (see
+	// Relay.giveBack).
+	givenBack := r.takeGivenBack()
+	if len(givenBack) > 0 {
+		// not renewed in the same call: the release ends the lease
+		back := make(map[uuid.UUID]bool, len(givenBack))
+		for i := range givenBack {
+			givenBack[i].addTo(b)
+			back[givenBack[i].m.ID] = true
+		}
+		renewed = slices.DeleteFunc(renewed, func(id uuid.UUID) bool { return back[id] })
+		b.RenewLeases = renewed
+	}
+	// Every round that claims, renews, gives leases back, was asked for (a
+	// notification, the poll timer) or has not called the store for a poll
+	// interval makes a call.
+	if b.Claim.Limit > 0 || len(renewed) > 0 || len(givenBack) > 0 ||
+		(claim && (l.asked || now.Sub(l.lastCall) >= r.cfg.PollInterval)) {
 		r.fl.watch(true)
 		res, start, err := l.call(ctx, b)
 		if err != nil {
 			r.fl.watch(false)
+			// The recorder tries them again, on its own calls: one the
+			// store refuses cannot hold up the claims.
+			r.report(givenBack...)
 			return rd, err
 		}
+		// Before the claim's messages are dispatched: one of them given
+		// back here is then no longer in flight, and is delivered.
+		r.settleResult(givenBack, res)
 		l.lastCall = now
 		if len(renewed) > 0 || now.Sub(l.lastRenew) >= l.renewEvery {
 			l.lastRenew = now
@@ -440,7 +461,7 @@ func (l *loop) dispatch(claimed []*outbox.Message, probe bool, start, storeNow t
 	}
 	r.fl.mu.Unlock()
 	r.report(unknown...)
-	r.report(giveBack...)
+	r.giveBack(giveBack...)
 	for _, t := range tasks {
 		if !r.sched.push(t) {
 			r.report(shutdownRelease(t.dest, t.msgs)...)

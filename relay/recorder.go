@@ -63,24 +63,7 @@ func (r *Relay) runRecorder(stop <-chan struct{}, done chan<- struct{}) {
 func (r *Relay) record(ctx context.Context, outs []outcome) []outcome {
 	res, err := r.recordCall(ctx, outs)
 	if err == nil {
-		if len(res.Rejected) == 0 {
-			r.settle(outs, res)
-			return nil
-		}
-		// The store recorded the rest and refused these on their own.
-		refused := make(map[uuid.UUID]error, len(res.Rejected))
-		for _, rj := range res.Rejected {
-			refused[rj.ID] = rj.Err
-		}
-		kept := make([]outcome, 0, len(outs))
-		for _, o := range outs {
-			if rerr, ok := refused[o.m.ID]; ok {
-				r.unrecordable(o, rerr)
-				continue
-			}
-			kept = append(kept, o)
-		}
-		r.settle(kept, res)
+		r.settleResult(outs, res)
 		return nil
 	}
 	if errors.Is(err, store.ErrUnavailable) || !r.storeReachable(ctx) {
@@ -96,6 +79,32 @@ func (r *Relay) record(ctx context.Context, outs []outcome) []outcome {
 	}
 	half := len(outs) / 2
 	return append(r.record(ctx, outs[:half]), r.record(ctx, outs[half:])...)
+}
+
+// settleResult settles outs, which a store call returning res carried:
+// those the store refused on their own are dropped (unrecordable), the
+// rest settled.
+func (r *Relay) settleResult(outs []outcome, res *store.Result) {
+	if len(outs) == 0 {
+		return
+	}
+	if len(res.Rejected) == 0 {
+		r.settle(outs, res)
+		return
+	}
+	refused := make(map[uuid.UUID]error, len(res.Rejected))
+	for _, rj := range res.Rejected {
+		refused[rj.ID] = rj.Err
+	}
+	kept := make([]outcome, 0, len(outs))
+	for _, o := range outs {
+		if rerr, ok := refused[o.m.ID]; ok {
+			r.unrecordable(o, rerr)
+			continue
+		}
+		kept = append(kept, o)
+	}
+	r.settle(kept, res)
 }
 
 // recordCall makes one store call recording outs.
@@ -201,6 +210,6 @@ func (r *Relay) endFlights(outs []outcome) {
 	n := len(r.fl.m)
 	r.fl.mu.Unlock()
 	r.stats.inFlight.Store(int64(n))
-	r.report(giveBack...)
+	r.giveBack(giveBack...)
 	r.wake()
 }

@@ -78,13 +78,17 @@ type Relay struct {
 
 	mu       sync.Mutex
 	outcomes []outcome // reported by workers, not yet taken by the recorder
-	wakeCh   chan struct{}
-	recordCh chan struct{} // wakes the recorder
-	fl       *flights
-	fleet    store.Fleet // the store, when it implements store.Fleet
-	fleetQ   fleetOps
-	maint    maintenance
-	stalls   stalls
+	// givenBack are the leases the relay gives back because it already
+	// had their message (causeReclaimed), for the loop's next store call
+	// (see giveBack).
+	givenBack []outcome
+	wakeCh    chan struct{}
+	recordCh  chan struct{} // wakes the recorder
+	fl        *flights
+	fleet     store.Fleet // the store, when it implements store.Fleet
+	fleetQ    fleetOps
+	maint     maintenance
+	stalls    stalls
 	// startMargin is the least lease left for a delivery to start.
 	startMargin time.Duration
 
@@ -333,6 +337,48 @@ func (r *Relay) report(outs ...outcome) {
 	}
 }
 
+// giveBack hands back leases that claims took on messages the relay
+// already had (causeReclaimed). They are not the recorder's: they go with
+// the loop's next store call, whose claim runs after them in the same
+// transaction. A claim that returns one of them therefore took it after
+// the release, with a lease of the relay's own to deliver under. Recorded
+// on their own, a claim overlapping the record could take the message
+// back either way, after the release or before it (a lapsed lease the
+// release then cleared); the relay could not tell which, so it gave the
+// lease back once more, for the next overlapping claim to take: a
+// livelock, seen under load on SQLite, of hundreds of give-backs and no
+// delivery. Once stopping, the loop claims no more and they go to the
+// recorder.
+func (r *Relay) giveBack(outs ...outcome) {
+	if len(outs) == 0 {
+		return
+	}
+	if r.stopping.Load() {
+		r.report(outs...)
+		return
+	}
+	r.fl.mu.Lock()
+	for i := range outs {
+		if f, ok := r.fl.m[outs[i].m.ID]; ok {
+			f.reported = true
+		}
+	}
+	r.fl.mu.Unlock()
+	r.mu.Lock()
+	r.givenBack = append(r.givenBack, outs...)
+	r.mu.Unlock()
+	r.wake()
+}
+
+// takeGivenBack returns and removes the leases waiting to be given back.
+func (r *Relay) takeGivenBack() []outcome {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	outs := r.givenBack
+	r.givenBack = nil
+	return outs
+}
+
 // putBack returns outcomes the recorder could not record to the front of
 // the queue.
 func (r *Relay) putBack(outs []outcome) {
@@ -368,5 +414,5 @@ func (r *Relay) takeOutcomes(n int) []outcome {
 func (r *Relay) pendingOutcomes() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.outcomes) > 0
+	return len(r.outcomes) > 0 || len(r.givenBack) > 0
 }

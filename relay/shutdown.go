@@ -85,7 +85,7 @@ func (l *loop) finish(abandoned bool, stopRecorder chan struct{}, recorderDone <
 	r := l.r
 	close(stopRecorder)
 	<-recorderDone
-	outs := r.takeOutcomes(0)
+	outs := append(r.takeOutcomes(0), r.takeGivenBack()...)
 	stuck := 0
 	if abandoned {
 		r.fl.mu.Lock()
