@@ -314,10 +314,10 @@ func BenchmarkEnqueueWriters(b *testing.B) {
 
 // BenchmarkManyWriters: 1,000 goroutines each write with Enqueue, one
 // message a transaction, b.N writes in all; it reports the slowest write
-// and the 99th percentile against the median. database/sql hands the one
-// writer connection to a waiter at random, so the slowest waits many times
-// the median, and past the lock wait a write fails with ErrBusy
-// (docs/benchmarks.md; open).
+// and the 99th percentile against the median. The store's writes take the
+// one writer connection in the order they ask (awaitTurn); database/sql
+// alone hands it to a waiter at random, and the slowest waited many times
+// the median.
 //
 //	BACKSTOP_BENCH_SQLITE=1 go test -run '^$' -bench BenchmarkManyWriters -benchtime 10000x ./store/sqlite/
 func BenchmarkManyWriters(b *testing.B) {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -89,6 +90,9 @@ func (s *Store) BeginTx(ctx context.Context) (store.Tx, error) {
 	if s.readOnly {
 		return nil, ErrReadOnly
 	}
+	if err := s.awaitTurn(ctx, time.Now()); err != nil {
+		return nil, fmt.Errorf("sqlite: begin: %w", err)
+	}
 	var tx *sql.Tx
 	err := retryBusy(ctx, func() error {
 		var err error
@@ -96,15 +100,21 @@ func (s *Store) BeginTx(ctx context.Context) (store.Tx, error) {
 		return err
 	})
 	if err != nil {
+		s.turns.Release(1)
 		return nil, fmt.Errorf("sqlite: begin: %w", err)
 	}
-	return &inboxTx{s: s, tx: tx}, nil
+	// The transaction's turn ends with it: at Commit or Rollback, or when
+	// ctx is done (database/sql then rolls it back).
+	end := sync.OnceFunc(func() { s.turns.Release(1) })
+	context.AfterFunc(ctx, end)
+	return &inboxTx{s: s, tx: tx, end: end}, nil
 }
 
 // inboxTx is store.Tx on a *sql.Tx.
 type inboxTx struct {
-	s  *Store
-	tx *sql.Tx
+	s   *Store
+	tx  *sql.Tx
+	end func() // gives the store's writes their turn back
 }
 
 func (t *inboxTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
@@ -123,9 +133,13 @@ func (t *inboxTx) Complete(ctx context.Context, id uuid.UUID, instanceID string)
 	return t.s.CompleteTx(ctx, t.tx, id, instanceID)
 }
 
-func (t *inboxTx) Commit(context.Context) error { return t.tx.Commit() }
+func (t *inboxTx) Commit(context.Context) error {
+	defer t.end()
+	return t.tx.Commit()
+}
 
 func (t *inboxTx) Rollback(context.Context) error {
+	defer t.end()
 	if err := t.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
 		return err
 	}

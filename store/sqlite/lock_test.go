@@ -2,9 +2,12 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,9 +120,97 @@ func TestAnotherProcessHoldingTheLock(t *testing.T) {
 	}
 }
 
+// TestWritesTakeTheWriterInTurn: writes waiting for the store's one writer
+// connection get it in the order they asked. database/sql hands a freed
+// connection to a waiter at random, so under many concurrent writers some
+// waited many times as long as the rest and could fail with ErrBusy while
+// later ones went through.
+func TestWritesTakeTheWriterInTurn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "app.db"), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	held, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- s.withWriter(ctx, func(*sql.Tx) error {
+			close(held)
+			<-release
+			return nil
+		})
+	}()
+	<-held
+
+	const writers = 12
+	var (
+		mu    sync.Mutex
+		order []int
+		wg    sync.WaitGroup
+	)
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.withWriter(ctx, func(*sql.Tx) error {
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+		waitForWaiters(t, i+1) // the next asks only once this one waits
+	}
+	close(release)
+	wg.Wait()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range order {
+		if w != i {
+			t.Fatalf("writes took the writer in the order %v, want the order they asked", order)
+		}
+	}
+}
+
+// waitForWaiters waits until n goroutines the calling test started are
+// parked waiting for the writer: for their turn, or (without turns) for
+// database/sql's connection. Those of other tests, running in parallel,
+// do not count.
+func waitForWaiters(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	pc, _, _, _ := runtime.Caller(1)
+	callerName := runtime.FuncForPC(pc).Name() // the goroutines' creator
+	for {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		waiting := 0
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "created by "+callerName) && strings.Contains(g, "(*Store).withWriter") && strings.Contains(g, "[select") &&
+				(strings.Contains(g, "semaphore.(*Weighted).Acquire") || strings.Contains(g, "database/sql.(*DB).conn")) {
+				waiting++
+			}
+		}
+		if waiting >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes waiting for the writer after 10 s, want %d", waiting, n)
+		}
+		runtime.Gosched()
+	}
+}
+
 // TestInboxTransactionEndedByItsContextGivesTheWriterBack: a transaction
 // from BeginTx whose context ends without Commit or Rollback (database/sql
-// rolls it back) gives the store's writes the writer back.
+// rolls it back) gives the store's writes their turn back.
 func TestInboxTransactionEndedByItsContextGivesTheWriterBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

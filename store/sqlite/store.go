@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sync/semaphore"
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
 	"github.com/backstophq/backstop/dlq"
@@ -44,7 +45,8 @@ type Store struct {
 	queries  sync.Map
 	hub      store.Hub // wakes relays in this process (store.Notifier)
 	lockWait time.Duration
-	readOnly bool // ReadOnly: every write fails with ErrReadOnly
+	turns    *semaphore.Weighted // the store's writes take the writer in turn (awaitTurn)
+	readOnly bool                // ReadOnly: every write fails with ErrReadOnly
 
 	// sweepStmt is sweepSQL (quarantine.go) prepared once on the writer
 	// when the store opens: the statement is long (the partial index's
@@ -105,7 +107,7 @@ func Open(ctx context.Context, path string, cfg store.Config, opts ...Option) (*
 	if path == "" || strings.Contains(path, "?") {
 		return nil, fmt.Errorf("sqlite: bad database path %q", path)
 	}
-	s := &Store{cfg: cfg, modeCase: modeCase(cfg), lockWait: defaultLockWait}
+	s := &Store{cfg: cfg, modeCase: modeCase(cfg), lockWait: defaultLockWait, turns: semaphore.NewWeighted(1)}
 	for _, o := range opts {
 		o(s)
 	}

@@ -100,14 +100,19 @@ func withTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 }
 
 // withWriter is withTx on the store's writer connection, waiting at most
-// the store's lock wait for the connection (an application transaction
-// begun on DB() holds it until it ends) and for the write lock (another
-// process's); past that it fails with ErrBusy.
+// the store's lock wait for its turn among the store's writes, for the
+// connection (an application transaction begun on DB() holds it until it
+// ends) and for the write lock (another process's); past that it fails
+// with ErrBusy.
 func (s *Store) withWriter(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if s.readOnly {
 		return ErrReadOnly
 	}
 	start := time.Now()
+	if err := s.awaitTurn(ctx, start); err != nil {
+		return err
+	}
+	defer s.turns.Release(1)
 	return retryBusyFor(ctx, s.lockWait, func() error {
 		acquire, cancel := context.WithTimeout(ctx, max(s.lockWait-time.Since(start), time.Millisecond))
 		conn, err := s.w.Conn(acquire)
@@ -131,6 +136,28 @@ func (s *Store) withWriter(ctx context.Context, fn func(tx *sql.Tx) error) error
 		}
 		return commit(tx)
 	})
+}
+
+// awaitTurn waits, at most the lock wait since start, for the store's
+// writes ahead of this one, in the order they asked: the writer is one
+// connection, and database/sql hands a freed connection to any of its
+// waiters at random, so under many concurrent writers some waited ten
+// times as long as the rest (1,000 writers, 10 writes each: the slowest
+// write 0.97 s where all of them took 1.5 s), and with a longer queue a
+// write could fail with ErrBusy while others went through. A write holds
+// its turn until it ends; release it with s.turns.Release(1).
+func (s *Store) awaitTurn(ctx context.Context, start time.Time) error {
+	wait, cancel := context.WithTimeout(ctx, s.lockWait)
+	defer cancel()
+	if err := s.turns.Acquire(wait, 1); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: waited %s behind the store's other writes for the writer connection, which a "+
+			"transaction begun on DB() may hold (perhaps in this goroutine); inside your own transaction, write "+
+			"with EnqueueTx", ErrBusy, time.Since(start).Round(time.Millisecond))
+	}
+	return nil
 }
 
 // commit commits tx, saying so in its error: a commit that fails (a full
