@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/transport"
@@ -98,5 +99,71 @@ func TestGiveBackIsNotTakenForALapsedLease(t *testing.T) {
 		if got == nil || got.LeaseExpiry.IsZero() {
 			t.Fatalf("message %s = %+v, want leased for the delivery", m.ID, got)
 		}
+	}
+}
+
+// TestGiveBackOvertakenByAClaimEndsTheFlight: the relay's lease lapsed
+// during a delivery that then stalled. A claim took the message back
+// before the release was recorded, the release then cleared that new
+// lease, and a claim made while the resulting give-back waited took the
+// message once more. The give-back's call releases that lease too, so its
+// claim takes the message fresh: it is delivered, not given back again.
+// Before, each such call found the flight claimed again, gave it back
+// once more, and its own claim took it again: seen under load on SQLite
+// (TestStallIsNotBlamedOnTheDestination: 1,107 give-backs, no delivery).
+func TestGiveBackOvertakenByAClaimEndsTheFlight(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	m := msg("orders", "s", 1)
+	e.enqueue(m)
+	cfg := e.config(map[string]Destination{"orders": {
+		Transport: transport.Func(func(context.Context, *outbox.Message) error { return nil })}})
+	cfg.LeaseDuration = 30 * time.Second
+	r := e.newRelay(cfg)
+	l := newLoop(r)
+	ctx := e.ctx
+	step := func() {
+		t.Helper()
+		if _, err := l.step(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	step()
+	task, _ := r.sched.take()
+	r.sched.done(task)
+	// The delivery stalls past the lease; the relay releases it, and a
+	// claim takes the lapsed lease before that release is recorded.
+	e.clk.Advance(31 * time.Second)
+	l.lastRenew = e.clk.Now() // no renewal in these calls
+	r.report(outcome{m: task.msgs[0], dest: task.dest, kind: released, cause: causeStall})
+	outs := r.takeOutcomes(0)
+	step()
+	res, err := r.recordCall(ctx, outs) // clears the claim's lease too
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.settle(outs, res)
+	// A claim made while the give-back waits takes the message again.
+	queued := r.takeGivenBack()
+	if len(queued) != 1 {
+		t.Fatalf("%d give-backs queued for the loop, want 1", len(queued))
+	}
+	step()
+	r.mu.Lock()
+	r.givenBack = append(queued, r.givenBack...)
+	r.mu.Unlock()
+
+	for round := 0; round < 5 && len(r.sched.queues[task.dest]) == 0; round++ {
+		step()
+	}
+	if st := r.Stats(); len(r.sched.queues[task.dest]) == 0 {
+		t.Fatalf("not delivered after 5 calls (released %d, reclaimed %d): each gave the message back and its claim took it again", st.Released, st.Reclaimed)
+	}
+	if n := len(r.takeGivenBack()) + len(r.takeOutcomes(0)); n != 0 {
+		t.Fatalf("%d leases still being given back", n)
+	}
+	if got := e.get(m.ID); got == nil || got.LeaseExpiry.IsZero() {
+		t.Fatalf("message = %+v, want leased for the delivery", got)
 	}
 }

@@ -257,7 +257,19 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 			return rd, err
 		}
 		// Before the claim's messages are dispatched: one of them given
-		// back here is then no longer in flight, and is delivered.
+		// back here is then no longer in flight, and is delivered. A
+		// claim since the give-back was queued may have taken one back
+		// (reclaimed); its lease was the relay's, and this release, after
+		// every earlier write of the relay's on the message, ended it:
+		// there is nothing left to give back. Given back once more, each
+		// call's claim took it again, and the next call gave it back.
+		r.fl.mu.Lock()
+		for i := range givenBack {
+			if f, ok := r.fl.m[givenBack[i].m.ID]; ok {
+				f.reclaimed = false
+			}
+		}
+		r.fl.mu.Unlock()
 		r.settleResult(givenBack, res)
 		l.lastCall = now
 		if len(renewed) > 0 || now.Sub(l.lastRenew) >= l.renewEvery {
