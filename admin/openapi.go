@@ -135,7 +135,7 @@ func op(id, summary string, params []schema, body string, ok map[string]string, 
 	for status, name := range ok {
 		resp[status] = schema{"description": summary, "content": schema{"application/json": schema{"schema": ref(name)}}}
 	}
-	for _, status := range append([]string{"401", "500"}, errs...) {
+	for _, status := range append([]string{"401", "500", "503"}, errs...) {
 		resp[status] = schema{"description": "problem", "content": schema{"application/problem+json": schema{"schema": ref("Problem")}}}
 	}
 	o := schema{"operationId": id, "summary": summary, "responses": resp, "security": []schema{{"bearer": []string{}}}}

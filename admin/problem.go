@@ -59,6 +59,10 @@ func textFields(w http.ResponseWriter, fields ...[2]string) bool {
 	return true
 }
 
+// unavailableRetryAfter is the Retry-After, in seconds, of a 503 for a
+// store out of reach: about what a database restart takes.
+const unavailableRetryAfter = "5"
+
 // fail answers for a store error: not found, conflicts, or 500 with nothing
 // of the error itself (it is logged instead: no SQL reaches a client).
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
@@ -83,6 +87,14 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			problem(w, http.StatusRequestEntityTooLarge, "body too large", "the request body is over the server's limit", "")
+			return
+		}
+		if rc, ok := s.st.(store.Reachability); ok && rc.Unreachable(err) {
+			// The database did not decide: the request may be made again.
+			s.cfg.Logger.Warn("admin API: the store is out of reach", "method", r.Method, "path", r.URL.Path, "err", err)
+			w.Header().Set("Retry-After", unavailableRetryAfter)
+			problem(w, http.StatusServiceUnavailable, "store unavailable",
+				"the database is out of reach or busy; try again", "")
 			return
 		}
 		s.cfg.Logger.Error("admin API: request failed", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -514,6 +514,16 @@ type Row interface {
 // store refuses on its own.
 var ErrUnavailable = errors.New("store: unavailable")
 
+// Reachability is implemented by a store that can tell an error it
+// returned because its database was out of reach (a refused, closed or
+// killed connection, a timeout, a lock held past the store's wait) from one
+// it returned because the database refused the call. A service built on
+// the store answers the former "try again" (the admin API: 503 with
+// Retry-After) rather than as a failure of the request.
+type Reachability interface {
+	Unreachable(err error) bool
+}
+
 // ErrLeaseLost is matched by Tx.Complete's error when the instance no
 // longer holds the message's lease (it expired and another instance took
 // it, an operator dead-lettered it, or it was delivered already).

@@ -130,6 +130,13 @@ func Unavailable(err error) bool {
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
 }
 
+// Unreachable reports whether err, from one of the store's calls, came of
+// the database being out of reach (store.Reachability): it matches
+// store.ErrUnavailable or Unavailable says so.
+func (s *Store) Unreachable(err error) bool {
+	return errors.Is(err, store.ErrUnavailable) || Unavailable(err)
+}
+
 func hasOutcomes(b *store.Batch) bool {
 	return len(b.Completions)+len(b.Failures)+len(b.Releases) > 0
 }

@@ -10,6 +10,8 @@ import (
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/backstophq/backstop/store"
 )
 
 // ErrBusy is matched (errors.Is) by the error of a store call that could
@@ -168,4 +170,12 @@ func commit(tx *sql.Tx) error {
 		return fmt.Errorf("sqlite: commit: %w", err)
 	}
 	return nil
+}
+
+// Unreachable reports whether err, from one of the store's calls, came of
+// another connection holding the database's lock past the store's wait
+// (store.Reachability): ErrBusy, SQLITE_BUSY or SQLITE_LOCKED, or
+// store.ErrUnavailable. The call may be made again as it is.
+func (s *Store) Unreachable(err error) bool {
+	return errors.Is(err, ErrBusy) || isBusy(err) || errors.Is(err, store.ErrUnavailable)
 }
