@@ -321,16 +321,7 @@ func (r *Relay) report(outs ...outcome) {
 	// refuses meanwhile is not a lost lease, a claim that returns one
 	// gives its new lease back once it is recorded, and an abandoned
 	// shutdown does not release it a second time.
-	r.fl.mu.Lock()
-	for i := range outs {
-		if f, ok := r.fl.m[outs[i].m.ID]; ok {
-			f.reported = true
-		}
-	}
-	r.fl.mu.Unlock()
-	r.mu.Lock()
-	r.outcomes = append(r.outcomes, outs...)
-	r.mu.Unlock()
+	r.hand(&r.outcomes, outs)
 	select {
 	case r.recordCh <- struct{}{}:
 	default:
@@ -357,6 +348,13 @@ func (r *Relay) giveBack(outs ...outcome) {
 		r.report(outs...)
 		return
 	}
+	r.hand(&r.givenBack, outs)
+	r.wake()
+}
+
+// hand marks the flights of outs reported and queues outs on q (a queue
+// of r.mu's).
+func (r *Relay) hand(q *[]outcome, outs []outcome) {
 	r.fl.mu.Lock()
 	for i := range outs {
 		if f, ok := r.fl.m[outs[i].m.ID]; ok {
@@ -365,9 +363,8 @@ func (r *Relay) giveBack(outs ...outcome) {
 	}
 	r.fl.mu.Unlock()
 	r.mu.Lock()
-	r.givenBack = append(r.givenBack, outs...)
+	*q = append(*q, outs...)
 	r.mu.Unlock()
-	r.wake()
 }
 
 // takeGivenBack returns and removes the leases waiting to be given back.
