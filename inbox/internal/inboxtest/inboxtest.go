@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/backstophq/backstop/clock"
+	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/inbox"
 	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/outbox"
@@ -166,6 +167,28 @@ func (e *Env) NewInbox(cfg inbox.Config) *inbox.Inbox {
 		e.T.Fatalf("inbox.New: %v", err)
 	}
 	return in
+}
+
+// RecordingInbox makes an inbox of the tests' Config whose handler of
+// order.created writes each message into the application's table.
+func (e *Env) RecordingInbox() *inbox.Inbox {
+	e.T.Helper()
+	in := e.NewInbox(e.Config())
+	in.Handle("order.created", e.Record)
+	return in
+}
+
+// CheckPoisoned fails the test unless the store holds one dead letter, a
+// poison message whose error contains errorHas.
+func (e *Env) CheckPoisoned(errorHas string) {
+	e.T.Helper()
+	entries, err := e.S.DLQ().List(e.Ctx, nil)
+	if err != nil || len(entries) != 1 {
+		e.T.Fatalf("dead letters: %d, %v; want 1", len(entries), err)
+	}
+	if d := entries[0]; d.Reason != errorhandling.ReasonPoisonMessage || !strings.Contains(d.ErrorMessage, errorHas) {
+		e.T.Errorf("dead letter reason %v, error %q", d.Reason, d.ErrorMessage)
+	}
 }
 
 func (e *Env) begin() store.Tx {
