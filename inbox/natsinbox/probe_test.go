@@ -2,7 +2,6 @@ package natsinbox
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -245,9 +244,7 @@ func TestStoreClosedWhileReceiving(t *testing.T) {
 	src.publish(t, e.Ctx, "before", "s")
 	stored := make(chan struct{}, 1)
 	r.afterStore = func(jetstream.Msg) { stored <- struct{}{} }
-	ctx, stop := context.WithCancel(e.Ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	stop := e.Start("Run", r.Run)
 	inboxtest.Await(t, e.Ctx, "the first message stored", stored, 1)
 	if err := e.S.Close(); err != nil {
 		t.Fatal(err)
@@ -255,9 +252,6 @@ func TestStoreClosedWhileReceiving(t *testing.T) {
 	src.publish(t, e.Ctx, "during", "s")
 	inboxtest.Await(t, e.Ctx, "two failed tries", failures, 2)
 	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
 
 	e2 := inboxtest.OpenEnv(t, k, e.Spec, e.Clk)
 	in2 := e2.RecordingInbox()

@@ -2,7 +2,6 @@ package rabbitinbox
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -238,9 +237,7 @@ func TestStoreClosedWhileReceiving(t *testing.T) {
 	}
 	stored := make(chan struct{}, 1)
 	r.afterStore = func(*amqp.Delivery) { stored <- struct{}{} }
-	ctx, stop := context.WithCancel(e.Ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	stop := e.Start("Run", r.Run)
 	publish(t, e.Ctx, ch, queue, "before", "s")
 	inboxtest.Await(t, e.Ctx, "before stored", stored, 1)
 	if err := e.S.Close(); err != nil {
@@ -249,9 +246,6 @@ func TestStoreClosedWhileReceiving(t *testing.T) {
 	publish(t, e.Ctx, ch, queue, "during", "s")
 	inboxtest.Await(t, e.Ctx, "two failed tries", refusals, 2)
 	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
 
 	e2 := inboxtest.OpenEnv(t, k, e.Spec, e.Clk)
 	in2 := e2.RecordingInbox()

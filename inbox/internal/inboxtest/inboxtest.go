@@ -1,6 +1,8 @@
 // Package inboxtest is what the tests of the inbox's receivers share: the
 // stores they run on (SQLite, PostgreSQL), an application table that
-// handlers write to, and a fake clock driven until an outcome holds.
+// handlers write to, a fake clock driven until an outcome holds, a proxy
+// that cuts a broker's or the store's connections, and the hostile
+// messages every source can carry.
 package inboxtest
 
 import (
@@ -258,23 +260,6 @@ func (e *Env) Record(ctx context.Context, tx store.Tx, msg *inbox.Message) error
 	_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (source_id, stream, attempt) VALUES ('%s', '%s', %d)`,
 		e.Table, strings.ReplaceAll(msg.ID, "'", "''"), strings.ReplaceAll(msg.Stream, "'", "''"), msg.Attempt))
 	return err
-}
-
-// Go runs fn in the background until the test ends, and fails the test
-// when fn returns an error.
-func (e *Env) Go(what string, fn func(ctx context.Context) error) {
-	ctx, cancel := context.WithCancel(e.Ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := fn(ctx); err != nil {
-			e.T.Errorf("%s: %v", what, err)
-		}
-	}()
-	e.T.Cleanup(func() {
-		cancel()
-		<-done
-	})
 }
 
 // WaitFor drives the fake clock a second at a time until cond holds: the
