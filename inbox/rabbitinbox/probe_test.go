@@ -36,7 +36,7 @@ func TestHostileMessages(t *testing.T) {
 		in := e.NewInbox(cfg)
 		var handled inboxtest.Tally
 		in.HandleFunc("order.created", handled.Handle)
-		publish := func(p amqp.Publishing) {
+		send := func(p amqp.Publishing) {
 			t.Helper()
 			if err := ch.PublishWithContext(e.Ctx, "", queue, false, false, p); err != nil {
 				t.Fatalf("publish %q: %v", p.MessageId, err)
@@ -56,22 +56,22 @@ func TestHostileMessages(t *testing.T) {
 			{MessageId: "big-body", Type: "order.created", Body: bytes.Repeat([]byte("x"), 4097)},
 		}...)
 		for _, p := range refused {
-			publish(p)
+			send(p)
 		}
 		kept := []string{
 			inboxtest.QuotedID,
 			strings.Repeat("m", 255), // the most a message-id (shortstr) holds
 			"odd-headers",
 		}
-		publish(amqp.Publishing{MessageId: kept[0], Type: "order.created", Body: []byte("{}")})
-		publish(amqp.Publishing{MessageId: kept[1], Type: "order.created"})
-		publish(amqp.Publishing{MessageId: kept[2], Type: "order.created", ContentType: "text/plain\x00",
+		send(amqp.Publishing{MessageId: kept[0], Type: "order.created", Body: []byte("{}")})
+		send(amqp.Publishing{MessageId: kept[1], Type: "order.created"})
+		send(amqp.Publishing{MessageId: kept[2], Type: "order.created", ContentType: "text/plain\x00",
 			Body: bytes.Repeat([]byte("y"), 4096), Headers: amqp.Table{
 				"x-nul": inboxtest.NULValue, "x-bad": inboxtest.BadUTF8, "x-big": inboxtest.HugeValue, "x ok": "space",
 				"X-Int": int32(7), "X-Table": amqp.Table{"a": "b"}, "X-Bytes": []byte("b"), "X-List": []any{"a", int64(1)},
 				"X-Time": time.Unix(0, 0), "X-Nil": nil, "X-Ok": "ok", "x-ok": "second spelling",
 			}})
-		publish(amqp.Publishing{MessageId: "last", Type: "order.created"})
+		send(amqp.Publishing{MessageId: "last", Type: "order.created"})
 
 		r, err := New(Config{Inbox: in, Conn: conn, Queue: queue, Logger: inboxtest.Quiet})
 		if err != nil {
