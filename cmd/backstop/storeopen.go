@@ -52,7 +52,10 @@ func checkTables(ctx context.Context, db, prefix string) error {
 	var ours, others int
 	switch {
 	case strings.HasPrefix(db, "sqlite:"):
-		file, uri := readOnlySQLite(strings.TrimPrefix(db, "sqlite:"))
+		// The store opens a plain PATH as a file name: the check must read
+		// that file, not the one its %, # or ? would name in a URI, or it
+		// passes another program's database.
+		file, uri := sqlite.ReadOnlyURI(strings.TrimPrefix(db, "sqlite:"))
 		if fi, err := os.Stat(file); err != nil || fi.Size() == 0 {
 			return nil // openStore creates it, or says why it cannot
 		}
@@ -85,24 +88,6 @@ func checkTables(ctx context.Context, db, prefix string) error {
 			"Run backstop migrate --db ... to add Backstop's tables to this database", redactDB(db), others, outbox, prefix)
 	}
 	return nil
-}
-
-// readOnlySQLite returns the file a --db sqlite:PATH names, and a URI that
-// opens it read-only. The store opens PATH as a plain file name unless it
-// begins with file: (a URI already), so a plain name's %, # and ? are
-// escaped: unescaped, "o#1.db" opened (and created) "o", and "o%41.db"
-// the missing "oA.db", and the check passed another program's database.
-func readOnlySQLite(path string) (file, uri string) {
-	if strings.HasPrefix(path, "file:") {
-		file = strings.TrimPrefix(path, "file:")
-		if u, err := url.Parse(path); err == nil {
-			if file = u.Path; file == "" {
-				file = u.Opaque
-			}
-		}
-		return file, path + "?mode=ro"
-	}
-	return path, "file:" + strings.NewReplacer("%", "%25", "#", "%23", "?", "%3F").Replace(path) + "?mode=ro"
 }
 
 // defaultConnectTimeout bounds a connection's set-up when the URL does not

@@ -20,7 +20,6 @@ import (
 	"github.com/backstophq/backstop/inbox/internal/inboxtest"
 	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/relay"
-	"github.com/backstophq/backstop/store"
 )
 
 // The crash test re-executes the test binary as a child that receives
@@ -85,15 +84,8 @@ func TestCrashBeforeAck(t *testing.T) {
 	inboxtest.ForEachStore(t, func(t *testing.T, k inboxtest.Kind) {
 		e := inboxtest.NewEnv(t, k)
 		src := newSource(t, e.Ctx, js, time.Second)
-		for _, id := range []string{"a", "b"} {
-			m := nats.NewMsg(src.prefix + ".order")
-			m.Header.Set(jetstream.MsgIDHeader, id)
-			m.Header.Set(HeaderType, "order.created")
-			m.Header.Set(HeaderStream, "order-1")
-			if _, err := js.PublishMsg(e.Ctx, m); err != nil {
-				t.Fatal(err)
-			}
-		}
+		src.publish(t, e.Ctx, "a", "order-1")
+		src.publish(t, e.Ctx, "b", "order-1")
 
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashEnv+"="+k.Name+"|"+e.Spec+"|"+src.stream)
@@ -129,10 +121,7 @@ func TestCrashBeforeAck(t *testing.T) {
 			t.Fatalf("%d inbox rows after the crash, want 1 (a, stored and not acknowledged)", n)
 		}
 
-		in := e.NewInbox(e.Config())
-		in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
-			return e.Record(ctx, tx, msg)
-		})
+		in := e.RecordingInbox()
 		r, err := New(Config{Inbox: in, Consumer: src.consumer, Logger: inboxtest.Quiet})
 		if err != nil {
 			t.Fatal(err)

@@ -1,20 +1,14 @@
 package natsinbox
 
 import (
-	"context"
-	"net/url"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/backstophq/backstop/inbox"
 	"github.com/backstophq/backstop/inbox/internal/inboxtest"
-	"github.com/backstophq/backstop/internal/testenv"
-	"github.com/backstophq/backstop/store"
-	"github.com/backstophq/backstop/store/postgres"
 )
 
 // TestStoreOutageDoesNotUseUpMaxDeliver takes the inbox's PostgreSQL
@@ -30,17 +24,7 @@ func TestStoreOutageDoesNotUseUpMaxDeliver(t *testing.T) {
 	t.Parallel()
 	_, js := connect(t)
 	e := inboxtest.NewEnv(t, inboxtest.Kinds[1])
-	u, err := url.Parse(testenv.PostgresURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := inboxtest.NewProxy(t, u.Host)
-	u.Host = p.Addr()
-	s, err := postgres.Open(e.Ctx, u.String(), inboxtest.StoreConfig(e.Clk), postgres.WithSchema(e.Spec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, p := e.StoreThroughProxy()
 	src := newSource(t, e.Ctx, js, 30*time.Second)
 	cons, err := js.CreateOrUpdateConsumer(e.Ctx, src.stream, jetstream.ConsumerConfig{Durable: "inbox",
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxAckPending: 1, MaxDeliver: 2})
@@ -51,9 +35,7 @@ func TestStoreOutageDoesNotUseUpMaxDeliver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
-		return e.Record(ctx, tx, msg)
-	})
+	in.Handle("order.created", e.Record)
 	log, failures := inboxtest.SignalOn("cannot store a received message")
 	r, err := New(Config{Inbox: in, Consumer: cons, Logger: log, NakDelay: 10 * time.Millisecond})
 	if err != nil {
@@ -61,22 +43,10 @@ func TestStoreOutageDoesNotUseUpMaxDeliver(t *testing.T) {
 	}
 	e.Go("receiver", r.Run)
 	p.Refuse()
-	m := nats.NewMsg(src.prefix + ".order")
-	m.Header.Set(jetstream.MsgIDHeader, "m1")
-	m.Header.Set(HeaderType, "order.created")
-	m.Header.Set(HeaderStream, "s")
-	if _, err := js.PublishMsg(e.Ctx, m); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.NewTimer(15 * time.Second)
-	defer deadline.Stop()
-	for range 3 {
-		select {
-		case <-failures:
-		case <-deadline.C:
-			info, err := cons.Info(e.Ctx)
-			t.Fatalf("the receiver stopped trying to store the message (consumer %+v, %v): JetStream gave up on it after MaxDeliver", info, err)
-		}
+	src.publish(t, e.Ctx, "m1", "s")
+	if !inboxtest.Within(15*time.Second, failures, 3) {
+		info, err := cons.Info(e.Ctx)
+		t.Fatalf("the receiver stopped trying to store the message (consumer %+v, %v): JetStream gave up on it after MaxDeliver", info, err)
 	}
 	p.Accept()
 	e.Go("inbox", in.Run)

@@ -2,12 +2,9 @@ package natsinbox
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,9 +13,6 @@ import (
 
 	"github.com/backstophq/backstop/inbox"
 	"github.com/backstophq/backstop/inbox/internal/inboxtest"
-	"github.com/backstophq/backstop/internal/testenv"
-	"github.com/backstophq/backstop/store"
-	"github.com/backstophq/backstop/store/postgres"
 )
 
 // TestHostileMessages publishes messages that no receiver should store
@@ -37,14 +31,8 @@ func TestHostileMessages(t *testing.T) {
 		cfg := e.Config()
 		cfg.Limits.MaxPayloadBytes = 4096
 		in := e.NewInbox(cfg)
-		var mu sync.Mutex
-		handled := map[string]int{}
-		in.HandleFunc("order.created", func(ctx context.Context, msg *inbox.Message) error {
-			mu.Lock()
-			defer mu.Unlock()
-			handled[msg.ID]++
-			return nil
-		})
+		var handled inboxtest.Tally
+		in.HandleFunc("order.created", handled.Handle)
 		publish := func(id, typ, stream string, payload []byte, hdr map[string]string) {
 			t.Helper()
 			m := nats.NewMsg(src.prefix + ".order")
@@ -63,23 +51,19 @@ func TestHostileMessages(t *testing.T) {
 				t.Fatalf("publish %q: %v", id, err)
 			}
 		}
-		refused := []struct{ id, typ, stream string }{
-			{"nul\x00id", "order.created", ""},
-			{"bad\xffutf8", "order.created", ""},
-			{"c1\u0085", "order.created", ""},
-			{"tab\tid", "order.created", ""},
-			{strings.Repeat("l", inbox.MaxIDLen+1), "order.created", ""},
-			{"bad-stream", "order.created", "s\x01"},
-			{"bad-stream-utf8", "order.created", "s\xc3"},
-			{"bad-type", "order\x00created", ""},
-			{"long-type", strings.Repeat("t", 1000), ""},
-		}
+		refused := append(slices.Clone(inboxtest.Refused), []inboxtest.Hostile{
+			{ID: "tab\tid", Type: "order.created"},
+			{ID: strings.Repeat("l", inbox.MaxIDLen+1), Type: "order.created"},
+			{ID: "bad-stream", Type: "order.created", Stream: "s\x01"},
+			{ID: "bad-stream-utf8", Type: "order.created", Stream: "s\xc3"},
+			{ID: "long-type", Type: strings.Repeat("t", 1000)},
+		}...)
 		for _, r := range refused {
-			publish(r.id, r.typ, r.stream, nil, nil)
+			publish(r.ID, r.Type, r.Stream, nil, nil)
 		}
 		publish("big-payload", "order.created", "", bytes.Repeat([]byte("x"), 4097), nil)
 		kept := []string{
-			"quote'; DROP TABLE handled; --",
+			inboxtest.QuotedID,
 			strings.Repeat("m", inbox.MaxIDLen),
 			"line\u2028sep",
 			"odd-headers",
@@ -88,7 +72,7 @@ func TestHostileMessages(t *testing.T) {
 			publish(id, "order.created", "s-1", []byte("{}"), nil)
 		}
 		publish("odd-headers", "order.created", "s-1", bytes.Repeat([]byte("y"), 4096), map[string]string{
-			"X-Nul": "a\x00b", "X-Bad": "\xff", "X-Big": strings.Repeat("v", 20000), "X-Ok": "ok",
+			"X-Nul": inboxtest.NULValue, "X-Bad": inboxtest.BadUTF8, "X-Big": inboxtest.HugeValue, "X-Ok": "ok",
 		})
 		publish("last", "order.created", "s-1", nil, nil)
 
@@ -98,26 +82,13 @@ func TestHostileMessages(t *testing.T) {
 		}
 		e.Go("receiver", r.Run)
 		e.Go("inbox", in.Run)
-		e.WaitFor("the last message handled", func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return handled["last"] == 1
-		})
+		e.WaitFor("the last message handled", func() bool { return handled.Of("last") == 1 })
 		e.WaitFor("the consumer to have nothing pending", func() bool {
 			info, err := src.consumer.Info(e.Ctx)
 			return err == nil && info.NumAckPending == 0 && info.NumPending == 0
 		})
 		e.WaitFor("every stored message handled", func() bool { return in.Relay().Stats().Delivered == int64(len(kept)+1) })
-		mu.Lock()
-		defer mu.Unlock()
-		for _, id := range append(kept, "last") {
-			if handled[id] != 1 {
-				t.Errorf("%.40q handled %d times, want 1", id, handled[id])
-			}
-		}
-		if len(handled) != len(kept)+1 {
-			t.Errorf("handled %d messages, want %d: %v", len(handled), len(kept)+1, handled)
-		}
+		handled.CheckOnce(t, append(kept, "last")...)
 		if n := e.Counter("backstop_inbox_rejected_total", "source", "nats"); n != len(refused)+1 {
 			t.Errorf("rejected_total = %d, want %d", n, len(refused)+1)
 		}
@@ -149,9 +120,7 @@ func TestTwoInstancesManyRedeliveries(t *testing.T) {
 				cfg.Metrics = e.Reg
 			}
 			in := e.NewInbox(cfg)
-			in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
-				return e.Record(ctx, tx, msg)
-			})
+			in.Handle("order.created", e.Record)
 			r, err := New(Config{Inbox: in, Consumer: c, Logger: inboxtest.Quiet, NakDelay: time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
@@ -167,13 +136,7 @@ func TestTwoInstancesManyRedeliveries(t *testing.T) {
 		var want []string
 		for i := range n {
 			id := fmt.Sprintf("m%02d", i)
-			m := nats.NewMsg(src.prefix + ".order")
-			m.Header.Set(jetstream.MsgIDHeader, id)
-			m.Header.Set(HeaderType, "order.created")
-			m.Header.Set(HeaderStream, fmt.Sprintf("s%d", i%4))
-			if _, err := js.PublishMsg(e.Ctx, m); err != nil {
-				t.Fatal(err)
-			}
+			src.publish(t, e.Ctx, id, fmt.Sprintf("s%d", i%4))
 			want = append(want, id+"@1")
 		}
 		e.WaitFor("both consumers drained", func() bool {
@@ -215,27 +178,14 @@ func TestTwoInstancesManyRedeliveries(t *testing.T) {
 func TestStoreConnectionCutWhileReceiving(t *testing.T) {
 	t.Parallel()
 	_, js := connect(t)
-	k := inboxtest.Kinds[1]
-	e := inboxtest.NewEnv(t, k)
-	u, err := url.Parse(testenv.PostgresURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := inboxtest.NewProxy(t, u.Host)
-	u.Host = p.Addr()
-	s, err := postgres.Open(e.Ctx, u.String(), inboxtest.StoreConfig(e.Clk), postgres.WithSchema(e.Spec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	e := inboxtest.NewEnv(t, inboxtest.Kinds[1])
+	s, p := e.StoreThroughProxy()
 	src := newSource(t, e.Ctx, js, 30*time.Second)
 	in, err := inbox.New(s, e.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
-	in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
-		return e.Record(ctx, tx, msg)
-	})
+	in.Handle("order.created", e.Record)
 	r, err := New(Config{Inbox: in, Consumer: src.consumer, Logger: inboxtest.Quiet, NakDelay: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -249,13 +199,7 @@ func TestStoreConnectionCutWhileReceiving(t *testing.T) {
 	var want []string
 	for i := range n {
 		id := fmt.Sprintf("m%02d", i)
-		m := nats.NewMsg(src.prefix + ".order")
-		m.Header.Set(jetstream.MsgIDHeader, id)
-		m.Header.Set(HeaderType, "order.created")
-		m.Header.Set(HeaderStream, "s")
-		if _, err := js.PublishMsg(e.Ctx, m); err != nil {
-			t.Fatal(err)
-		}
+		src.publish(t, e.Ctx, id, "s")
 		want = append(want, id)
 	}
 	e.Go("receiver", r.Run)
@@ -291,46 +235,26 @@ func TestStoreClosedWhileReceiving(t *testing.T) {
 	k := inboxtest.Kinds[0]
 	e := inboxtest.NewEnv(t, k)
 	src := newSource(t, e.Ctx, js, 30*time.Second)
-	publish := func(id string) {
-		t.Helper()
-		m := nats.NewMsg(src.prefix + ".order")
-		m.Header.Set(jetstream.MsgIDHeader, id)
-		m.Header.Set(HeaderType, "order.created")
-		m.Header.Set(HeaderStream, "s")
-		if _, err := js.PublishMsg(e.Ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
 	in := e.NewInbox(e.Config())
 	log, failures := inboxtest.SignalOn("cannot store a received message")
 	r, err := New(Config{Inbox: in, Consumer: src.consumer, Logger: log, NakDelay: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	publish("before")
+	src.publish(t, e.Ctx, "before", "s")
 	stored := make(chan struct{}, 1)
 	r.afterStore = func(jetstream.Msg) { stored <- struct{}{} }
-	ctx, stop := context.WithCancel(e.Ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	waitSignal(t, e.Ctx, stored)
+	stop := e.Start("Run", r.Run)
+	inboxtest.Await(t, e.Ctx, "the first message stored", stored, 1)
 	if err := e.S.Close(); err != nil {
 		t.Fatal(err)
 	}
-	publish("during")
-	for range 2 {
-		waitSignal(t, e.Ctx, failures)
-	}
+	src.publish(t, e.Ctx, "during", "s")
+	inboxtest.Await(t, e.Ctx, "two failed tries", failures, 2)
 	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
 
 	e2 := inboxtest.OpenEnv(t, k, e.Spec, e.Clk)
-	in2 := e2.NewInbox(e2.Config())
-	in2.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
-		return e2.Record(ctx, tx, msg)
-	})
+	in2 := e2.RecordingInbox()
 	cons, err := js.Consumer(e.Ctx, src.stream, "inbox")
 	if err != nil {
 		t.Fatal(err)

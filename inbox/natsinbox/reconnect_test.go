@@ -14,7 +14,6 @@ import (
 	"github.com/backstophq/backstop/inbox"
 	"github.com/backstophq/backstop/inbox/internal/inboxtest"
 	"github.com/backstophq/backstop/internal/testenv"
-	"github.com/backstophq/backstop/store"
 )
 
 // TestReconnect cuts the receiver's NATS connection once after it stored
@@ -34,20 +33,11 @@ func TestReconnect(t *testing.T) {
 		// An ack lost with the connection holds the consumer (one message
 		// in flight) until JetStream delivers the message again: AckWait.
 		src := newSource(t, e.Ctx, js, 2*time.Second)
-		in := e.NewInbox(e.Config())
-		in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
-			return e.Record(ctx, tx, msg)
-		})
+		in := e.RecordingInbox()
 		var want []string
 		publish := func(id string) {
 			t.Helper()
-			m := nats.NewMsg(src.prefix + ".order.created")
-			m.Header.Set(jetstream.MsgIDHeader, id)
-			m.Header.Set(HeaderType, "order.created")
-			m.Header.Set(HeaderStream, "order-1")
-			if _, err := js.PublishMsg(e.Ctx, m); err != nil {
-				t.Fatal(err)
-			}
+			src.publish(t, e.Ctx, id, "order-1")
 			want = append(want, id+"@1")
 		}
 
@@ -83,10 +73,10 @@ func TestReconnect(t *testing.T) {
 		e.Go("receiver", r.Run)
 		e.Go("inbox", in.Run)
 		e.WaitFor("three handled", func() bool { return in.Relay().Stats().Delivered == 3 })
-		waitSignal(t, e.Ctx, reconnected)
+		inboxtest.Await(t, e.Ctx, "a reconnect", reconnected, 1)
 
 		p.Cut() // while idle
-		waitSignal(t, e.Ctx, reconnected)
+		inboxtest.Await(t, e.Ctx, "a reconnect", reconnected, 1)
 		publish("m3")
 		e.WaitFor("m3 handled", func() bool { return in.Relay().Stats().Delivered == 4 })
 		if got := e.Handled()["order-1"]; !slices.Equal(got, want) {
@@ -96,15 +86,6 @@ func TestReconnect(t *testing.T) {
 			t.Errorf("received_total = %d, want 4", n)
 		}
 	})
-}
-
-func waitSignal(t *testing.T, ctx context.Context, c <-chan struct{}) {
-	t.Helper()
-	select {
-	case <-c:
-	case <-ctx.Done():
-		t.Fatalf("waiting for a reconnect: %v", ctx.Err())
-	}
 }
 
 // TestConsumerDeletedUnderTheReceiver: an operator deletes the durable
@@ -121,7 +102,7 @@ func TestConsumerDeletedUnderTheReceiver(t *testing.T) {
 		if err := js.DeleteConsumer(e.Ctx, src.stream, "inbox"); err != nil {
 			t.Fatal(err)
 		}
-		waitSignal(t, e.Ctx, retries)
+		inboxtest.Await(t, e.Ctx, "the receiver to retry", retries, 1)
 		publish("m1")
 		// The operator puts the consumer back, from m1 on.
 		if _, err := js.CreateOrUpdateConsumer(e.Ctx, src.stream, jetstream.ConsumerConfig{Durable: "inbox",
@@ -150,7 +131,7 @@ func TestStreamDeletedAndCreatedAgain(t *testing.T) {
 		if err := js.DeleteStream(e.Ctx, src.stream); err != nil {
 			t.Fatal(err)
 		}
-		waitSignal(t, e.Ctx, retries)
+		inboxtest.Await(t, e.Ctx, "the receiver to retry", retries, 1)
 		createAgain(t, e.Ctx, js, src)
 		// The new stream numbers from 1 again; m0's id is already in the
 		// inbox, so publishing it again must not handle it twice.
@@ -178,7 +159,7 @@ func TestStreamCreatedAgainWithoutMessageIDs(t *testing.T) {
 		if err := js.DeleteStream(e.Ctx, src.stream); err != nil {
 			t.Fatal(err)
 		}
-		waitSignal(t, e.Ctx, retries)
+		inboxtest.Await(t, e.Ctx, "the receiver to retry", retries, 1)
 		createAgain(t, e.Ctx, js, src)
 		publish("") // sequence 1 of the new stream
 		publish("") // sequence 2, as the old second message
@@ -221,21 +202,10 @@ func startResuming(t *testing.T, k inboxtest.Kind, js jetstream.JetStream) *resu
 	t.Helper()
 	e := inboxtest.NewEnv(t, k)
 	src := newSource(t, e.Ctx, js, 2*time.Second)
-	in := e.NewInbox(e.Config())
-	in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
-		return e.Record(ctx, tx, msg)
-	})
+	in := e.RecordingInbox()
 	publish := func(id string) {
 		t.Helper()
-		m := nats.NewMsg(src.prefix + ".order.created")
-		if id != "" { // else the receiver makes one of the stream, its sequence and time
-			m.Header.Set(jetstream.MsgIDHeader, id)
-		}
-		m.Header.Set(HeaderType, "order.created")
-		m.Header.Set(HeaderStream, "order-1")
-		if _, err := js.PublishMsg(e.Ctx, m); err != nil {
-			t.Fatal(err)
-		}
+		src.publish(t, e.Ctx, id, "order-1")
 	}
 	r, err := New(Config{Inbox: in, Consumer: src.consumer, Logger: inboxtest.Quiet,
 		RetryDelay: 5 * time.Millisecond, MaxRetryDelay: 50 * time.Millisecond})

@@ -6,12 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/backstophq/backstop/inbox"
 	"github.com/backstophq/backstop/inbox/internal/inboxtest"
-	"github.com/backstophq/backstop/store"
 )
 
 // TestShutdownGivesBackWhatItHolds stops a receiver while it stores one
@@ -33,16 +30,6 @@ func TestShutdownGivesBackWhatItHolds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		publish := func(id string) {
-			t.Helper()
-			m := nats.NewMsg(src.prefix + ".order")
-			m.Header.Set(jetstream.MsgIDHeader, id)
-			m.Header.Set(HeaderType, "order.created")
-			m.Header.Set(HeaderStream, "s")
-			if _, err := js.PublishMsg(e.Ctx, m); err != nil {
-				t.Fatal(err)
-			}
-		}
 		in := e.NewInbox(e.Config())
 		r, err := New(Config{Inbox: in, Consumer: cons, Logger: inboxtest.Quiet})
 		if err != nil {
@@ -56,9 +43,9 @@ func TestShutdownGivesBackWhatItHolds(t *testing.T) {
 		ctx, stop := context.WithCancel(e.Ctx)
 		done := make(chan error, 1)
 		go func() { done <- r.Run(ctx) }()
-		publish("m1")
-		waitSignal(t, e.Ctx, stored)
-		publish("m2")
+		src.publish(t, e.Ctx, "m1", "s")
+		inboxtest.Await(t, e.Ctx, "m1 stored", stored, 1)
+		src.publish(t, e.Ctx, "m2", "s")
 		e.WaitFor("m2 delivered to the receiver", func() bool {
 			info, err := cons.Info(e.Ctx)
 			return err == nil && info.NumAckPending == 2
@@ -68,9 +55,7 @@ func TestShutdownGivesBackWhatItHolds(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatalf("Run: %v", err)
 		}
-		in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
-			return e.Record(ctx, tx, msg)
-		})
+		in.Handle("order.created", e.Record)
 		r2, err := New(Config{Inbox: in, Consumer: cons, Logger: inboxtest.Quiet})
 		if err != nil {
 			t.Fatal(err)

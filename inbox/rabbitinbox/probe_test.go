@@ -2,7 +2,6 @@ package rabbitinbox
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -17,7 +16,6 @@ import (
 	"github.com/backstophq/backstop/inbox"
 	"github.com/backstophq/backstop/inbox/internal/inboxtest"
 	"github.com/backstophq/backstop/internal/testenv"
-	"github.com/backstophq/backstop/store"
 )
 
 // TestHostileMessages publishes deliveries no receiver should store (no
@@ -36,47 +34,44 @@ func TestHostileMessages(t *testing.T) {
 		cfg := e.Config()
 		cfg.Limits.MaxPayloadBytes = 4096
 		in := e.NewInbox(cfg)
-		var mu sync.Mutex
-		handled := map[string]int{}
-		in.HandleFunc("order.created", func(ctx context.Context, msg *inbox.Message) error {
-			mu.Lock()
-			defer mu.Unlock()
-			handled[msg.ID]++
-			return nil
-		})
-		publish := func(p amqp.Publishing) {
+		var handled inboxtest.Tally
+		in.HandleFunc("order.created", handled.Handle)
+		send := func(p amqp.Publishing) {
 			t.Helper()
 			if err := ch.PublishWithContext(e.Ctx, "", queue, false, false, p); err != nil {
 				t.Fatalf("publish %q: %v", p.MessageId, err)
 			}
 		}
-		refused := []amqp.Publishing{
-			{Type: "order.created"},
-			{MessageId: "nul\x00id", Type: "order.created"},
-			{MessageId: "bad\xffutf8", Type: "order.created"},
-			{MessageId: "c1\u0085", Type: "order.created"},
-			{MessageId: "bad-type", Type: "order\x00created"},
+		refused := []amqp.Publishing{{Type: "order.created"}}
+		for _, h := range inboxtest.Refused {
+			p := amqp.Publishing{MessageId: h.ID, Type: h.Type}
+			if h.Stream != "" {
+				p.Headers = amqp.Table{HeaderStream: h.Stream}
+			}
+			refused = append(refused, p)
+		}
+		refused = append(refused, []amqp.Publishing{
 			{MessageId: "bad-stream", Type: "order.created", Headers: amqp.Table{HeaderStream: "s\n1"}},
 			{MessageId: "long-stream", Type: "order.created", Headers: amqp.Table{HeaderStream: strings.Repeat("s", 300)}},
 			{MessageId: "big-body", Type: "order.created", Body: bytes.Repeat([]byte("x"), 4097)},
-		}
+		}...)
 		for _, p := range refused {
-			publish(p)
+			send(p)
 		}
 		kept := []string{
-			"quote'; DROP TABLE handled; --",
+			inboxtest.QuotedID,
 			strings.Repeat("m", 255), // the most a message-id (shortstr) holds
 			"odd-headers",
 		}
-		publish(amqp.Publishing{MessageId: kept[0], Type: "order.created", Body: []byte("{}")})
-		publish(amqp.Publishing{MessageId: kept[1], Type: "order.created"})
-		publish(amqp.Publishing{MessageId: kept[2], Type: "order.created", ContentType: "text/plain\x00",
+		send(amqp.Publishing{MessageId: kept[0], Type: "order.created", Body: []byte("{}")})
+		send(amqp.Publishing{MessageId: kept[1], Type: "order.created"})
+		send(amqp.Publishing{MessageId: kept[2], Type: "order.created", ContentType: "text/plain\x00",
 			Body: bytes.Repeat([]byte("y"), 4096), Headers: amqp.Table{
-				"x-nul": "a\x00b", "x-bad": "\xff", "x-big": strings.Repeat("v", 20000), "x ok": "space",
+				"x-nul": inboxtest.NULValue, "x-bad": inboxtest.BadUTF8, "x-big": inboxtest.HugeValue, "x ok": "space",
 				"X-Int": int32(7), "X-Table": amqp.Table{"a": "b"}, "X-Bytes": []byte("b"), "X-List": []any{"a", int64(1)},
 				"X-Time": time.Unix(0, 0), "X-Nil": nil, "X-Ok": "ok", "x-ok": "second spelling",
 			}})
-		publish(amqp.Publishing{MessageId: "last", Type: "order.created"})
+		send(amqp.Publishing{MessageId: "last", Type: "order.created"})
 
 		r, err := New(Config{Inbox: in, Conn: conn, Queue: queue, Logger: inboxtest.Quiet})
 		if err != nil {
@@ -89,16 +84,7 @@ func TestHostileMessages(t *testing.T) {
 			q, err := ch.QueueDeclarePassive(queue, false, false, false, false, nil)
 			return err == nil && q.Messages == 0
 		})
-		mu.Lock()
-		defer mu.Unlock()
-		for _, id := range append(kept, "last") {
-			if handled[id] != 1 {
-				t.Errorf("%.40q handled %d times, want 1", id, handled[id])
-			}
-		}
-		if len(handled) != len(kept)+1 {
-			t.Errorf("handled %d messages, want %d: %v", len(handled), len(kept)+1, handled)
-		}
+		handled.CheckOnce(t, append(kept, "last")...)
 		if n := e.Counter("backstop_inbox_rejected_total", "source", "amqp"); n != len(refused) {
 			t.Errorf("rejected_total = %d, want %d", n, len(refused))
 		}
@@ -123,9 +109,7 @@ func TestTwoInstancesManyRedeliveries(t *testing.T) {
 			cfg := e.Config()
 			cfg.Metrics = nil
 			in := e.NewInbox(cfg)
-			in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
-				return e.Record(ctx, tx, msg)
-			})
+			in.Handle("order.created", e.Record)
 			r, err := New(Config{Inbox: in, URL: testenv.AMQPURL(), Queue: queue, Prefetch: 4,
 				Logger: inboxtest.Quiet, RetryDelay: time.Millisecond})
 			if err != nil {
@@ -188,10 +172,7 @@ func TestConnectionClosedByTheBroker(t *testing.T) {
 	k := inboxtest.Kinds[0]
 	e := inboxtest.NewEnv(t, k)
 	queue, ch := newQueue(t, admin)
-	in := e.NewInbox(e.Config())
-	in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
-		return e.Record(ctx, tx, msg)
-	})
+	in := e.RecordingInbox()
 	name := "inboxtest-" + queue
 	r, err := New(Config{Inbox: in, URL: testenv.AMQPURL(), Queue: queue, Logger: inboxtest.Quiet,
 		AMQP: amqp.Config{Properties: amqp.Table{"connection_name": name}}, ReconnectDelay: 10 * time.Millisecond})
@@ -221,20 +202,13 @@ func TestConnectionClosedByTheBroker(t *testing.T) {
 			closeConn()
 		}
 	}
-	publish := func(id string) {
-		t.Helper()
-		if err := ch.PublishWithContext(e.Ctx, "", queue, false, false, amqp.Publishing{MessageId: id,
-			Type: "order.created", Headers: amqp.Table{HeaderStream: "s"}}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for i := range 3 {
-		publish(fmt.Sprintf("m%d", i))
+		publish(t, e.Ctx, ch, queue, fmt.Sprintf("m%d", i), "s")
 	}
 	e.Go("receiver", r.Run)
 	e.Go("inbox", in.Run)
-	waitSessions(t, e.Ctx, sessions, 2)
-	publish("m3")
+	inboxtest.Await(t, e.Ctx, "a session", sessions, 2)
+	publish(t, e.Ctx, ch, queue, "m3", "s")
 	e.WaitFor("four handled", func() bool { return in.Relay().Stats().Delivered == 4 })
 	if got := e.Handled()["s"]; !slices.Equal(got, []string{"m0@1", "m1@1", "m2@1", "m3@1"}) {
 		t.Errorf("handled %v, want m0 to m3, once each", got)
@@ -255,13 +229,6 @@ func TestStoreClosedWhileReceiving(t *testing.T) {
 	k := inboxtest.Kinds[0]
 	e := inboxtest.NewEnv(t, k)
 	queue, ch := newQueue(t, conn)
-	publish := func(id string) {
-		t.Helper()
-		if err := ch.PublishWithContext(e.Ctx, "", queue, false, false, amqp.Publishing{MessageId: id,
-			Type: "order.created", Headers: amqp.Table{HeaderStream: "s"}}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	in := e.NewInbox(e.Config())
 	log, refusals := inboxtest.SignalOn("cannot store a received message")
 	r, err := New(Config{Inbox: in, URL: testenv.AMQPURL(), Queue: queue, Logger: log, RetryDelay: 5 * time.Millisecond})
@@ -270,37 +237,18 @@ func TestStoreClosedWhileReceiving(t *testing.T) {
 	}
 	stored := make(chan struct{}, 1)
 	r.afterStore = func(*amqp.Delivery) { stored <- struct{}{} }
-	ctx, stop := context.WithCancel(e.Ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	publish("before")
-	select {
-	case <-stored:
-	case <-e.Ctx.Done():
-		t.Fatal(e.Ctx.Err())
-	}
+	stop := e.Start("Run", r.Run)
+	publish(t, e.Ctx, ch, queue, "before", "s")
+	inboxtest.Await(t, e.Ctx, "before stored", stored, 1)
 	if err := e.S.Close(); err != nil {
 		t.Fatal(err)
 	}
-	publish("during")
-	// Two failed tries.
-	for range 2 {
-		select {
-		case <-refusals:
-		case <-e.Ctx.Done():
-			t.Fatal(e.Ctx.Err())
-		}
-	}
+	publish(t, e.Ctx, ch, queue, "during", "s")
+	inboxtest.Await(t, e.Ctx, "two failed tries", refusals, 2)
 	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
 
 	e2 := inboxtest.OpenEnv(t, k, e.Spec, e.Clk)
-	in2 := e2.NewInbox(e2.Config())
-	in2.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
-		return e2.Record(ctx, tx, msg)
-	})
+	in2 := e2.RecordingInbox()
 	r2, err := New(Config{Inbox: in2, Conn: conn, Queue: queue, Logger: inboxtest.Quiet})
 	if err != nil {
 		t.Fatal(err)

@@ -35,13 +35,20 @@ func connect(t *testing.T) *amqp.Connection {
 // newQueue declares a queue of the test's own, deleted when it ends.
 func newQueue(t *testing.T, conn *amqp.Connection) (string, *amqp.Channel) {
 	t.Helper()
+	return declareQueue(t, conn, false, nil)
+}
+
+// declareQueue declares a queue of the test's own with args (a quorum
+// queue's must be durable), deleted when the test ends.
+func declareQueue(t *testing.T, conn *amqp.Connection, durable bool, args amqp.Table) (string, *amqp.Channel) {
+	t.Helper()
 	ch, err := conn.Channel()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ch.Close() })
 	name := "inboxtest_" + strings.ReplaceAll(uuid.NewString(), "-", "")
-	if _, err := ch.QueueDeclare(name, false, false, false, false, nil); err != nil {
+	if _, err := ch.QueueDeclare(name, durable, false, false, false, args); err != nil {
 		t.Fatalf("declare queue: %v", err)
 	}
 	t.Cleanup(func() {
@@ -51,6 +58,16 @@ func newQueue(t *testing.T, conn *amqp.Connection) (string, *amqp.Channel) {
 		}
 	})
 	return name, ch
+}
+
+// publish sends an order.created message of stream to queue, with the
+// message-id id.
+func publish(t *testing.T, ctx context.Context, ch *amqp.Channel, queue, id, stream string) {
+	t.Helper()
+	if err := ch.PublishWithContext(ctx, "", queue, false, false, amqp.Publishing{MessageId: id, Type: "order.created",
+		Headers: amqp.Table{HeaderStream: stream}, Body: []byte("{}")}); err != nil {
+		t.Fatalf("publish %q: %v", id, err)
+	}
 }
 
 // TestReceiveOnce publishes through Backstop's RabbitMQ transport, forces
@@ -142,13 +159,7 @@ func TestReceiveOnce(t *testing.T) {
 		if n := e.Counter("backstop_inbox_rejected_total", "source", "amqp"); n != 1 {
 			t.Errorf("rejected_total = %d, want 1", n)
 		}
-		entries, err := e.S.DLQ().List(e.Ctx, nil)
-		if err != nil || len(entries) != 1 {
-			t.Fatalf("dead letters: %d, %v; want 1", len(entries), err)
-		}
-		if d := entries[0]; d.Reason != errorhandling.ReasonPoisonMessage || !strings.Contains(d.ErrorMessage, "has no lines") {
-			t.Errorf("dead letter reason %v, error %q", d.Reason, d.ErrorMessage)
-		}
+		e.CheckPoisoned("has no lines")
 		q, err := ch.QueueDeclarePassive(queue, false, false, false, false, nil)
 		if err != nil || q.Messages != 0 {
 			t.Errorf("queue holds %d ready messages (%v), want 0", q.Messages, err)
@@ -166,16 +177,9 @@ func TestConnectionLostBeforeAck(t *testing.T) {
 	inboxtest.ForEachStore(t, func(t *testing.T, k inboxtest.Kind) {
 		e := inboxtest.NewEnv(t, k)
 		queue, ch := newQueue(t, admin)
-		in := e.NewInbox(e.Config())
-		in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
-			return e.Record(ctx, tx, msg)
-		})
-		for _, id := range []string{"a", "b"} {
-			if err := ch.PublishWithContext(e.Ctx, "", queue, false, false, amqp.Publishing{MessageId: id, Type: "order.created",
-				Headers: amqp.Table{HeaderStream: "order-1"}, Body: []byte("{}")}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		in := e.RecordingInbox()
+		publish(t, e.Ctx, ch, queue, "a", "order-1")
+		publish(t, e.Ctx, ch, queue, "b", "order-1")
 		first := connect(t)
 		r, err := New(Config{Inbox: in, Conn: first, Queue: queue, Logger: inboxtest.Quiet})
 		if err != nil {

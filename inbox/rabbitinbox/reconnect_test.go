@@ -1,7 +1,6 @@
 package rabbitinbox
 
 import (
-	"context"
 	"fmt"
 	"net/url"
 	"slices"
@@ -10,10 +9,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/backstophq/backstop/inbox"
 	"github.com/backstophq/backstop/inbox/internal/inboxtest"
 	"github.com/backstophq/backstop/internal/testenv"
-	"github.com/backstophq/backstop/store"
 )
 
 // TestReconnect cuts the receiver's connection twice after it stored a
@@ -31,21 +28,11 @@ func TestReconnect(t *testing.T) {
 	inboxtest.ForEachStore(t, func(t *testing.T, k inboxtest.Kind) {
 		e := inboxtest.NewEnv(t, k)
 		queue, ch := newQueue(t, admin)
-		in := e.NewInbox(e.Config())
-		in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
-			return e.Record(ctx, tx, msg)
-		})
-		publish := func(id string) {
-			t.Helper()
-			if err := ch.PublishWithContext(e.Ctx, "", queue, false, false, amqp.Publishing{MessageId: id, Type: "order.created",
-				Headers: amqp.Table{HeaderStream: "order-1"}, Body: []byte("{}")}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		in := e.RecordingInbox()
 		var want []string
 		for i := range 6 {
 			id := fmt.Sprintf("m%d", i)
-			publish(id)
+			publish(t, e.Ctx, ch, queue, id, "order-1")
 			want = append(want, id+"@1")
 		}
 
@@ -71,10 +58,10 @@ func TestReconnect(t *testing.T) {
 		e.WaitFor("six handled", func() bool { return in.Relay().Stats().Delivered == 6 })
 
 		// Cut while idle: the receiver consumes again and takes m6.
-		waitSessions(t, e.Ctx, sessions, 3)
+		inboxtest.Await(t, e.Ctx, "a session", sessions, 3)
 		p.Cut()
-		waitSessions(t, e.Ctx, sessions, 1)
-		publish("m6")
+		inboxtest.Await(t, e.Ctx, "a session", sessions, 1)
+		publish(t, e.Ctx, ch, queue, "m6", "order-1")
 		want = append(want, "m6@1")
 		e.WaitFor("m6 handled", func() bool { return in.Relay().Stats().Delivered == 7 })
 
@@ -94,18 +81,6 @@ func TestReconnect(t *testing.T) {
 			t.Errorf("queue holds %d ready messages (%v), want 0", q.Messages, err)
 		}
 	})
-}
-
-// waitSessions waits until n more sessions have started consuming.
-func waitSessions(t *testing.T, ctx context.Context, sessions <-chan struct{}, n int) {
-	t.Helper()
-	for i := range n {
-		select {
-		case <-sessions:
-		case <-ctx.Done():
-			t.Fatalf("waited for session %d of %d: %v", i+1, n, ctx.Err())
-		}
-	}
 }
 
 // TestFirstSessionFails: a receiver whose queue does not exist fails at
@@ -136,17 +111,7 @@ func TestConsumerCancelledByTheBroker(t *testing.T) {
 	inboxtest.ForEachStore(t, func(t *testing.T, k inboxtest.Kind) {
 		e := inboxtest.NewEnv(t, k)
 		queue, ch := newQueue(t, admin)
-		in := e.NewInbox(e.Config())
-		in.Handle("order.created", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
-			return e.Record(ctx, tx, msg)
-		})
-		publish := func(id string) {
-			t.Helper()
-			if err := ch.PublishWithContext(e.Ctx, "", queue, false, false, amqp.Publishing{MessageId: id, Type: "order.created",
-				Headers: amqp.Table{HeaderStream: "order-1"}, Body: []byte("{}")}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		in := e.RecordingInbox()
 		r, err := New(Config{Inbox: in, URL: testenv.AMQPURL(), Queue: queue, Logger: inboxtest.Quiet,
 			ReconnectDelay: 5 * time.Millisecond, MaxReconnectDelay: 50 * time.Millisecond})
 		if err != nil {
@@ -163,20 +128,20 @@ func TestConsumerCancelledByTheBroker(t *testing.T) {
 		}
 		e.Go("receiver", r.Run)
 		e.Go("inbox", in.Run)
-		waitSessions(t, e.Ctx, sessions, 1)
-		publish("m1")
+		inboxtest.Await(t, e.Ctx, "a session", sessions, 1)
+		publish(t, e.Ctx, ch, queue, "m1", "order-1")
 		e.WaitFor("m1 handled", func() bool { return in.Relay().Stats().Delivered == 1 })
 
 		if _, err := ch.QueueDelete(queue, false, false, false); err != nil {
 			t.Fatal(err)
 		}
 		// The receiver tries again while the queue is missing.
-		waitSessions(t, e.Ctx, retries, 1)
+		inboxtest.Await(t, e.Ctx, "a retry", retries, 1)
 		if _, err := ch.QueueDeclare(queue, false, false, false, false, nil); err != nil {
 			t.Fatal(err)
 		}
-		waitSessions(t, e.Ctx, sessions, 1)
-		publish("m2")
+		inboxtest.Await(t, e.Ctx, "a session", sessions, 1)
+		publish(t, e.Ctx, ch, queue, "m2", "order-1")
 		e.WaitFor("m2 handled", func() bool { return in.Relay().Stats().Delivered == 2 })
 		if got := e.Handled()["order-1"]; !slices.Equal(got, []string{"m1@1", "m2@1"}) {
 			t.Errorf("handled %v, want m1 then m2, once each", got)

@@ -23,7 +23,8 @@ import (
 // only while nothing writes it: no -wal file beside it says no process has
 // it open.
 func (s *Store) openReadOnly(ctx context.Context, path, params string) (*Store, error) {
-	uri := readOnlyURI(path) + "&" + params + "&_pragma=query_only(1)"
+	_, uri := ReadOnlyURI(path)
+	uri += "&" + params + "&_pragma=query_only(1)"
 	open := func(uri string) error {
 		db, err := sql.Open("sqlite", uri)
 		if err != nil {
@@ -93,12 +94,19 @@ func (s *Store) checkSchema(ctx context.Context, path string) error {
 	return nil
 }
 
-// readOnlyURI is a URI that opens path read-only. Open takes path as a
-// file name unless it begins with file: (a URI already), so a plain name's
-// %, # and ? are escaped.
-func readOnlyURI(path string) string {
+// ReadOnlyURI returns the file path names and a URI that opens it
+// read-only. Open takes path as a file name unless it begins with file:
+// (a URI already), so a plain name's %, # and ? are escaped: unescaped,
+// "o#1.db" opens (and creates) "o", and "o%41.db" the missing "oA.db".
+func ReadOnlyURI(path string) (file, uri string) {
 	if strings.HasPrefix(path, "file:") {
-		return path + "?mode=ro"
+		file = strings.TrimPrefix(path, "file:")
+		if u, err := url.Parse(path); err == nil {
+			if file = u.Path; file == "" {
+				file = u.Opaque
+			}
+		}
+		return file, path + "?mode=ro"
 	}
-	return "file:" + strings.NewReplacer("%", "%25", "#", "%23", "?", "%3F").Replace(path) + "?mode=ro"
+	return path, "file:" + strings.NewReplacer("%", "%25", "#", "%23", "?", "%3F").Replace(path) + "?mode=ro"
 }

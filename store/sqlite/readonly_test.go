@@ -105,3 +105,21 @@ func TestReadOnlyRefusesAnOldSchema(t *testing.T) {
 		t.Fatal("ReadOnly opened a database with no Backstop tables")
 	}
 }
+
+// TestReadOnlyURI: a plain name's %, # and ? are escaped, so the URI
+// names the file Open would; a file: URI is kept, and its file is its
+// path.
+func TestReadOnlyURI(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ path, file, uri string }{
+		{"plain.db", "plain.db", "file:plain.db?mode=ro"},
+		{"o#1.db", "o#1.db", "file:o%231.db?mode=ro"},
+		{"o%41.db", "o%41.db", "file:o%2541.db?mode=ro"},
+		{"a?b.db", "a?b.db", "file:a%3Fb.db?mode=ro"},
+		{"file:/tmp/o.db", "/tmp/o.db", "file:/tmp/o.db?mode=ro"},
+	} {
+		if file, uri := ReadOnlyURI(c.path); file != c.file || uri != c.uri {
+			t.Errorf("ReadOnlyURI(%q) = %q, %q; want %q, %q", c.path, file, uri, c.file, c.uri)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 // Package inboxtest is what the tests of the inbox's receivers share: the
 // stores they run on (SQLite, PostgreSQL), an application table that
-// handlers write to, and a fake clock driven until an outcome holds.
+// handlers write to, a fake clock driven until an outcome holds, a proxy
+// that cuts a broker's or the store's connections, and the hostile
+// messages every source can carry.
 package inboxtest
 
 import (
@@ -16,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/backstophq/backstop/clock"
+	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/inbox"
 	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/outbox"
@@ -168,6 +171,28 @@ func (e *Env) NewInbox(cfg inbox.Config) *inbox.Inbox {
 	return in
 }
 
+// RecordingInbox makes an inbox of the tests' Config whose handler of
+// order.created writes each message into the application's table.
+func (e *Env) RecordingInbox() *inbox.Inbox {
+	e.T.Helper()
+	in := e.NewInbox(e.Config())
+	in.Handle("order.created", e.Record)
+	return in
+}
+
+// CheckPoisoned fails the test unless the store holds one dead letter, a
+// poison message whose error contains errorHas.
+func (e *Env) CheckPoisoned(errorHas string) {
+	e.T.Helper()
+	entries, err := e.S.DLQ().List(e.Ctx, nil)
+	if err != nil || len(entries) != 1 {
+		e.T.Fatalf("dead letters: %d, %v; want 1", len(entries), err)
+	}
+	if d := entries[0]; d.Reason != errorhandling.ReasonPoisonMessage || !strings.Contains(d.ErrorMessage, errorHas) {
+		e.T.Errorf("dead letter reason %v, error %q", d.Reason, d.ErrorMessage)
+	}
+}
+
 func (e *Env) begin() store.Tx {
 	e.T.Helper()
 	tx, err := e.S.(store.Inbox).BeginTx(e.Ctx)
@@ -235,23 +260,6 @@ func (e *Env) Record(ctx context.Context, tx store.Tx, msg *inbox.Message) error
 	_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (source_id, stream, attempt) VALUES ('%s', '%s', %d)`,
 		e.Table, strings.ReplaceAll(msg.ID, "'", "''"), strings.ReplaceAll(msg.Stream, "'", "''"), msg.Attempt))
 	return err
-}
-
-// Go runs fn in the background until the test ends, and fails the test
-// when fn returns an error.
-func (e *Env) Go(what string, fn func(ctx context.Context) error) {
-	ctx, cancel := context.WithCancel(e.Ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := fn(ctx); err != nil {
-			e.T.Errorf("%s: %v", what, err)
-		}
-	}()
-	e.T.Cleanup(func() {
-		cancel()
-		<-done
-	})
 }
 
 // WaitFor drives the fake clock a second at a time until cond holds: the

@@ -3,8 +3,13 @@ package inboxtest
 import (
 	"io"
 	"net"
+	"net/url"
 	"sync"
 	"testing"
+
+	"github.com/backstophq/backstop/internal/testenv"
+	"github.com/backstophq/backstop/store"
+	"github.com/backstophq/backstop/store/postgres"
 )
 
 // Proxy is a TCP proxy to a test server (a broker) whose connections the
@@ -92,4 +97,26 @@ func (p *Proxy) Accept() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.refusing = false
+}
+
+// StoreThroughProxy opens e's PostgreSQL schema a second time, through a
+// Proxy, for a test that cuts or refuses the store's connections while e's
+// own store goes on reading the outcome directly.
+func (e *Env) StoreThroughProxy() (store.Store, *Proxy) {
+	e.T.Helper()
+	if e.K.Name != "postgres" {
+		e.T.Fatalf("StoreThroughProxy on a %s store: it proxies PostgreSQL", e.K.Name)
+	}
+	u, err := url.Parse(testenv.PostgresURL())
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	p := NewProxy(e.T, u.Host)
+	u.Host = p.Addr()
+	s, err := postgres.Open(e.Ctx, u.String(), StoreConfig(e.Clk), postgres.WithSchema(e.Spec))
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.T.Cleanup(func() { s.Close() })
+	return s, p
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"testing"
+	"time"
 )
 
 // SignalOn returns a logger that discards its records and signals the
@@ -31,4 +33,32 @@ func (h signalHandler) Handle(_ context.Context, r slog.Record) error {
 		}
 	}
 	return nil
+}
+
+// Await waits for n signals on c (a hook of the code under test firing,
+// or SignalOn's channel), and fails the test when ctx ends first.
+func Await(t *testing.T, ctx context.Context, what string, c <-chan struct{}, n int) {
+	t.Helper()
+	for i := range n {
+		select {
+		case <-c:
+		case <-ctx.Done():
+			t.Fatalf("waited for %s, %d of %d: %v", what, i+1, n, ctx.Err())
+		}
+	}
+}
+
+// Within waits up to d for n signals on c and reports whether they came,
+// for a test that says itself what a timeout means.
+func Within(d time.Duration, c <-chan struct{}, n int) bool {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for range n {
+		select {
+		case <-c:
+		case <-deadline.C:
+			return false
+		}
+	}
+	return true
 }
