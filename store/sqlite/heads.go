@@ -148,11 +148,21 @@ func (s *Store) execCached(ctx context.Context, tx *sql.Tx, q string, args ...an
 // the statement is prepared once that ends.
 func (s *Store) cachedStmt(q string) *sql.Stmt {
 	k := stmtKey{s, q}
+	if st, ok := writerStmts.Load(k); ok {
+		return st.(*sql.Stmt)
+	}
+	s.prepMu.Lock()
+	defer s.prepMu.Unlock()
+	if s.closing {
+		return nil
+	}
 	if st, ok := writerStmts.LoadOrStore(k, (*sql.Stmt)(nil)); ok {
 		return st.(*sql.Stmt)
 	}
+	s.prep.Add(1)
 	go func() {
-		st, err := s.w.PrepareContext(context.Background(), s.sql(q))
+		defer s.prep.Done()
+		st, err := s.w.PrepareContext(s.prepCtx, s.sql(q))
 		if err != nil {
 			writerStmts.Delete(k)
 			return
