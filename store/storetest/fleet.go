@@ -33,6 +33,7 @@ var fleetCases = []testCase{
 	{"SweepBatch", testSweepBatch},
 	{"IdempotencyKeysExpire", testIdempotencyKeysExpire},
 	{"PendingByDestination", testPendingByDestination},
+	{"BadCircuitRowsAreReadPast", testBadCircuits},
 }
 
 func fleetOf(t *testing.T, e *env) store.Fleet {
