@@ -25,7 +25,7 @@ func TestBreakersFromTheStoreReadPastBadRows(t *testing.T) {
 	for _, q := range []string{
 		`INSERT INTO backstop_circuits (destination, open, opened_at) VALUES ('by-hand', 1, 'yesterday')`,
 		`INSERT INTO backstop_circuits (destination, open) VALUES (NULL, 1)`,
-		`INSERT INTO backstop_circuits (destination, open, opened_by) VALUES (X'FF3C623E1B5B33316D', 1, X'FE')`,
+		`INSERT INTO backstop_circuits (destination, open, opened_by) VALUES (CAST(X'FF3C623E1B5B33316D' AS TEXT), 1, X'FE')`,
 	} {
 		if _, err := st.DB().ExecContext(a.ctx, q); err != nil {
 			t.Fatal(err)

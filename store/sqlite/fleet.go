@@ -146,10 +146,14 @@ func (s *Store) Circuits(ctx context.Context) ([]store.Circuit, error) {
 // that it has no destination or open flag to go by.
 func (s *Store) circuit(ctx context.Context, now time.Time, dest, open, by, openedAt, next, interval, paused any) (store.Circuit, bool) {
 	var c store.Circuit
-	name, ok := sqlText(dest)
+	// The store writes destinations as text. Any other value is another
+	// key, which none of its writes matches: a blob spelling "hooks" was
+	// read as a second circuit of hooks, which the relays took for the
+	// fleet's (the last read wins), and no probe could ever close it.
+	name, ok := dest.(string)
 	if !ok {
 		s.badCircuits.Warn(ctx, s.cfg.Log(), "sqlite", "", &store.ColumnError{Column: "destination", Value: dest,
-			Problem: "is not a destination"}, "row skipped")
+			Problem: "is not text"}, "row skipped")
 		return c, false
 	}
 	c.Destination = name
@@ -160,7 +164,7 @@ func (s *Store) circuit(ctx context.Context, now time.Time, dest, open, by, open
 			Problem: "is not 0 or 1"}, "row skipped")
 		return c, false
 	}
-	c.OpenedBy, _ = sqlText(by)
+	c.OpenedBy = sqlText(by)
 	c.OpenedAt = s.circuitTime(ctx, name, "opened_at", openedAt)
 	c.NextProbe = s.circuitTime(ctx, name, "next_probe", next)
 	c.PausedUntil = s.circuitTime(ctx, name, "paused_until", paused)
@@ -192,17 +196,17 @@ func (s *Store) circuitTime(ctx context.Context, destination, column string, v a
 }
 
 // sqlText is a text column's value as a string: SQLite keeps whatever it
-// is given, so integers and blobs are spelled as text; false for NULL.
-func sqlText(v any) (string, bool) {
+// is given, so integers and blobs are spelled as text; empty for NULL.
+func sqlText(v any) string {
 	switch x := v.(type) {
 	case nil:
-		return "", false
+		return ""
 	case string:
-		return x, true
+		return x
 	case []byte:
-		return string(x), true
+		return string(x)
 	}
-	return fmt.Sprint(v), true
+	return fmt.Sprint(v)
 }
 
 // OpenCircuit opens destination's circuit unless it is open.

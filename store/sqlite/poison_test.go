@@ -76,8 +76,13 @@ var poison = &storetest.Poison{
 			SQL: `INSERT INTO {prefix}circuits (destination, open, probe_interval_ms) VALUES ('{dest}', 1, 'abc')`},
 		{Name: "probe_interval_ms the largest integer",
 			SQL: `INSERT INTO {prefix}circuits (destination, open, probe_interval_ms) VALUES ('{dest}', 1, 9223372036854775807)`},
-		{Name: "destination NULL", Column: "destination", Skipped: true,
+		{Name: "destination NULL", Column: "destination", Skipped: true, Value: "NULL",
 			SQL: `INSERT INTO {prefix}circuits (destination, open) VALUES (NULL, 1)`},
+		// A blob is another key than the text the store writes: this row
+		// read as a second, closed circuit of "good", and no write of the
+		// store's (TakeProbe, CloseCircuit) could ever match it.
+		{Name: "destination a blob spelling another's", Column: "destination", Skipped: true, Value: "x'676f6f64'",
+			SQL: `INSERT INTO {prefix}circuits (destination, open) VALUES (CAST('good' AS BLOB), 0)`},
 	},
 	BadRows: []storetest.BadRow{
 		{Name: "status abc", Column: "status", Value: `"abc"`, Refused: "outbox.status",

@@ -27,6 +27,9 @@ type BadCircuit struct {
 	// Circuits; otherwise its circuit is read, open, with the bad value as
 	// NULL (a time) or zero (the interval).
 	Skipped bool
+	// Value, when set, is how the warning must show the bad value; it
+	// tells apart the warnings of rows skipped, which name no destination.
+	Value string
 }
 
 // logBuffer is a log that tests read while stores write to it.
@@ -78,6 +81,9 @@ func testBadCircuits(t *testing.T, h Harness) {
 	noErr(t, "Circuits", err)
 	byName := map[string]store.Circuit{}
 	for _, c := range cs {
+		if _, twice := byName[c.Destination]; twice {
+			t.Errorf("two circuits read for %q: %+v and %+v", c.Destination, byName[c.Destination], c)
+		}
 		byName[c.Destination] = c
 	}
 	out := logs.String()
@@ -110,7 +116,8 @@ func testBadCircuits(t *testing.T, h Harness) {
 func warningsFor(log string, r BadCircuit, dest string) int {
 	n := 0
 	for _, line := range strings.Split(log, "\n") {
-		if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "column "+r.Column+":") {
+		if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "column "+r.Column+":") ||
+			!strings.Contains(line, r.Value) {
 			continue
 		}
 		if r.Skipped || strings.Contains(line, "destination="+dest) {
