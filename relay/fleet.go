@@ -88,7 +88,10 @@ func (l *loop) syncFleet(ctx context.Context, now time.Time, force bool) {
 			r.log.LogAttrs(ctx, slog.LevelWarn, "shared circuit update failed", slog.String("error", err.Error()))
 		}
 	}
-	if !force && now.Sub(l.lastSync) < r.cfg.PollInterval {
+	// A last reading ahead of now was made before the clock was stepped
+	// back: waiting for the clock to pass it again left the gates
+	// unmatched to the fleet for as long as the step.
+	if since := now.Sub(l.lastSync); !force && since >= 0 && since < r.cfg.PollInterval {
 		return
 	}
 	cs, err := r.fleet.Circuits(ctx)
@@ -103,10 +106,8 @@ func (l *loop) syncFleet(ctx context.Context, now time.Time, force bool) {
 	}
 	for _, d := range r.destList {
 		c := shared[d.name]
-		if c.Paused {
-			// Held until the next reading at least.
-			d.pause(now.Add(r.cfg.PollInterval))
-		}
+		// Held until the next reading at least.
+		d.fleetPaused(now, c.Paused, r.cfg.PollInterval)
 		switch open := d.isOpen(); {
 		case c.Open && !open:
 			if d.adopt(now) {
