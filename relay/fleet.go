@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -40,6 +41,14 @@ func (q *fleetOps) take() []func(ctx context.Context, f store.Fleet) error {
 	ops := q.ops
 	q.ops = nil
 	return ops
+}
+
+// putBack puts ops, which could not be made, back ahead of those queued
+// since.
+func (q *fleetOps) putBack(ops []func(ctx context.Context, f store.Fleet) error) {
+	q.mu.Lock()
+	q.ops = append(ops[:len(ops):len(ops)], q.ops...)
+	q.mu.Unlock()
 }
 
 // fleetOpened queues the opening of d's shared circuit.
@@ -83,9 +92,18 @@ func (l *loop) syncFleet(ctx context.Context, now time.Time, force bool) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
 	defer cancel()
-	for _, op := range r.fleetQ.take() {
+	ops := r.fleetQ.take()
+	for i, op := range ops {
 		if err := op(ctx, r.fleet); err != nil {
 			r.log.LogAttrs(ctx, slog.LevelWarn, "shared circuit update failed", slog.String("error", err.Error()))
+			if r.outOfReach(err) {
+				// Made again at the next sync, before the circuits are
+				// read: read without them, the circuits undid what the
+				// gates did (a circuit the relay opened read closed, and
+				// closed "by another instance").
+				r.fleetQ.putBack(ops[i:])
+				return
+			}
 		}
 	}
 	// A last reading ahead of now was made before the clock was stepped
@@ -142,4 +160,14 @@ func (l *loop) takeProbe(ctx context.Context, d *destination, now time.Time) boo
 		d.probeLater(now, min(d.firstProbe, r.cfg.PollInterval))
 	}
 	return ok
+}
+
+// outOfReach says whether err is a store call that never reached the
+// database, to be made again; an error the store decided is not.
+func (r *Relay) outOfReach(err error) bool {
+	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	rc, ok := r.store.(store.Reachability)
+	return ok && rc.Unreachable(err)
 }
