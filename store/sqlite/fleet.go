@@ -164,7 +164,7 @@ func (s *Store) circuit(ctx context.Context, now time.Time, dest, open, by, open
 			Problem: "is not 0 or 1"}, "row skipped")
 		return c, false
 	}
-	c.OpenedBy = sqlText(by)
+	c.OpenedBy = lenientText(by)
 	c.OpenedAt = s.circuitTime(ctx, name, "opened_at", openedAt)
 	c.NextProbe = s.circuitTime(ctx, name, "next_probe", next)
 	c.PausedUntil = s.circuitTime(ctx, name, "paused_until", paused)
@@ -193,20 +193,6 @@ func (s *Store) circuitTime(ctx context.Context, destination, column string, v a
 	s.badCircuits.Warn(ctx, s.cfg.Log(), "sqlite", destination, &store.ColumnError{Column: column, Value: v,
 		Problem: "is not unix milliseconds"}, "read as NULL")
 	return time.Time{}
-}
-
-// sqlText is a text column's value as a string: SQLite keeps whatever it
-// is given, so integers and blobs are spelled as text; empty for NULL.
-func sqlText(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return x
-	case []byte:
-		return string(x)
-	}
-	return fmt.Sprint(v)
 }
 
 // OpenCircuit opens destination's circuit unless it is open.
