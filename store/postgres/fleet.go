@@ -219,12 +219,18 @@ func (s *Store) CloseCircuit(ctx context.Context, destination, instance string) 
 	return nil
 }
 
-// PauseDestination holds destination for the fleet for d from now.
+// PauseDestination holds destination for the fleet for d from now. A
+// pause that holds nothing (infinite, or further ahead than
+// store.MaxPause: set before the clock was stepped back) is replaced, not
+// extended: kept as the greater, it held nothing in place of the new one.
 func (s *Store) PauseDestination(ctx context.Context, destination string, d time.Duration) error {
 	if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.n.qual+`circuits AS c (destination, paused_until)
 		VALUES ($2, `+nowExpr+` + $3 * interval '1 microsecond')
-		ON CONFLICT (destination) DO UPDATE SET paused_until = greatest(c.paused_until, excluded.paused_until)`,
-		s.now(), destination, micros(min(max(d, 0), store.MaxPause))); err != nil {
+		ON CONFLICT (destination) DO UPDATE SET paused_until = greatest(
+			CASE WHEN c.paused_until > `+nowExpr+` AND c.paused_until <= `+nowExpr+` + $4 * interval '1 microsecond'
+				THEN c.paused_until END,
+			excluded.paused_until)`,
+		s.now(), destination, micros(min(max(d, 0), store.MaxPause)), micros(store.MaxPause)); err != nil {
 		return fmt.Errorf("postgres: pause %q: %w", destination, err)
 	}
 	return nil

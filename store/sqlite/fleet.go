@@ -240,12 +240,20 @@ func (s *Store) CloseCircuit(ctx context.Context, destination, instance string) 
 	return nil
 }
 
-// PauseDestination holds destination for the fleet for d from now.
+// PauseDestination holds destination for the fleet for d from now. A
+// pause that holds nothing (not unix milliseconds, or further ahead than
+// store.MaxPause: set before the clock was stepped back) is replaced, not
+// extended: kept as the greater, it held nothing in place of the new one.
 func (s *Store) PauseDestination(ctx context.Context, destination string, d time.Duration) error {
-	until := s.now().Add(min(max(d, 0), store.MaxPause)).UnixMilli()
+	now := s.now()
+	until := now.Add(min(max(d, 0), store.MaxPause)).UnixMilli()
 	if _, err := s.fleetExec(ctx, `INSERT INTO {{prefix}}circuits (destination, paused_until) VALUES (?, ?)
-		ON CONFLICT (destination) DO UPDATE SET paused_until = max(coalesce({{prefix}}circuits.paused_until, 0), excluded.paused_until)`,
-		destination, until); err != nil {
+		ON CONFLICT (destination) DO UPDATE SET paused_until = CASE
+			WHEN typeof({{prefix}}circuits.paused_until) = 'integer'
+				AND {{prefix}}circuits.paused_until > ? AND {{prefix}}circuits.paused_until <= ?
+			THEN max({{prefix}}circuits.paused_until, excluded.paused_until)
+			ELSE excluded.paused_until END`,
+		destination, until, now.UnixMilli(), now.Add(store.MaxPause).UnixMilli()); err != nil {
 		return fmt.Errorf("sqlite: pause %q: %w", destination, err)
 	}
 	return nil

@@ -108,6 +108,12 @@ func testBadCircuits(t *testing.T, h Harness) {
 		if c := e.circuit(f, dest(i)); c.ProbeInterval > 5*time.Second || c.ProbeDue {
 			t.Errorf("%s: after its probe was taken: %+v", r.Name, c)
 		}
+		if err := f.PauseDestination(e.ctx, dest(i), 10*time.Second); err != nil {
+			t.Errorf("%s: PauseDestination: %v", r.Name, err)
+		}
+		if c := e.circuit(f, dest(i)); !c.Paused || !c.PausedUntil.Equal(epoch.Add(10*time.Second)) {
+			t.Errorf("%s: a pause of 10 s = %+v, want it holding", r.Name, c)
+		}
 	}
 }
 
