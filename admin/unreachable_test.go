@@ -95,7 +95,8 @@ func TestStoreOutOfReachIsA503(t *testing.T) {
 // setGone(true), checks the 503s, brings it back and checks the action
 // then succeeds.
 func outOfReach(t *testing.T, st store.Store, setGone func(bool)) {
-	a := newAPI(t, st)
+	// No relay of its own: GET /v1/breakers reads the fleet's circuits.
+	a := newAPI(t, st, func(c *admin.Config) { c.Breakers = nil })
 	m := &outbox.Message{Destination: "billing", Stream: "s", Type: "order.created", Payload: []byte(`{}`)}
 	if err := st.Enqueue(context.Background(), m); err != nil {
 		t.Fatal(err)
@@ -127,7 +128,8 @@ func outOfReach(t *testing.T, st store.Store, setGone func(bool)) {
 	calls := [][2]string{{"POST", action}}
 	if _, pg := st.(*postgres.Store); pg {
 		// SQLite reads on while another connection writes
-		calls = append(calls, [2]string{"GET", "/v1/messages/" + m.ID.String()}, [2]string{"GET", "/v1/dlq"})
+		calls = append(calls, [2]string{"GET", "/v1/messages/" + m.ID.String()}, [2]string{"GET", "/v1/dlq"},
+			[2]string{"GET", "/v1/breakers"})
 	}
 	for _, c := range calls {
 		resp, p := do(c[0], c[1])

@@ -45,6 +45,7 @@ type gate struct {
 	probes      int           // probe messages in flight
 	successes   int           // probes that succeeded since the last failure
 	pausedUntil time.Time     // a Retry-After pause of the whole destination
+	fleetPause  time.Time     // the fleet's pause, as the last reading of the circuits found it
 }
 
 // trip opens the circuit at now, unless it is open already, and reports
@@ -188,15 +189,47 @@ func (d *destination) setPause(until time.Time) {
 	}
 }
 
+// pauseEnd is the end of the pause holding the destination at now, the
+// relay's own or the fleet's; zero when none does. g.mu must be held. The
+// relay never pauses a destination further ahead than maxRetryAfter: a
+// pause of its own ending later than that was set before the clock was
+// stepped back, and is dropped, as the store drops such a pause for the
+// fleet (store.MaxPause). Kept, it held the destination for as long as the
+// step.
+func (g *gate) pauseEnd(now time.Time) time.Time {
+	if g.pausedUntil.Sub(now) > maxRetryAfter {
+		g.pausedUntil = time.Time{}
+	}
+	end := g.pausedUntil
+	if g.fleetPause.After(end) {
+		end = g.fleetPause
+	}
+	if !end.After(now) {
+		return time.Time{}
+	}
+	return end
+}
+
 // pausedUntil is the end of the destination's Retry-After pause; zero
-// or past when it is not paused.
+// when it is not paused.
 func (d *destination) pausedUntil(now time.Time) time.Time {
 	d.gate.mu.Lock()
 	defer d.gate.mu.Unlock()
-	if !d.gate.pausedUntil.After(now) {
-		return time.Time{}
+	return d.gate.pauseEnd(now)
+}
+
+// fleetPaused sets the fleet's pause of d from a reading of the circuits
+// at now: until the next reading when the fleet pauses d, none when it
+// does not. It replaces the last reading's: the store decides whether a
+// pause holds, a clock stepped back included.
+func (d *destination) fleetPaused(now time.Time, paused bool, next time.Duration) {
+	g := &d.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.fleetPause = time.Time{}
+	if paused {
+		g.fleetPause = now.Add(next)
 	}
-	return d.gate.pausedUntil
 }
 
 // untilProbeAt is how long after now the destination's circuit lets a
@@ -232,7 +265,7 @@ func (l *loop) breakerPlan(now time.Time) (exclude []string, probes []*destinati
 	for _, d := range l.r.destList {
 		g := &d.gate
 		g.mu.Lock()
-		paused := now.Before(g.pausedUntil)
+		paused := !g.pauseEnd(now).IsZero()
 		switch {
 		case g.open:
 			exclude = append(exclude, d.name)
@@ -270,9 +303,9 @@ func (l *loop) untilProbe() time.Duration {
 	for _, dest := range l.r.destList {
 		g := &dest.gate
 		g.mu.Lock()
-		switch {
-		case now.Before(g.pausedUntil):
-			d = min(d, g.pausedUntil.Sub(now))
+		switch end := g.pauseEnd(now); {
+		case !end.IsZero():
+			d = min(d, end.Sub(now))
 		case g.open && g.probes < dest.halfOpenMax:
 			d = min(d, max(g.nextProbe.Sub(now), 0))
 		}

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -40,6 +41,14 @@ func (q *fleetOps) take() []func(ctx context.Context, f store.Fleet) error {
 	ops := q.ops
 	q.ops = nil
 	return ops
+}
+
+// putBack puts ops, which could not be made, back ahead of those queued
+// since.
+func (q *fleetOps) putBack(ops []func(ctx context.Context, f store.Fleet) error) {
+	q.mu.Lock()
+	q.ops = append(ops[:len(ops):len(ops)], q.ops...)
+	q.mu.Unlock()
 }
 
 // fleetOpened queues the opening of d's shared circuit.
@@ -83,12 +92,24 @@ func (l *loop) syncFleet(ctx context.Context, now time.Time, force bool) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
 	defer cancel()
-	for _, op := range r.fleetQ.take() {
+	ops := r.fleetQ.take()
+	for i, op := range ops {
 		if err := op(ctx, r.fleet); err != nil {
 			r.log.LogAttrs(ctx, slog.LevelWarn, "shared circuit update failed", slog.String("error", err.Error()))
+			if r.outOfReach(err) {
+				// Made again at the next sync, before the circuits are
+				// read: read without them, the circuits undid what the
+				// gates did (a circuit the relay opened read closed, and
+				// closed "by another instance").
+				r.fleetQ.putBack(ops[i:])
+				return
+			}
 		}
 	}
-	if !force && now.Sub(l.lastSync) < r.cfg.PollInterval {
+	// A last reading ahead of now was made before the clock was stepped
+	// back: waiting for the clock to pass it again left the gates
+	// unmatched to the fleet for as long as the step.
+	if since := now.Sub(l.lastSync); !force && since >= 0 && since < r.cfg.PollInterval {
 		return
 	}
 	cs, err := r.fleet.Circuits(ctx)
@@ -103,10 +124,8 @@ func (l *loop) syncFleet(ctx context.Context, now time.Time, force bool) {
 	}
 	for _, d := range r.destList {
 		c := shared[d.name]
-		if c.Paused {
-			// Held until the next reading at least.
-			d.pause(now.Add(r.cfg.PollInterval))
-		}
+		// Held until the next reading at least.
+		d.fleetPaused(now, c.Paused, r.cfg.PollInterval)
 		switch open := d.isOpen(); {
 		case c.Open && !open:
 			if d.adopt(now) {
@@ -141,4 +160,14 @@ func (l *loop) takeProbe(ctx context.Context, d *destination, now time.Time) boo
 		d.probeLater(now, min(d.firstProbe, r.cfg.PollInterval))
 	}
 	return ok
+}
+
+// outOfReach says whether err is a store call that never reached the
+// database, to be made again; an error the store decided is not.
+func (r *Relay) outOfReach(err error) bool {
+	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	rc, ok := r.store.(store.Reachability)
+	return ok && rc.Unreachable(err)
 }

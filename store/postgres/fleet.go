@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/backstophq/backstop/store"
 )
 
@@ -108,7 +110,10 @@ func (s *Store) PendingByDestination(ctx context.Context) (map[string]int, error
 	return out, rows.Err()
 }
 
-// Circuits returns the shared state of every destination that has one.
+// Circuits returns the shared state of every destination that has one. An
+// infinite time, written by hand, is read as NULL and logged once
+// (store.CircuitWarnings): pgx cannot scan it into a time.Time, and one
+// such row made the whole reading fail.
 func (s *Store) Circuits(ctx context.Context) ([]store.Circuit, error) {
 	rows, err := s.pool.Query(ctx, `SELECT destination, open, opened_by, opened_at, next_probe, probe_interval, paused_until,
 			`+pausedSQL+`,
@@ -121,16 +126,33 @@ func (s *Store) Circuits(ctx context.Context) ([]store.Circuit, error) {
 	var out []store.Circuit
 	for rows.Next() {
 		var c store.Circuit
-		var openedAt, next, paused *time.Time
+		var openedAt, next, paused pgtype.Timestamptz
 		var interval int64
 		if err := rows.Scan(&c.Destination, &c.Open, &c.OpenedBy, &openedAt, &next, &interval, &paused, &c.Paused, &c.ProbeDue); err != nil {
 			return nil, fmt.Errorf("postgres: circuits: %w", err)
 		}
-		c.OpenedAt, c.NextProbe, c.PausedUntil = derefTime(openedAt), derefTime(next), derefTime(paused)
-		c.ProbeInterval = time.Duration(interval) * time.Microsecond
+		c.OpenedAt = s.circuitTime(ctx, c.Destination, "opened_at", openedAt)
+		c.NextProbe = s.circuitTime(ctx, c.Destination, "next_probe", next)
+		c.PausedUntil = s.circuitTime(ctx, c.Destination, "paused_until", paused)
+		c.ProbeInterval = store.CircuitInterval(interval, time.Microsecond)
 		out = append(out, c)
 	}
 	return out, rows.Err()
+}
+
+// circuitTime is a circuit's time; zero when NULL or, logged, infinite.
+// Paused and ProbeDue are decided in SQL, where an infinite time holds
+// nothing and makes the probe due.
+func (s *Store) circuitTime(ctx context.Context, destination, column string, v pgtype.Timestamptz) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	if v.InfinityModifier != pgtype.Finite {
+		s.badCircuits.Warn(ctx, s.cfg.Log(), "postgres", destination, &store.ColumnError{Column: column,
+			Value: v.InfinityModifier.String(), Problem: "is not a finite time"}, "read as NULL")
+		return time.Time{}
+	}
+	return v.Time
 }
 
 // OpenCircuit opens destination's circuit unless it is open.
@@ -151,9 +173,15 @@ func (s *Store) OpenCircuit(ctx context.Context, destination, instance string, f
 // probeDueSQL says whether a circuit's next probe is due at the store's
 // now ($1): next_probe was set to the time of setting plus probe_interval,
 // so one further ahead than that was set before the clock was stepped
-// back, and is due at once rather than after the step.
+// back, and is due at once rather than after the step. The interval is
+// taken at most maxProbeMicros: a larger one, written by hand, is out of
+// interval's range, and failed every reading of the circuits.
 const probeDueSQL = `coalesce(next_probe <= ` + nowExpr + ` OR next_probe > ` + nowExpr +
-	` + probe_interval * interval '1 microsecond', true)`
+	` + least(probe_interval, ` + maxProbeMicros + `) * interval '1 microsecond', true)`
+
+// maxProbeMicros is the longest probe interval (the longest
+// time.Duration) in microseconds, as SQL.
+const maxProbeMicros = `9223372036854775`
 
 // pausedSQL says whether a pause holds a destination at the store's now
 // ($1); $2 is store.MaxPause in microseconds: a pause ending further
@@ -161,13 +189,19 @@ const probeDueSQL = `coalesce(next_probe <= ` + nowExpr + ` OR next_probe > ` + 
 const pausedSQL = `coalesce(paused_until > ` + nowExpr + ` AND paused_until <= ` + nowExpr +
 	` + $2 * interval '1 microsecond', false)`
 
+// nextIntervalSQL is the probe interval after a probe: twice the
+// current one, at least a microsecond and at most the caller's maximum
+// ($5), which bounds the current one first: doubling a huge one written by
+// hand was out of bigint's range, and no probe could ever be taken.
+const nextIntervalSQL = `least(greatest(least(probe_interval, $5) * 2, 1), $5)`
+
 // TakeProbe takes destination's probe token when a probe is due. The
 // row's lock serialises instances racing for it: the first moves
 // next_probe on, and the others then find no probe due.
 func (s *Store) TakeProbe(ctx context.Context, destination, instance string, maxInterval time.Duration) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE `+s.n.qual+`circuits SET probe_by = $4,
-			next_probe = `+nowExpr+` + least(greatest(probe_interval * 2, 1), $5) * interval '1 microsecond',
-			probe_interval = least(greatest(probe_interval * 2, 1), $5)
+			next_probe = `+nowExpr+` + `+nextIntervalSQL+` * interval '1 microsecond',
+			probe_interval = `+nextIntervalSQL+`
 		WHERE destination = $3 AND open AND `+probeDueSQL+` AND NOT `+pausedSQL+``,
 		s.now(), micros(store.MaxPause), destination, instance, micros(maxInterval))
 	if err != nil {
@@ -185,12 +219,18 @@ func (s *Store) CloseCircuit(ctx context.Context, destination, instance string) 
 	return nil
 }
 
-// PauseDestination holds destination for the fleet for d from now.
+// PauseDestination holds destination for the fleet for d from now. A
+// pause that holds nothing (infinite, or further ahead than
+// store.MaxPause: set before the clock was stepped back) is replaced, not
+// extended: kept as the greater, it held nothing in place of the new one.
 func (s *Store) PauseDestination(ctx context.Context, destination string, d time.Duration) error {
 	if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.n.qual+`circuits AS c (destination, paused_until)
 		VALUES ($2, `+nowExpr+` + $3 * interval '1 microsecond')
-		ON CONFLICT (destination) DO UPDATE SET paused_until = greatest(c.paused_until, excluded.paused_until)`,
-		s.now(), destination, micros(min(max(d, 0), store.MaxPause))); err != nil {
+		ON CONFLICT (destination) DO UPDATE SET paused_until = greatest(
+			CASE WHEN c.paused_until > `+nowExpr+` AND c.paused_until <= `+nowExpr+` + $4 * interval '1 microsecond'
+				THEN c.paused_until END,
+			excluded.paused_until)`,
+		s.now(), destination, micros(min(max(d, 0), store.MaxPause)), micros(store.MaxPause)); err != nil {
 		return fmt.Errorf("postgres: pause %q: %w", destination, err)
 	}
 	return nil

@@ -16,5 +16,6 @@ func TestFleetConformance(t *testing.T) {
 			}
 			return s, nil
 		},
+		Poison: poison,
 	})
 }

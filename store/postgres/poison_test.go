@@ -64,6 +64,16 @@ var poison = &storetest.Poison{
 			t.Fatal(err)
 		}
 	},
+	BadCircuits: []storetest.BadCircuit{
+		{Name: "opened_at infinity", Column: "opened_at",
+			SQL: `INSERT INTO {prefix}circuits (destination, open, opened_at) VALUES ('{dest}', true, 'infinity')`},
+		{Name: "next_probe -infinity", Column: "next_probe",
+			SQL: `INSERT INTO {prefix}circuits (destination, open, next_probe) VALUES ('{dest}', true, '-infinity')`},
+		{Name: "paused_until infinity", Column: "paused_until",
+			SQL: `INSERT INTO {prefix}circuits (destination, open, paused_until) VALUES ('{dest}', true, 'infinity')`},
+		{Name: "probe_interval the largest bigint",
+			SQL: `INSERT INTO {prefix}circuits (destination, open, probe_interval) VALUES ('{dest}', true, 9223372036854775807)`},
+	},
 	BadRows: []storetest.BadRow{
 		{Name: "scheduled_for -infinity", Column: "scheduled_for", Value: `"-infinity"`, Refused: "outbox_times_finite",
 			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, scheduled_for) VALUES ('{dest}', '{stream}', 't', '-infinity')`},

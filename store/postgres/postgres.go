@@ -28,6 +28,9 @@ type Store struct {
 	// policyDests and policyModes list the destinations with a policy of
 	// their own and its ordering mode, the claim's $7 and $8.
 	policyDests, policyModes []string
+
+	// badCircuits logs the circuits rows Circuits reads past.
+	badCircuits store.CircuitWarnings
 }
 
 var _ store.Store = (*Store)(nil)

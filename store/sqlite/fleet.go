@@ -116,7 +116,11 @@ func (s *Store) PendingByDestination(ctx context.Context) (map[string]int, error
 	return out, rows.Err()
 }
 
-// Circuits returns the shared state of every destination that has one.
+// Circuits returns the shared state of every destination that has one. A
+// value written by hand that is not what the column keeps is read as NULL
+// (a time) or zero (the interval), and a row without a destination is
+// skipped, each logged once (store.CircuitWarnings): one bad row must not
+// hide the others.
 func (s *Store) Circuits(ctx context.Context) ([]store.Circuit, error) {
 	now := s.now()
 	rows, err := s.r.QueryContext(ctx, s.sql(`SELECT destination, open, opened_by, opened_at, next_probe,
@@ -127,23 +131,68 @@ func (s *Store) Circuits(ctx context.Context) ([]store.Circuit, error) {
 	defer rows.Close()
 	var out []store.Circuit
 	for rows.Next() {
-		var c store.Circuit
-		var open int
-		var openedAt, next, paused sql.NullInt64
-		var interval int64
-		if err := rows.Scan(&c.Destination, &open, &c.OpenedBy, &openedAt, &next, &interval, &paused); err != nil {
+		var dest, open, by, openedAt, next, interval, paused any
+		if err := rows.Scan(&dest, &open, &by, &openedAt, &next, &interval, &paused); err != nil {
 			return nil, fmt.Errorf("sqlite: circuits: %w", err)
 		}
-		c.Open = open == 1
-		c.OpenedAt, c.NextProbe, c.PausedUntil = millisTime(openedAt), millisTime(next), millisTime(paused)
-		c.ProbeInterval = time.Duration(interval) * time.Millisecond
-		// A pause or a next probe further ahead than it can have been set
-		// was set before the clock was stepped back: it holds nothing.
-		c.Paused = c.PausedUntil.After(now) && !c.PausedUntil.After(now.Add(store.MaxPause))
-		c.ProbeDue = c.Open && !c.Paused && (!c.NextProbe.After(now) || c.NextProbe.After(now.Add(c.ProbeInterval)))
-		out = append(out, c)
+		if c, ok := s.circuit(ctx, now, dest, open, by, openedAt, next, interval, paused); ok {
+			out = append(out, c)
+		}
 	}
 	return out, rows.Err()
+}
+
+// circuit decodes one row of the circuits table read at now, or reports
+// that it has no destination or open flag to go by.
+func (s *Store) circuit(ctx context.Context, now time.Time, dest, open, by, openedAt, next, interval, paused any) (store.Circuit, bool) {
+	var c store.Circuit
+	// The store writes destinations as text. Any other value is another
+	// key, which none of its writes matches: a blob spelling "hooks" was
+	// read as a second circuit of hooks, which the relays took for the
+	// fleet's (the last read wins), and no probe could ever close it.
+	name, ok := dest.(string)
+	if !ok {
+		s.badCircuits.Warn(ctx, s.cfg.Log(), "sqlite", "", &store.ColumnError{Column: "destination", Value: dest,
+			Problem: "is not text"}, "row skipped")
+		return c, false
+	}
+	c.Destination = name
+	if o, ok := open.(int64); ok && (o == 0 || o == 1) {
+		c.Open = o == 1
+	} else {
+		s.badCircuits.Warn(ctx, s.cfg.Log(), "sqlite", name, &store.ColumnError{Column: "open", Value: open,
+			Problem: "is not 0 or 1"}, "row skipped")
+		return c, false
+	}
+	c.OpenedBy = lenientText(by)
+	c.OpenedAt = s.circuitTime(ctx, name, "opened_at", openedAt)
+	c.NextProbe = s.circuitTime(ctx, name, "next_probe", next)
+	c.PausedUntil = s.circuitTime(ctx, name, "paused_until", paused)
+	if ms, ok := interval.(int64); ok {
+		c.ProbeInterval = store.CircuitInterval(ms, time.Millisecond)
+	} else {
+		s.badCircuits.Warn(ctx, s.cfg.Log(), "sqlite", name, &store.ColumnError{Column: "probe_interval_ms",
+			Value: interval, Problem: "is not an integer"}, "read as 0")
+	}
+	// A pause or a next probe further ahead than it can have been set
+	// was set before the clock was stepped back: it holds nothing.
+	c.Paused = c.PausedUntil.After(now) && !c.PausedUntil.After(now.Add(store.MaxPause))
+	c.ProbeDue = c.Open && !c.Paused && (!c.NextProbe.After(now) || c.NextProbe.After(now.Add(c.ProbeInterval)))
+	return c, true
+}
+
+// circuitTime is a circuit's unix-millisecond column as a time; zero when
+// NULL or, logged, when it holds anything but an integer.
+func (s *Store) circuitTime(ctx context.Context, destination, column string, v any) time.Time {
+	switch x := v.(type) {
+	case nil:
+		return time.Time{}
+	case int64:
+		return time.UnixMilli(x).UTC()
+	}
+	s.badCircuits.Warn(ctx, s.cfg.Log(), "sqlite", destination, &store.ColumnError{Column: column, Value: v,
+		Problem: "is not unix milliseconds"}, "read as NULL")
+	return time.Time{}
 }
 
 // OpenCircuit opens destination's circuit unless it is open.
@@ -164,13 +213,15 @@ func (s *Store) OpenCircuit(ctx context.Context, destination, instance string, f
 // TakeProbe takes destination's probe token when a probe is due. A next
 // probe further ahead than its interval, or a pause further ahead than
 // store.MaxPause, was set before the clock was stepped back: the probe is
-// due, the pause holds nothing.
+// due, the pause holds nothing. An open circuit with no next probe (written
+// by hand) has one due, as Circuits says: its token could never be taken,
+// and the circuit stayed open for the whole fleet for good.
 func (s *Store) TakeProbe(ctx context.Context, destination, instance string, maxInterval time.Duration) (bool, error) {
 	now := s.now().UnixMilli()
 	n, err := s.fleetExec(ctx, `UPDATE {{prefix}}circuits SET probe_by = ?,
 			next_probe = ? + min(max(probe_interval_ms * 2, 1), ?),
 			probe_interval_ms = min(max(probe_interval_ms * 2, 1), ?)
-		WHERE destination = ? AND open = 1 AND (next_probe <= ? OR next_probe > ? + probe_interval_ms)
+		WHERE destination = ? AND open = 1 AND coalesce(next_probe <= ? OR next_probe > ? + probe_interval_ms, 1)
 			AND NOT coalesce(paused_until > ? AND paused_until <= ?, 0)`,
 		instance, now, maxInterval.Milliseconds(), maxInterval.Milliseconds(), destination, now, now,
 		now, now+store.MaxPause.Milliseconds())
@@ -189,24 +240,23 @@ func (s *Store) CloseCircuit(ctx context.Context, destination, instance string) 
 	return nil
 }
 
-// PauseDestination holds destination for the fleet for d from now.
+// PauseDestination holds destination for the fleet for d from now. A
+// pause that holds nothing (not unix milliseconds, or further ahead than
+// store.MaxPause: set before the clock was stepped back) is replaced, not
+// extended: kept as the greater, it held nothing in place of the new one.
 func (s *Store) PauseDestination(ctx context.Context, destination string, d time.Duration) error {
-	until := s.now().Add(min(max(d, 0), store.MaxPause)).UnixMilli()
+	now := s.now()
+	until := now.Add(min(max(d, 0), store.MaxPause)).UnixMilli()
 	if _, err := s.fleetExec(ctx, `INSERT INTO {{prefix}}circuits (destination, paused_until) VALUES (?, ?)
-		ON CONFLICT (destination) DO UPDATE SET paused_until = max(coalesce({{prefix}}circuits.paused_until, 0), excluded.paused_until)`,
-		destination, until); err != nil {
+		ON CONFLICT (destination) DO UPDATE SET paused_until = CASE
+			WHEN typeof({{prefix}}circuits.paused_until) = 'integer'
+				AND {{prefix}}circuits.paused_until > ? AND {{prefix}}circuits.paused_until <= ?
+			THEN max({{prefix}}circuits.paused_until, excluded.paused_until)
+			ELSE excluded.paused_until END`,
+		destination, until, now.UnixMilli(), now.Add(store.MaxPause).UnixMilli()); err != nil {
 		return fmt.Errorf("sqlite: pause %q: %w", destination, err)
 	}
 	return nil
-}
-
-// millisTime is a nullable unix-millisecond column as a time; zero when
-// NULL.
-func millisTime(v sql.NullInt64) time.Time {
-	if !v.Valid {
-		return time.Time{}
-	}
-	return time.UnixMilli(v.Int64).UTC()
 }
 
 // fleetExec runs one statement in a write transaction and returns the

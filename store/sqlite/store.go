@@ -48,6 +48,9 @@ type Store struct {
 	turns    *semaphore.Weighted // the store's writes take the writer in turn (awaitTurn)
 	readOnly bool                // ReadOnly: every write fails with ErrReadOnly
 
+	// badCircuits logs the circuits rows Circuits reads past.
+	badCircuits store.CircuitWarnings
+
 	// sweepStmt is sweepSQL (quarantine.go) prepared once on the writer
 	// when the store opens: the statement is long (the partial index's
 	// predicate) and planning it costs far more than running it on an

@@ -33,6 +33,7 @@ var fleetCases = []testCase{
 	{"SweepBatch", testSweepBatch},
 	{"IdempotencyKeysExpire", testIdempotencyKeysExpire},
 	{"PendingByDestination", testPendingByDestination},
+	{"BadCircuitRowsAreReadPast", testBadCircuits},
 }
 
 func fleetOf(t *testing.T, e *env) store.Fleet {
@@ -236,6 +237,15 @@ func testClockSteppedBack(t *testing.T, h Harness) {
 	e.clk.Advance(time.Second)
 	if ok, err := f.TakeProbe(e.ctx, "api", "a", 5*time.Second); err != nil || !ok {
 		t.Fatalf("a pause set before the step held the probe: %v, %v", ok, err)
+	}
+	// A pause asked for after the step holds, though the one set before
+	// it ends later: that one holds nothing, and is not kept in its stead
+	// (it was, and the fleet paused nothing until the clock caught up).
+	if err := f.PauseDestination(e.ctx, "api", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if c := e.circuit(f, "api"); !c.Paused || !c.PausedUntil.Equal(clk.Now().Add(30*time.Second)) {
+		t.Fatalf("a pause of 30 s asked for after the step = %+v, want it holding until %v", c, clk.Now().Add(30*time.Second))
 	}
 }
 

@@ -36,6 +36,9 @@ type Poison struct {
 	// message id (a trigger), so that one delivered message of a batch
 	// cannot be recorded. nil skips that test.
 	RefuseDelete func(t *testing.T, s store.Store, id uuid.UUID)
+	// BadCircuits are circuits rows holding values the store cannot use
+	// as they are, for the fleet suite (RunFleet). nil skips that test.
+	BadCircuits []BadCircuit
 }
 
 // BadRow is one row the store cannot decode.
