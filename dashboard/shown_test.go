@@ -176,6 +176,18 @@ func TestInvisibleCharactersEscaped(t *testing.T) {
 			t.Errorf("%s shows the header as %+q, want %+q", hash, header, want)
 		}
 	}
+
+	// A stream's name may hold them too (enqueue refuses control
+	// characters only): the message's and the dead letter's pages show it
+	// escaped.
+	msgID, entryID = s.deadLetter(t, "named"+raw.String(), []byte(`{}`), nil)
+	const shownStream = `[...document.querySelectorAll('main dt')].find((d) => d.textContent === 'Stream')?.nextElementSibling.textContent`
+	for _, hash := range []string{"#/dead-letters/" + entryID, "#/messages/" + msgID} {
+		tb.shownPayload(hash) // waits for the page
+		if got, want := eval[string](tb, shownStream), "named"+escaped.String(); got != want {
+			t.Errorf("%s shows the stream as %+q, want %+q", hash, got, want)
+		}
+	}
 }
 
 // TestPollIntervalBounded: ?poll= sets how often a page refreshes within
