@@ -209,7 +209,11 @@ const drainWait = time.Second
 // later messages (MaxAckPending) from the next receiver all that time.
 // The refusals wait for the drain to end: the server delivers a message
 // refused earlier at once again, to the iterator's pull, which it keeps
-// until it hears that nobody listens.
+// until it hears that nobody listens. Even after Stop it may not have
+// heard yet: a message refused at once went to the stopped iterator's pull
+// and came to the next receiver only after AckWait (seen when a receiver
+// stopped while its store was down). Refused with giveBackDelay, it comes
+// again once the server has forgotten that pull.
 func giveBack(it jetstream.MessagesContext, m jetstream.Msg) {
 	var held []jetstream.Msg
 	for m != nil {
@@ -218,9 +222,13 @@ func giveBack(it jetstream.MessagesContext, m jetstream.Msg) {
 	}
 	it.Stop()
 	for _, m := range held {
-		_ = m.Nak()
+		_ = m.NakWithDelay(giveBackDelay)
 	}
 }
+
+// giveBackDelay is how long after a receiver stops the messages it gave
+// back are delivered again (giveBack).
+const giveBackDelay = time.Second
 
 // receive stores m and acknowledges it, or terminates it when it can
 // never be stored. It returns false when ctx ended before m could be
