@@ -54,8 +54,8 @@ func (e *Engine) drive(ctx context.Context, d *DAG, runID string) (*Run, error) 
 
 // driveEntered is drive for a caller that has entered the run already.
 func (e *Engine) driveEntered(ctx context.Context, d *DAG, runID string) (*Run, error) {
-	l := e.lease()
-	if err := e.st.AcquireRun(ctx, runID, l); err != nil {
+	l, err := e.acquire(ctx, runID)
+	if err != nil {
 		if errors.Is(err, wfstore.ErrRunEnded) {
 			snap, lerr := e.st.Load(ctx, runID)
 			if lerr != nil {

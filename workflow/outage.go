@@ -58,6 +58,44 @@ func (dr *driver) whileHeld(ctx context.Context, op func(ctx context.Context) er
 	}
 }
 
+// acquire takes the run's lease (AcquireRun) and returns it, trying again
+// while the database is unavailable as whileHeld does for the driver's
+// calls: for two thirds of a lease from the first failure, the tries
+// spaced from a thirtieth of Config.LeaseDuration, doubling. A database
+// away for a moment failed Run right after it created the run (held by
+// this instance, so nobody else could take it until its lease lapsed) and
+// failed a resume. Trying again after a try that committed is harmless:
+// the owner takes its own run again.
+func (e *Engine) acquire(ctx context.Context, runID string) (wfstore.Lease, error) {
+	clk, ttl := e.cfg.Clock, e.cfg.LeaseDuration
+	step := max(ttl/30, time.Millisecond)
+	var giveUp time.Time
+	for {
+		l := e.lease()
+		err := e.st.AcquireRun(ctx, runID, l)
+		if err == nil || !errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
+			return l, err
+		}
+		if giveUp.IsZero() {
+			giveUp = l.Now.Add(2 * ttl / 3)
+		}
+		if !l.Now.Before(giveUp) {
+			return l, err
+		}
+		next := min(step, giveUp.Sub(l.Now))
+		step *= 2
+		e.log.LogAttrs(ctx, slog.LevelInfo, retryingMsg, slog.String("run_id", runID),
+			slog.String("error", err.Error()), slog.Duration("retry_in", next))
+		t := clk.NewTimer(next)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return l, err
+		}
+	}
+}
+
 // retryingMsg is logged (INFO) before each wait of whileHeld.
 const retryingMsg = "store call failed for want of the database; trying it again while the run's lease holds"
 

@@ -102,6 +102,10 @@ func (f *flakyStore) Load(ctx context.Context, runID string) (snap *wfstore.Snap
 	return snap, err
 }
 
+func (f *flakyStore) AcquireRun(ctx context.Context, runID string, l wfstore.Lease) error {
+	return f.call("AcquireRun", func() error { return f.Store.AcquireRun(ctx, runID, l) })
+}
+
 func (f *flakyStore) StartAttempt(ctx context.Context, runID, taskID string, attempt int, l wfstore.Lease) error {
 	return f.call("StartAttempt", func() error { return f.Store.StartAttempt(ctx, runID, taskID, attempt, l) })
 }
@@ -206,7 +210,7 @@ func TestBriefOutageAtEachStoreCallKeepsTheRun(t *testing.T) {
 
 // outageCalls are the store calls TestBriefOutageAtEachStoreCallKeepsTheRun
 // makes fail.
-var outageCalls = []string{"Load", "StartAttempt", "FinishAttempt:failed", "FinishAttempt:success", "Mark",
+var outageCalls = []string{"AcquireRun", "Load", "StartAttempt", "FinishAttempt:failed", "FinishAttempt:success", "Mark",
 	"dlq.Add", "SetDeadLetter", "EndRun"}
 
 // runThroughOutage runs a DAG whose task a fails for good (b, downstream,
