@@ -29,99 +29,81 @@ import (
 // its running attempts were cancelled and recorded lost, and the run was
 // released until a resume, though nobody else could take it.
 func (dr *driver) whileHeld(ctx context.Context, op func(ctx context.Context) error) (retried bool, err error) {
-	clk, ttl := dr.e.cfg.Clock, dr.e.cfg.LeaseDuration
-	step := max(ttl/30, time.Millisecond)
-	var giveUp time.Time
+	return dr.e.whileUnavailable(ctx, dr.runID,
+		func() time.Time { return dr.lease.heldAt().Add(2 * dr.e.cfg.LeaseDuration / 3) },
+		func() bool { return dr.lease.err() == nil }, dr.lease.lost, op)
+}
+
+// acquire takes the run's lease (AcquireRun) and returns it, trying again
+// while the database is unavailable as whileHeld does for the driver's
+// calls, for two thirds of a lease from the first failure. A database
+// away for a moment failed Run right after it created the run (held by
+// this instance, so nobody else could take it until its lease lapsed) and
+// failed a resume. Trying again after a try that committed is harmless:
+// the owner takes its own run again.
+func (e *Engine) acquire(ctx context.Context, runID string) (l wfstore.Lease, err error) {
+	_, err = e.whileUnavailable(ctx, runID,
+		func() time.Time { return e.cfg.Clock.Now().Add(2 * e.cfg.LeaseDuration / 3) },
+		nil, nil, func(ctx context.Context) error {
+			l = e.lease()
+			return e.st.AcquireRun(ctx, runID, l)
+		})
+	return l, err
+}
+
+// whileUnavailable makes op, and makes it again while it fails for want
+// of the database (store.ErrUnavailable), ctx lasts and holds (when not
+// nil) says so, until giveUp, asked at the first such failure. The tries
+// are spaced from a thirtieth of Config.LeaseDuration, doubling, each
+// wait logged (retryingMsg) and cut short by ctx or stop (nil: never). It returns op's
+// last error and whether an earlier try failed so.
+func (e *Engine) whileUnavailable(ctx context.Context, runID string, giveUp func() time.Time, holds func() bool,
+	stop <-chan struct{}, op func(ctx context.Context) error) (retried bool, err error) {
+	clk := e.cfg.Clock
+	step := max(e.cfg.LeaseDuration/30, time.Millisecond)
+	var until time.Time
+	var done <-chan struct{}
 	for {
 		err = op(ctx)
 		if err == nil || !errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
 			return retried, err
 		}
-		if giveUp.IsZero() {
-			giveUp = dr.lease.heldAt().Add(2 * ttl / 3)
+		if until.IsZero() {
+			until = giveUp()
+			// the waits end with ctx, or once stop is closed
+			wait, cancel := context.WithCancel(ctx)
+			defer cancel()
+			if stop != nil {
+				go func() {
+					select {
+					case <-stop:
+						cancel()
+					case <-wait.Done():
+					}
+				}()
+			}
+			done = wait.Done()
 		}
 		now := clk.Now()
-		if !now.Before(giveUp) || dr.lease.err() != nil {
+		if !now.Before(until) || (holds != nil && !holds()) {
 			return retried, err
 		}
 		next := now.Add(step)
-		if next.After(giveUp) {
-			next = giveUp
+		if next.After(until) {
+			next = until
 		}
 		step *= 2
 		retried = true
-		dr.e.log.LogAttrs(ctx, slog.LevelInfo, retryingMsg, slog.String("run_id", dr.runID),
+		e.log.LogAttrs(ctx, slog.LevelInfo, retryingMsg, slog.String("run_id", runID),
 			slog.String("error", err.Error()), slog.Duration("retry_in", next.Sub(now)))
-		if !dr.sleepHeld(ctx, next) {
+		if !sleepUntil(clk, next, done) {
 			return retried, err
 		}
 	}
 }
 
-// acquire takes the run's lease (AcquireRun) and returns it, trying again
-// while the database is unavailable as whileHeld does for the driver's
-// calls: for two thirds of a lease from the first failure, the tries
-// spaced from a thirtieth of Config.LeaseDuration, doubling. A database
-// away for a moment failed Run right after it created the run (held by
-// this instance, so nobody else could take it until its lease lapsed) and
-// failed a resume. Trying again after a try that committed is harmless:
-// the owner takes its own run again.
-func (e *Engine) acquire(ctx context.Context, runID string) (wfstore.Lease, error) {
-	clk, ttl := e.cfg.Clock, e.cfg.LeaseDuration
-	step := max(ttl/30, time.Millisecond)
-	var giveUp time.Time
-	for {
-		l := e.lease()
-		err := e.st.AcquireRun(ctx, runID, l)
-		if err == nil || !errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
-			return l, err
-		}
-		if giveUp.IsZero() {
-			giveUp = l.Now.Add(2 * ttl / 3)
-		}
-		if !l.Now.Before(giveUp) {
-			return l, err
-		}
-		next := min(step, giveUp.Sub(l.Now))
-		step *= 2
-		e.log.LogAttrs(ctx, slog.LevelInfo, retryingMsg, slog.String("run_id", runID),
-			slog.String("error", err.Error()), slog.Duration("retry_in", next))
-		t := clk.NewTimer(next)
-		select {
-		case <-t.C():
-		case <-ctx.Done():
-			t.Stop()
-			return l, err
-		}
-	}
-}
-
-// retryingMsg is logged (INFO) before each wait of whileHeld.
+// retryingMsg is logged (INFO) before each wait of whileUnavailable.
 const retryingMsg = "store call failed for want of the database; trying it again while the run's lease holds"
-
-// sleepHeld waits on the engine's clock until t and reports whether t
-// came; it returns false at once when ctx ends or the lease is given up.
-func (dr *driver) sleepHeld(ctx context.Context, t time.Time) bool {
-	clk := dr.e.cfg.Clock
-	timer := clk.NewTimer(t.Sub(clk.Now()))
-	defer timer.Stop()
-	fired := timer.C()
-	if !clk.Now().Before(t) {
-		// The clock passed t while the timer was made, which may then be
-		// set for later: do not wait for it.
-		now := make(chan time.Time, 1)
-		now <- t
-		fired = now
-	}
-	select {
-	case <-fired:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-dr.lease.lost:
-		return false
-	}
-}
 
 // read returns the run as stored, without touching what the driver
 // knows of it (load), tried again while the database is unavailable.

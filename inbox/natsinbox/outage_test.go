@@ -1,7 +1,6 @@
 package natsinbox
 
 import (
-	"slices"
 	"testing"
 	"time"
 
@@ -34,10 +33,7 @@ func TestStoreOutageDoesNotUseUpMaxDeliver(t *testing.T) {
 	}
 	o.p.Accept()
 	e.Go("inbox", in.Run)
-	e.WaitFor("m1 handled", func() bool { return in.Relay().Stats().Delivered == 1 })
-	if got := e.Handled()["s"]; !slices.Equal(got, []string{"m1@1"}) {
-		t.Errorf("handled %v, want m1 once", got)
-	}
+	e.WaitHandled(in, "s", "m1@1")
 }
 
 // TestStopDuringAStoreOutageGivesBackAtOnce stops a receiver that holds a

@@ -265,8 +265,5 @@ func TestStoreClosedWhileReceiving(t *testing.T) {
 	}
 	e2.Go("receiver", r2.Run)
 	e2.Go("inbox", in2.Run)
-	e2.WaitFor("both handled", func() bool { return in2.Relay().Stats().Delivered == 2 })
-	if got := e2.Handled()["s"]; !slices.Equal(got, []string{"before@1", "during@1"}) {
-		t.Errorf("handled %v, want before and during, once each", got)
-	}
+	e2.WaitHandled(in2, "s", "before@1", "during@1")
 }

@@ -37,6 +37,7 @@ import (
 
 	"github.com/backstophq/backstop/inbox"
 	"github.com/backstophq/backstop/inbox/internal/headers"
+	"github.com/backstophq/backstop/inbox/internal/keep"
 	"github.com/backstophq/backstop/inbox/internal/resume"
 	"github.com/backstophq/backstop/outbox"
 )
@@ -278,31 +279,11 @@ func (r *Receiver) receive(ctx context.Context, m jetstream.Msg) bool {
 // JetStream drops a message that has used them up. It returns nil, an
 // error matching inbox.ErrInvalid, or the last error once ctx is done.
 func (r *Receiver) store(ctx context.Context, m jetstream.Msg, msg inbox.Received) error {
-	for tries := 1; ; tries++ {
-		_, err := r.cfg.Inbox.Receive(ctx, msg)
-		if err == nil || errors.Is(err, inbox.ErrInvalid) || ctx.Err() != nil {
-			return err
-		}
-		level := slog.LevelDebug
-		if tries&(tries-1) == 0 {
-			// the 1st, 2nd, 4th, 8th... try: a store that stays down
-			// keeps saying so, less and less often
-			level = slog.LevelWarn
-		}
-		r.log.LogAttrs(ctx, level, "cannot store a received message; trying again",
-			slog.String("subject", m.Subject()), slog.Int("tries", tries),
-			slog.Duration("after", r.cfg.NakDelay), slog.String("error", err.Error()))
+	return keep.Store(ctx, r.cfg.Inbox, msg, r.cfg.NakDelay, r.log, slog.String("subject", m.Subject()), func() {
 		if err := m.InProgress(); err != nil {
 			r.log.LogAttrs(ctx, slog.LevelDebug, "in-progress ack failed", slog.String("error", err.Error()))
 		}
-		t := time.NewTimer(r.cfg.NakDelay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // received maps a JetStream message to the inbox's form, and names the

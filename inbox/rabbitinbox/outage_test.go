@@ -1,7 +1,6 @@
 package rabbitinbox
 
 import (
-	"slices"
 	"testing"
 	"time"
 
@@ -46,8 +45,5 @@ func TestStoreOutageDoesNotUseUpTheDeliveryLimit(t *testing.T) {
 	}
 	p.Accept()
 	e.Go("inbox", in.Run)
-	e.WaitFor("m1 handled", func() bool { return in.Relay().Stats().Delivered == 1 })
-	if got := e.Handled()["s"]; !slices.Equal(got, []string{"m1@1"}) {
-		t.Errorf("handled %v, want m1 once", got)
-	}
+	e.WaitHandled(in, "s", "m1@1")
 }

@@ -209,10 +209,7 @@ func TestConnectionClosedByTheBroker(t *testing.T) {
 	e.Go("inbox", in.Run)
 	inboxtest.Await(t, e.Ctx, "a session", sessions, 2)
 	publish(t, e.Ctx, ch, queue, "m3", "s")
-	e.WaitFor("four handled", func() bool { return in.Relay().Stats().Delivered == 4 })
-	if got := e.Handled()["s"]; !slices.Equal(got, []string{"m0@1", "m1@1", "m2@1", "m3@1"}) {
-		t.Errorf("handled %v, want m0 to m3, once each", got)
-	}
+	e.WaitHandled(in, "s", "m0@1", "m1@1", "m2@1", "m3@1")
 	if n := e.Counter("backstop_inbox_duplicates_total", "source", "amqp"); n != 1 {
 		t.Errorf("duplicates_total = %d, want 1 (m1 again)", n)
 	}
@@ -255,8 +252,5 @@ func TestStoreClosedWhileReceiving(t *testing.T) {
 	}
 	e2.Go("receiver", r2.Run)
 	e2.Go("inbox", in2.Run)
-	e2.WaitFor("both handled", func() bool { return in2.Relay().Stats().Delivered == 2 })
-	if got := e2.Handled()["s"]; !slices.Equal(got, []string{"before@1", "during@1"}) {
-		t.Errorf("handled %v, want before and during, once each", got)
-	}
+	e2.WaitHandled(in2, "s", "before@1", "during@1")
 }

@@ -43,6 +43,7 @@ import (
 
 	"github.com/backstophq/backstop/inbox"
 	"github.com/backstophq/backstop/inbox/internal/headers"
+	"github.com/backstophq/backstop/inbox/internal/keep"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/transport/rabbitmq"
 )
@@ -215,28 +216,7 @@ func (r *Receiver) receive(ctx context.Context, d *amqp.Delivery) {
 // past its x-delivery-limit. It returns nil, an error matching
 // inbox.ErrInvalid, or the last error once ctx is done.
 func (r *Receiver) store(ctx context.Context, d *amqp.Delivery, msg inbox.Received) error {
-	for tries := 1; ; tries++ {
-		_, err := r.cfg.Inbox.Receive(ctx, msg)
-		if err == nil || errors.Is(err, inbox.ErrInvalid) || ctx.Err() != nil {
-			return err
-		}
-		level := slog.LevelDebug
-		if tries&(tries-1) == 0 {
-			// the 1st, 2nd, 4th, 8th... try: a store that stays down
-			// keeps saying so, less and less often
-			level = slog.LevelWarn
-		}
-		r.log.LogAttrs(ctx, level, "cannot store a received message; trying again",
-			slog.String("routing_key", d.RoutingKey), slog.Int("tries", tries),
-			slog.Duration("after", r.cfg.RetryDelay), slog.String("error", err.Error()))
-		t := time.NewTimer(r.cfg.RetryDelay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-	}
+	return keep.Store(ctx, r.cfg.Inbox, msg, r.cfg.RetryDelay, r.log, slog.String("routing_key", d.RoutingKey), nil)
 }
 
 // received maps a delivery to the inbox's form, and names the headers it

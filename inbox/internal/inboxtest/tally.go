@@ -2,6 +2,8 @@ package inboxtest
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -46,5 +48,16 @@ func (c *Tally) CheckOnce(t *testing.T, ids ...string) {
 	}
 	if len(c.n) != len(ids) {
 		t.Errorf("handled %d messages, want %d: %v", len(c.n), len(ids), c.n)
+	}
+}
+
+// WaitHandled waits until in's relay has delivered len(want) messages,
+// then checks that the application's rows of stream are want
+// ("source_id@attempt"), in the order written: each message handled once.
+func (e *Env) WaitHandled(in *inbox.Inbox, stream string, want ...string) {
+	e.T.Helper()
+	e.WaitFor(fmt.Sprintf("%d handled", len(want)), func() bool { return in.Relay().Stats().Delivered == int64(len(want)) })
+	if got := e.Handled()[stream]; !slices.Equal(got, want) {
+		e.T.Errorf("handled %v on stream %s, want %v", got, stream, want)
 	}
 }
