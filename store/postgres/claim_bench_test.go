@@ -295,10 +295,14 @@ func (ld *shapeLoad) topUp(b *testing.B) time.Duration {
 	return time.Since(start)
 }
 
-// run runs b.N batches of one instance.
-func (ld *shapeLoad) run(b *testing.B) *sample {
+// run runs b.N batches of one instance, each claiming 100.
+func (ld *shapeLoad) run(b *testing.B) *sample { return ld.runLimit(b, 100) }
+
+// runLimit runs b.N batches of one instance, each recording the previous
+// batch's messages as published and claiming limit.
+func (ld *shapeLoad) runLimit(b *testing.B, limit int) *sample {
 	ctx := context.Background()
-	batch := &store.Batch{Instance: store.Instance{ID: "bench"}, Claim: store.ClaimRequest{Limit: 100}}
+	batch := &store.Batch{Instance: store.Instance{ID: "bench"}, Claim: store.ClaimRequest{Limit: limit}}
 	r := &sample{lat: make([]time.Duration, 0, b.N)}
 	var paused time.Duration
 	b.ResetTimer()
@@ -327,6 +331,55 @@ func (ld *shapeLoad) run(b *testing.B) *sample {
 		b.Fatal(err)
 	}
 	return r
+}
+
+// BenchmarkBatchSizeOverStreams measures ProcessBatch (record the previous
+// batch published, claim the next) with a small and a large claim over
+// 40,000 strict streams holding a message each (written again as they are
+// delivered), and prints each size's cost per message and the large
+// size's ratio to the small one's (at most about 1 when a batch's cost is
+// linear in its size; the relay's prefetch grows to 4,096). Migrations
+// 0025 and 0026 took out two costs that grew with the square of a batch
+// (4,096: 87-127 us/msg before, 71-73 after). BACKSTOP_BENCH_POSTGRES=1
+// runs it:
+//
+//	BACKSTOP_BENCH_POSTGRES=1 go test -run '^$' -bench 'BenchmarkBatchSizeOverStreams' -benchtime 20x ./store/postgres/
+func BenchmarkBatchSizeOverStreams(b *testing.B) {
+	if os.Getenv("BACKSTOP_BENCH_POSTGRES") == "" {
+		b.Skip("set BACKSTOP_BENCH_POSTGRES=1 to run")
+	}
+	ld := loadShape(b, claimShape{name: "streams=40k", streams: 40_000}, 40_000)
+	defer ld.close()
+	limits := []int{256, 4096}
+	perMsg := map[int][]float64{}
+	for round := range shapeRounds {
+		for _, limit := range limits {
+			b.Run(fmt.Sprintf("limit=%d/round=%d", limit, round+1), func(b *testing.B) {
+				r := ld.runLimit(b, limit)
+				us := float64(r.elapsed.Microseconds()) / float64(max(r.claimed, 1))
+				if b.N > 1 {
+					perMsg[limit] = append(perMsg[limit], us)
+				}
+				b.ReportMetric(us, "us/msg")
+				b.ReportMetric(r.rate(), "msgs/s")
+			})
+		}
+	}
+	small, large := median(perMsg[limits[0]]), median(perMsg[limits[1]])
+	if small > 0 {
+		fmt.Fprintf(os.Stderr, "PostgreSQL, 40k strict streams: %.1f us/msg claiming %d, %.1f us/msg claiming %d: %.2fx\n",
+			small, limits[0], large, limits[1], large/small)
+	}
+}
+
+// median is the middle of xs (0 when empty).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	return xs[len(xs)/2]
 }
 
 // BenchmarkEnqueueWriters measures Enqueue of one message per transaction
