@@ -160,3 +160,65 @@ func TestEmptiedStreamKeepsItsRowForAWriterInProgress(t *testing.T) {
 		t.Fatalf("stream rows %v after a claim found the stream empty, want none", rows)
 	}
 }
+
+// TestDeliveryOverManyStreamsPostsWakesForHeldRowsOnly: one recording of
+// deliveries over many streams (migration 0025's set difference) posts a
+// wake-up for exactly the streams whose rows writers hold, removes the
+// emptied streams' rows, wakes a stream with a message left, and every
+// message written is claimed once the writer commits.
+func TestDeliveryOverManyStreamsPostsWakesForHeldRowsOnly(t *testing.T) {
+	ctx := context.Background()
+	s, err := openTest(t, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams := []string{"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9"}
+	var heads []uuid.UUID
+	for _, k := range streams {
+		heads = append(heads, enqueueStream(t, s, k))
+	}
+	if got := claimIDs(t, s); len(got) != len(streams) {
+		t.Fatalf("claimed %v, want one message of each of %d streams", got, len(streams))
+	}
+	s7 := enqueueStream(t, s, "s7") // committed, behind s7's leased head
+	// One writer holds s2 and s5 (the test's pool has two connections).
+	held := map[string]uuid.UUID{}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	for _, k := range []string{"s2", "s5"} {
+		m := &outbox.Message{Destination: "d", Stream: k, Type: "t", Payload: []byte("{}")}
+		if err := s.EnqueueTx(ctx, tx, m); err != nil {
+			t.Fatal(err)
+		}
+		held[k] = m.ID
+	}
+	deliver(t, s, heads...)
+
+	rows, err := s.pool.Query(ctx, `SELECT stream FROM `+s.n.qual+`stream_wakes ORDER BY stream`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	woken, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(woken) != 2 || woken[0] != "s2" || woken[1] != "s5" {
+		t.Fatalf("wake-ups posted for %v, want the held streams s2 and s5", woken)
+	}
+	if got := streamRows(t, s); len(got) != 3 || !got["s7"] {
+		t.Fatalf("stream rows %v, want s2 and s5 (held) and s7 (ready)", got)
+	}
+	if got := claimIDs(t, s); len(got) != 1 || len(got["s7"]) != 1 || got["s7"][0] != s7 {
+		t.Fatalf("claimed %v while a writer holds s2 and s5, want s7's second message", got)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := claimIDs(t, s)
+	if len(got) != 2 || len(got["s2"]) != 1 || got["s2"][0] != held["s2"] || len(got["s5"]) != 1 || got["s5"][0] != held["s5"] {
+		t.Fatalf("claimed %v once the writer committed, want its messages %v", got, held)
+	}
+}
