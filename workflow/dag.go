@@ -42,7 +42,8 @@ type Task struct {
 	Retries int
 	// Strategy gives the wait before retry n (n = failures so far). Nil
 	// means retry.DefaultExponentialBackoff (1 s doubling, ±25 %). A Stop
-	// ends the retries early.
+	// ends the retries early. A Delay that panics is logged at ERROR and
+	// the default's delay is used for that retry.
 	Strategy retry.Strategy
 	// Timeout bounds one attempt; 0 means no bound. An attempt past it is
 	// cancelled and fails with a *TimeoutError, which is retried.
