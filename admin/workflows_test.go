@@ -232,6 +232,32 @@ func TestWorkflowRunsNamedWithControlCharacters(t *testing.T) {
 	})
 }
 
+// Runs may be named "." or "..": the client sent such an ID as it is, a
+// path segment the server's router cleans away (a redirect to another
+// path), so the client and the CLI's "workflows runs show .." could not
+// show the run. It sends %2E, as it does for streams.
+func TestWorkflowRunsNamedDotAndDotDot(t *testing.T) {
+	st := openSQLite(t)
+	wf := workflowsOn(t, st)
+	eng, err := workflow.NewEngine(wf.Store, workflow.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Register(wf.DAGs[0]); err != nil {
+		t.Fatal(err)
+	}
+	a := newAPI(t, st, func(c *admin.Config) { c.Workflows = wf })
+	for _, id := range []string{".", ".."} {
+		if _, err := eng.Start(context.Background(), "etl", workflow.RunOptions{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		run, err := a.rd.WorkflowRun(a.ctx, id)
+		if err != nil || run.ID != id || len(run.Tasks) != 4 {
+			t.Errorf("get %q: %+v %v", id, run, err)
+		}
+	}
+}
+
 // TestWorkflowRunsListPastBadRows: rows of the runs table written by hand
 // with values the stores never write (a time SQLite keeps as text, a blob
 // where it keeps text, an infinite time in PostgreSQL) made GET
