@@ -228,6 +228,6 @@ func (c *Client) WorkflowRuns(ctx context.Context, q url.Values) (List[WorkflowR
 // WorkflowRun shows a workflow run with its tasks.
 func (c *Client) WorkflowRun(ctx context.Context, id string) (WorkflowRun, error) {
 	var out WorkflowRun
-	_, err := c.Do(ctx, http.MethodGet, "/v1/workflows/runs/"+url.PathEscape(id), nil, nil, &out)
+	_, err := c.Do(ctx, http.MethodGet, "/v1/workflows/runs/"+segment(id), nil, nil, &out)
 	return out, err
 }

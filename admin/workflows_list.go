@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store/postgres"
 	"github.com/backstophq/backstop/store/sqlite"
 	"github.com/backstophq/backstop/workflow/models"
@@ -16,15 +18,22 @@ import (
 )
 
 // SQLiteRuns lists the runs of the workflow store (wfsqlite) on st's
-// database.
+// database. A value written by hand that is not what its column keeps
+// (text where SQLite keeps unix milliseconds, a blob or invalid UTF-8
+// where it keeps text) is read past: a time as none, text made valid
+// (outbox.CleanText). One such row made the whole list answer 500,
+// hiding every other run.
 func SQLiteRuns(st *sqlite.Store) RunLister {
 	t := st.Config().TablePrefix + "wf_runs"
 	return func(ctx context.Context, f RunFilter) ([]wfstore.Run, error) {
 		db := st.DB()
-		q := `SELECT id, dag_id, state, reason, COALESCE(owner, ''), lease_expiry, created_at, ended_at FROM ` + t + ` WHERE 1=1`
+		q := `SELECT id, dag_id, state, reason, owner, lease_expiry, created_at, ended_at FROM ` + t + ` WHERE 1=1`
 		var args []any
 		if f.Cursor != "" {
-			var c int64
+			// The cursor's created_at is compared as it is stored, text
+			// or not, so that the page goes on from the cursor's place
+			// in SQLite's order.
+			var c any
 			err := db.QueryRowContext(ctx, `SELECT created_at FROM `+t+` WHERE id = ?`, f.Cursor).Scan(&c)
 			if errors.Is(err, sql.ErrNoRows) {
 				return nil, ErrBadCursor
@@ -52,25 +61,44 @@ func SQLiteRuns(st *sqlite.Store) RunLister {
 		defer rows.Close()
 		var out []wfstore.Run
 		for rows.Next() {
-			var r wfstore.Run
-			var state string
-			var lease, created int64
-			var ended sql.NullInt64
-			if err := rows.Scan(&r.ID, &r.DAGID, &state, &r.Reason, &r.Owner, &lease, &created, &ended); err != nil {
+			var id, dag, state, reason, owner, lease, created, ended any
+			if err := rows.Scan(&id, &dag, &state, &reason, &owner, &lease, &created, &ended); err != nil {
 				return nil, fmt.Errorf("admin: list runs: %w", err)
 			}
-			r.State = models.RunState(state)
-			r.CreatedAt = time.UnixMilli(created).UTC()
-			if lease > 0 {
-				r.LeaseExpiry = time.UnixMilli(lease).UTC()
-			}
-			if ended.Valid {
-				r.EndedAt = time.UnixMilli(ended.Int64).UTC()
+			r := wfstore.Run{ID: sqliteText(id), DAGID: sqliteText(dag), State: models.RunState(sqliteText(state)),
+				Reason: sqliteText(reason), Owner: sqliteText(owner), CreatedAt: sqliteTime(created),
+				EndedAt: sqliteTime(ended)}
+			if l := sqliteTime(lease); l.After(time.UnixMilli(0)) {
+				r.LeaseExpiry = l // 0 is the lease of a run nobody holds
 			}
 			out = append(out, r)
 		}
 		return out, rows.Err()
 	}
+}
+
+// sqliteText is a text column's value as valid UTF-8 without NUL, whatever
+// was written in it: "" for NULL, a number spelled out, a blob's or
+// invalid text's bytes with each invalid run as U+FFFD.
+func sqliteText(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return outbox.CleanText(x, 0)
+	case []byte:
+		return outbox.CleanText(string(x), 0)
+	}
+	return fmt.Sprint(v)
+}
+
+// sqliteTime is a unix-millisecond column's value as a time; zero when it
+// is NULL or not an integer.
+func sqliteTime(v any) time.Time {
+	if ms, ok := v.(int64); ok {
+		return time.UnixMilli(ms).UTC()
+	}
+	return time.Time{}
 }
 
 // PostgresRuns lists the runs of the workflow store (wfpostgres) on st's
@@ -90,7 +118,7 @@ func PostgresRuns(st *postgres.Store, schema string) RunLister {
 			return fmt.Sprintf("$%d", len(args))
 		}
 		if f.Cursor != "" {
-			var c time.Time
+			var c pgtype.Timestamptz
 			err := pool.QueryRow(ctx, `SELECT created_at FROM `+t+` WHERE id = $1`, f.Cursor).Scan(&c)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil, ErrBadCursor
@@ -116,17 +144,24 @@ func PostgresRuns(st *postgres.Store, schema string) RunLister {
 		for rows.Next() {
 			var r wfstore.Run
 			var state string
-			var ended *time.Time
-			if err := rows.Scan(&r.ID, &r.DAGID, &state, &r.Reason, &r.Owner, &r.CreatedAt, &ended); err != nil {
+			var created, ended pgtype.Timestamptz
+			if err := rows.Scan(&r.ID, &r.DAGID, &state, &r.Reason, &r.Owner, &created, &ended); err != nil {
 				return nil, fmt.Errorf("admin: list runs: %w", err)
 			}
 			r.State = models.RunState(state)
-			r.CreatedAt = r.CreatedAt.UTC()
-			if ended != nil {
-				r.EndedAt = ended.UTC()
-			}
+			r.CreatedAt, r.EndedAt = postgresTime(created), postgresTime(ended)
 			out = append(out, r)
 		}
 		return out, rows.Err()
 	}
+}
+
+// postgresTime is a timestamptz as a time; zero when it is NULL or
+// infinite (written by hand: pgx cannot scan it into a time.Time, and one
+// such row made the whole list answer 500).
+func postgresTime(v pgtype.Timestamptz) time.Time {
+	if !v.Valid || v.InfinityModifier != pgtype.Finite {
+		return time.Time{}
+	}
+	return v.Time.UTC()
 }

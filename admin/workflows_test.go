@@ -231,3 +231,97 @@ func TestWorkflowRunsNamedWithControlCharacters(t *testing.T) {
 		}
 	})
 }
+
+// Runs may be named "." or "..": the client sent such an ID as it is, a
+// path segment the server's router cleans away (a redirect to another
+// path), so the client and the CLI's "workflows runs show .." could not
+// show the run. It sends %2E, as it does for streams.
+func TestWorkflowRunsNamedDotAndDotDot(t *testing.T) {
+	st := openSQLite(t)
+	wf := workflowsOn(t, st)
+	eng, err := workflow.NewEngine(wf.Store, workflow.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Register(wf.DAGs[0]); err != nil {
+		t.Fatal(err)
+	}
+	a := newAPI(t, st, func(c *admin.Config) { c.Workflows = wf })
+	for _, id := range []string{".", ".."} {
+		if _, err := eng.Start(context.Background(), "etl", workflow.RunOptions{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		run, err := a.rd.WorkflowRun(a.ctx, id)
+		if err != nil || run.ID != id || len(run.Tasks) != 4 {
+			t.Errorf("get %q: %+v %v", id, run, err)
+		}
+	}
+}
+
+// TestWorkflowRunsListPastBadRows: rows of the runs table written by hand
+// with values the stores never write (a time SQLite keeps as text, a blob
+// where it keeps text, an infinite time in PostgreSQL) made GET
+// /v1/workflows/runs answer 500, hiding every other run. The list reads
+// past them (a time as none, text made valid) and pages through them.
+func TestWorkflowRunsListPastBadRows(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		wf := workflowsOn(t, st)
+		a := newAPI(t, st, func(c *admin.Config) { c.Workflows = wf })
+		var err error
+		switch s := st.(type) {
+		case *sqlite.Store:
+			for _, q := range []string{
+				`INSERT INTO backstop_wf_runs (id, dag_id, dag_hash, state, owner, lease_expiry, created_at)
+					VALUES ('bad-lease', 'etl', 'h', 'running', 'x', 'soon', 1)`,
+				`INSERT INTO backstop_wf_runs (id, dag_id, dag_hash, state, created_at, ended_at)
+					VALUES ('bad-times', 'etl', 'h', 'failed', 'yesterday', 'later')`,
+				`INSERT INTO backstop_wf_runs (id, dag_id, dag_hash, state, created_at, reason, owner)
+					VALUES ('bad-text', X'FF00', 'h', 'running', 2, X'FE', 7)`,
+			} {
+				if _, err = s.DB().ExecContext(a.ctx, q); err != nil {
+					break
+				}
+			}
+		case *postgres.Store:
+			_, err = s.Pool().Exec(a.ctx, `INSERT INTO backstop_wf_runs (id, dag_id, dag_hash, state, created_at, ended_at)
+				VALUES ('bad-times', 'etl', 'h', 'failed', 'infinity', '-infinity'),
+				       ('bad-created', 'etl', 'h', 'running', '-infinity', NULL)`)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := a.rd.WorkflowRuns(a.ctx, url.Values{})
+		if err != nil {
+			t.Fatalf("GET /v1/workflows/runs: %v", err)
+		}
+		var ids []string
+		for _, r := range all.Items {
+			ids = append(ids, r.ID)
+			if r.ID == "bad-times" && (!r.CreatedAt.IsZero() || r.EndedAt != nil) {
+				t.Errorf("times that are not times are read as none: %+v", r)
+			}
+		}
+		if !slices.Contains(ids, "run-1") || !slices.Contains(ids, "run-2") || !slices.Contains(ids, "bad-times") {
+			t.Fatalf("listed %q, want the good runs and the bad rows", ids)
+		}
+		// Pages of one go through every row once, bad ones included.
+		var paged []string
+		q := url.Values{"limit": {"1"}}
+		for range len(ids) + 1 {
+			page, err := a.rd.WorkflowRuns(a.ctx, q)
+			if err != nil {
+				t.Fatalf("page after %q: %v", paged, err)
+			}
+			for _, r := range page.Items {
+				paged = append(paged, r.ID)
+			}
+			if page.NextCursor == "" {
+				break
+			}
+			q.Set("cursor", page.NextCursor)
+		}
+		if !slices.Equal(paged, ids) {
+			t.Errorf("pages of one hold %q, want %q", paged, ids)
+		}
+	})
+}

@@ -26,11 +26,13 @@ type Config struct {
 	MaxConcurrentTasks int
 	// LeaseDuration is how long an instance's hold on a run lasts without
 	// renewal; it renews every third of it. Another instance may take the
-	// run over once it lapses. 0 means 30 s.
+	// run over once it lapses. 0 means 30 s; a value below
+	// MinLeaseDuration is an error.
 	LeaseDuration time.Duration
 	// PollInterval is how often Work looks for abandoned runs and for
 	// workflow dead letters replayed through the dead-letter queue. 0
-	// means half of LeaseDuration.
+	// means half of LeaseDuration; a value below MinPollInterval is an
+	// error.
 	PollInterval time.Duration
 	// Clock times retries, timeouts and leases. Nil means clock.Real.
 	Clock clock.Clock
@@ -76,6 +78,17 @@ type Event struct {
 	NextAttemptAt time.Time
 }
 
+// The shortest LeaseDuration and PollInterval a Config takes. A duration
+// given as a bare number (LeaseDuration: 30, meant as seconds) is
+// nanoseconds: the lease was renewed in a loop that never waited, lapsed
+// before another instance could read it (which then took the run over,
+// running its tasks a second time at once), and Work looked for abandoned
+// runs in a loop as tight, starting a goroutine on every pass.
+const (
+	MinLeaseDuration = time.Second
+	MinPollInterval  = 10 * time.Millisecond
+)
+
 // withDefaults returns c with its defaults applied, or an error naming the
 // bad field.
 func (c Config) withDefaults() (Config, error) {
@@ -84,8 +97,12 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("workflow: Config.MaxConcurrentTasks must not be negative, got %d", c.MaxConcurrentTasks)
 	case c.LeaseDuration < 0:
 		return c, fmt.Errorf("workflow: Config.LeaseDuration must not be negative, got %s", c.LeaseDuration)
+	case c.LeaseDuration != 0 && c.LeaseDuration < MinLeaseDuration:
+		return c, fmt.Errorf("workflow: Config.LeaseDuration must be 0 (30 s) or at least %s, got %s", MinLeaseDuration, c.LeaseDuration)
 	case c.PollInterval < 0:
 		return c, fmt.Errorf("workflow: Config.PollInterval must not be negative, got %s", c.PollInterval)
+	case c.PollInterval != 0 && c.PollInterval < MinPollInterval:
+		return c, fmt.Errorf("workflow: Config.PollInterval must be 0 (half the lease) or at least %s, got %s", MinPollInterval, c.PollInterval)
 	}
 	if c.InstanceID == "" {
 		host, _ := os.Hostname()

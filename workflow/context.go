@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -106,7 +107,9 @@ func (tc *TaskContext) Enqueue(msgs ...*outbox.Message) error {
 // OnCommit registers fn to run inside the transaction that records the
 // attempt's success, with that transaction: a *sql.Tx on SQLite, a pgx.Tx
 // on PostgreSQL (the store packages wfsqlite and wfpostgres have typed
-// helpers). An error from fn fails the attempt and rolls everything back.
+// helpers). An error from fn fails the attempt and rolls everything back;
+// so does a panic, which is logged at ERROR and becomes the attempt's
+// error.
 // fn must not use the store's own methods.
 func (tc *TaskContext) OnCommit(fn func(ctx context.Context, tx any) error) {
 	tc.mu.Lock()
@@ -135,11 +138,29 @@ func (tc *TaskContext) TaskInstance() *models.TaskInstance {
 // DAG returns the DAG as plain data.
 func (tc *TaskContext) DAG() *models.DAG { return tc.dag.Model() }
 
-// collected returns what the attempt handed over.
+// collected returns what the attempt handed over. The OnCommit functions
+// run on the driver's goroutine, inside the store's transaction: one that
+// panicked took the process down, and again on every resume of the run
+// (the task ran again, and so did the function). Each is wrapped so that a
+// panic is its error instead, which rolls the transaction back and fails
+// the attempt, and is logged at ERROR with its stack.
 func (tc *TaskContext) collected() ([]byte, []*outbox.Message, []func(context.Context, any) error) {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
-	return tc.result, tc.messages, tc.txFuncs
+	fns := make([]func(context.Context, any) error, len(tc.txFuncs))
+	for i, fn := range tc.txFuncs {
+		fns[i] = func(ctx context.Context, tx any) (err error) {
+			defer func() {
+				if v := recover(); v != nil {
+					err = fmt.Errorf("an OnCommit function panicked: %v", v)
+					tc.logger.LogAttrs(ctx, slog.LevelError, "an OnCommit function panicked; the attempt fails",
+						slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
+				}
+			}()
+			return fn(ctx, tx)
+		}
+	}
+	return tc.result, tc.messages, fns
 }
 
 // instanceID is the ID of one attempt at a task: run/task/attempt.

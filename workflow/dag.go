@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"container/heap"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -41,7 +42,8 @@ type Task struct {
 	Retries int
 	// Strategy gives the wait before retry n (n = failures so far). Nil
 	// means retry.DefaultExponentialBackoff (1 s doubling, ±25 %). A Stop
-	// ends the retries early.
+	// ends the retries early. A Delay that panics is logged at ERROR and
+	// the default's delay is used for that retry.
 	Strategy retry.Strategy
 	// Timeout bounds one attempt; 0 means no bound. An attempt past it is
 	// cancelled and fails with a *TimeoutError, which is retried.
@@ -173,29 +175,62 @@ func (d *DAG) link() error {
 }
 
 // sort orders the tasks topologically (Kahn), ties in definition order, or
-// reports a cycle as a path.
+// reports a cycle as a path. The order is that of passes over the tasks in
+// definition order, each taking every task whose dependencies are taken,
+// until none is left. Done as written, with a pass for each task of a
+// chain defined from its end, 10,000 tasks took seconds: instead each pass
+// takes the ready tasks from a heap of positions, and a task made ready
+// behind the pass's position waits for the next pass.
 func (d *DAG) sort() error {
-	indeg := map[string]int{}
-	for _, t := range d.tasks {
-		indeg[t.ID] = len(d.upstream(t.ID))
+	indeg := make([]int, len(d.tasks))
+	var pass intHeap
+	for i, t := range d.tasks {
+		if indeg[i] = len(d.upstream(t.ID)); indeg[i] == 0 {
+			pass = append(pass, i)
+		}
 	}
-	done := map[string]bool{}
-	for len(d.order) < len(d.tasks) {
-		progressed := false
-		for _, t := range d.tasks {
-			if !done[t.ID] && indeg[t.ID] == 0 {
-				done[t.ID], progressed = true, true
-				d.order = append(d.order, t.ID)
-				for _, dn := range d.down[t.ID] {
-					indeg[dn]--
+	var next []int
+	for len(pass) > 0 {
+		for len(pass) > 0 {
+			i := heap.Pop(&pass).(int)
+			d.order = append(d.order, d.tasks[i].ID)
+			for _, dn := range d.down[d.tasks[i].ID] {
+				j := d.index[dn]
+				if indeg[j]--; indeg[j] > 0 {
+					continue
+				}
+				if j > i {
+					heap.Push(&pass, j)
+				} else {
+					next = append(next, j)
 				}
 			}
 		}
-		if !progressed {
-			return defErr(d.id, ErrCycle, "%s", d.findCycle(done))
+		pass, next = intHeap(next), nil
+		heap.Init(&pass)
+	}
+	if len(d.order) < len(d.tasks) {
+		done := make(map[string]bool, len(d.order))
+		for _, id := range d.order {
+			done[id] = true
 		}
+		return defErr(d.id, ErrCycle, "%s", d.findCycle(done))
 	}
 	return nil
+}
+
+// intHeap is a min-heap of task positions (container/heap).
+type intHeap []int
+
+func (h intHeap) Len() int           { return len(h) }
+func (h intHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h intHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *intHeap) Push(x any)        { *h = append(*h, x.(int)) }
+func (h *intHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // findCycle returns one cycle among the tasks not in done, as "a -> b ->

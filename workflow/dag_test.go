@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	eh "github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/workflow"
@@ -110,5 +111,34 @@ func TestRegisterRefusesAnotherShapeUnderOneID(t *testing.T) {
 	}
 	if _, err := h.engine.Run(h.ctx, "nope", workflow.RunOptions{}); !errors.Is(err, workflow.ErrUnknownDAG) {
 		t.Errorf("Run(nope) = %v, want ErrUnknownDAG", err)
+	}
+}
+
+// NewEngine refuses, naming the field, a lease or a poll interval so short
+// that the engine would spin: LeaseDuration: 30, meant as seconds, is 30
+// ns. It was taken, and the lease was renewed in a loop that never
+// waited, lapsed before another instance could read it, and Work looked
+// for abandoned runs as fast as the database answered.
+func TestNewEngineRefusesDurationsItWouldSpinOn(t *testing.T) {
+	t.Parallel()
+	_, ws := openSQLite(t, ":memory:")
+	for _, tc := range []struct {
+		cfg  workflow.Config
+		want string
+	}{
+		{workflow.Config{LeaseDuration: 30}, "Config.LeaseDuration must be 0 (30 s) or at least 1s, got 30ns"},
+		{workflow.Config{LeaseDuration: 999 * time.Millisecond}, "Config.LeaseDuration must be 0 (30 s) or at least 1s"},
+		{workflow.Config{LeaseDuration: -time.Second}, "Config.LeaseDuration must not be negative"},
+		{workflow.Config{PollInterval: 5}, "Config.PollInterval must be 0 (half the lease) or at least 10ms, got 5ns"},
+		{workflow.Config{PollInterval: -1}, "Config.PollInterval must not be negative"},
+	} {
+		if _, err := workflow.NewEngine(ws, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewEngine(%+v) = %v, want an error saying %q", tc.cfg, err, tc.want)
+		}
+	}
+	for _, cfg := range []workflow.Config{{}, {LeaseDuration: workflow.MinLeaseDuration, PollInterval: workflow.MinPollInterval}} {
+		if _, err := workflow.NewEngine(ws, cfg); err != nil {
+			t.Errorf("NewEngine(%+v) = %v", cfg, err)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -119,6 +120,45 @@ func TestFailingOnCommitRollsBack(t *testing.T) {
 	r, _ := h.run("rollback", workflow.RunOptions{})
 	if r.Task("t").State != models.TaskStateFailed || outboxCount(t, h, "never") != 0 {
 		t.Errorf("task %s (%q); outbox has %d", r.Task("t").State, r.Task("t").Reason, outboxCount(t, h, "never"))
+	}
+}
+
+// An OnCommit function that panics fails the attempt and rolls back what
+// it wrote, as one that returns an error does. It runs inside the store's
+// transaction on the driver's goroutine, and its panic took the process
+// down (and again on every resume, the task and its function run again).
+func TestPanickingOnCommitRollsBack(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, workflow.Config{})
+	h.register("commit-panics", nil, h.task("t", func(ctx context.Context, tc *workflow.TaskContext) error {
+		if err := tc.Enqueue(&outbox.Message{Destination: "d", Type: "never"}); err != nil {
+			return err
+		}
+		tc.OnCommit(func(context.Context, any) error {
+			var m map[string]int
+			m["x"] = 1 // a write to a nil map
+			return nil
+		})
+		return nil
+	}), h.task("after", nil, "t"))
+	r, err := h.run("commit-panics", workflow.RunOptions{})
+	if !errors.Is(err, workflow.ErrRunFailed) {
+		t.Fatalf("Run = %v, want the run failed", err)
+	}
+	wantStates(t, r, map[string]models.TaskState{"t": models.TaskStateFailed, "after": models.TaskStateUpstreamFailed})
+	if got := r.Task("t").Error; !strings.Contains(got, "an OnCommit function panicked: assignment to entry in nil map") {
+		t.Errorf("t's error = %q", got)
+	}
+	if n := outboxCount(t, h, "never"); n != 0 {
+		t.Errorf("the outbox holds %d messages of the attempt that failed", n)
+	}
+	// The store is usable after the rolled-back transaction.
+	h.register("after-panic", nil, h.task("u", nil))
+	if r, err := h.run("after-panic", workflow.RunOptions{}); err != nil || r.State != models.RunStateSuccess {
+		t.Errorf("a run after the panic: %v, %v", r.State, err)
+	}
+	if logs := h.logs.String(); !strings.Contains(logs, `level=ERROR msg="an OnCommit function panicked; the attempt fails"`) {
+		t.Errorf("no ERROR record of the panic in the logs:\n%.3000s", logs)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	eh "github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/workflow"
@@ -149,5 +150,48 @@ func TestExplainEscapesControlCharacters(t *testing.T) {
 	}
 	if lines := strings.Count(out, "\n"); lines != 4 { // run, why, a, b
 		t.Errorf("Explain has %d lines, want 4:\n%s", lines, out)
+	}
+}
+
+// shortTable is a retry strategy with a table of delays shorter than the
+// task's retries: its Delay panics past the table's end.
+type shortTable []time.Duration
+
+func (s shortTable) Delay(n int) time.Duration { return s[n-1] }
+
+// A retry strategy whose Delay panics took the process down (the
+// attempt's failure never recorded, so again on every resume of the run).
+// The default back-off is used instead, the task is retried as its
+// retries allow, and the panic is logged at ERROR.
+func TestPanickingRetryStrategy(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, workflow.Config{})
+	events := h.subscribe()
+	a := h.task("a", func(ctx context.Context, tc *workflow.TaskContext) error {
+		if tc.Attempt() < 3 {
+			return errBoom
+		}
+		return nil
+	})
+	a.Retries = 2
+	a.Strategy = shortTable{time.Minute}
+	h.register("short-table", nil, a)
+	done, out := h.runAsync("short-table", workflow.RunOptions{ID: "r-short-table"})
+	ev := h.waitFor(events, done, upForRetry("a"))
+	if want := t0.Add(time.Minute); !ev.NextAttemptAt.Equal(want) {
+		t.Errorf("first retry at %v, want %v (the table's)", ev.NextAttemptAt, want)
+	}
+	h.clock.Set(ev.NextAttemptAt)
+	ev = h.waitFor(events, done, upForRetry("a"))
+	if d := ev.NextAttemptAt.Sub(h.clock.Now()); d < 1500*time.Millisecond || d > 2500*time.Millisecond {
+		t.Errorf("second retry in %s, want the default back-off's (2 s ± 25 %%)", d)
+	}
+	h.clock.Set(ev.NextAttemptAt)
+	r, err := out()
+	if err != nil || r.State != models.RunStateSuccess || h.callsOf("a") != 3 {
+		t.Fatalf("run = %s, %v after %d calls, want success after 3:\n%s", r.State, err, h.callsOf("a"), r.Explain())
+	}
+	if logs := h.logs.String(); !strings.Contains(logs, `level=ERROR msg="the retry strategy panicked; the default back-off is used"`) {
+		t.Errorf("no ERROR record of the panic in the logs:\n%.3000s", logs)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/backstophq/backstop/errorhandling"
@@ -133,11 +134,7 @@ func (dr *driver) fail(f *wfstore.Finish, err error) {
 	permanent := v.Class == errorhandling.ClassPermanent
 	delay := retry.Stop
 	if !permanent && f.Failures <= task.Retries {
-		strategy := task.Strategy
-		if strategy == nil {
-			strategy = retry.DefaultExponentialBackoff()
-		}
-		if delay = strategy.Delay(f.Failures); delay >= 0 {
+		if delay = dr.retryDelay(task, f); delay >= 0 {
 			delay = max(delay, v.RetryAfter)
 		}
 	}
@@ -161,6 +158,28 @@ func (dr *driver) fail(f *wfstore.Finish, err error) {
 		f.Reason = fmt.Sprintf("failed: %s (attempt %d; the retry strategy stopped after %d failed %s)", f.Error,
 			f.Attempt, f.Failures, plural(f.Failures, "attempt", "attempts"))
 	}
+}
+
+// retryDelay is the task's strategy's wait before retry f.Failures. A
+// strategy that panics (a table of delays shorter than Retries) must not
+// take the process down, and again on every resume of the run, the
+// attempt's failure never recorded: the wait is then the default
+// strategy's (retry.DefaultExponentialBackoff), so the task is retried as
+// its retries allow, and the panic is logged at ERROR with its stack.
+func (dr *driver) retryDelay(task *Task, f *wfstore.Finish) (d time.Duration) {
+	if task.Strategy == nil {
+		return retry.DefaultExponentialBackoff().Delay(f.Failures)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			d = retry.DefaultExponentialBackoff().Delay(f.Failures)
+			dr.e.log.LogAttrs(dr.ctx, slog.LevelError, "the retry strategy panicked; the default back-off is used",
+				slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id), slog.String("task_id", f.TaskID),
+				slog.Int("attempt", f.Attempt), slog.String("panic", fmt.Sprint(p)),
+				slog.String("stack", string(debug.Stack())))
+		}
+	}()
+	return task.Strategy.Delay(f.Failures)
 }
 
 // logFinish writes the record of an attempt's end: failures for good at
