@@ -179,6 +179,28 @@ func TestWorkflowRunsNotEnabled(t *testing.T) {
 	}
 }
 
+// pagesOfOne lists the workflow runs a page of one at a time, following
+// the cursors for at most pages pages, and returns their IDs in order.
+func pagesOfOne(t *testing.T, a *api, pages int) []string {
+	t.Helper()
+	var ids []string
+	q := url.Values{"limit": {"1"}}
+	for range pages {
+		page, err := a.rd.WorkflowRuns(a.ctx, q)
+		if err != nil {
+			t.Fatalf("page after %q: %v", ids, err)
+		}
+		for _, r := range page.Items {
+			ids = append(ids, r.ID)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		q.Set("cursor", page.NextCursor)
+	}
+	return ids
+}
+
 func isStatus(err error, status int) bool {
 	var p *admin.Problem
 	return errors.As(err, &p) && p.Status == status
@@ -208,21 +230,7 @@ func TestWorkflowRunsNamedWithControlCharacters(t *testing.T) {
 		if err != nil || run.ID != odd || len(run.Tasks) != 4 {
 			t.Fatalf("get %q: %+v %v", odd, run, err)
 		}
-		var seen []string
-		q := url.Values{"limit": {"1"}}
-		for range 4 {
-			page, err := a.rd.WorkflowRuns(a.ctx, q)
-			if err != nil {
-				t.Fatalf("after %q: %v", seen, err)
-			}
-			for _, r := range page.Items {
-				seen = append(seen, r.ID)
-			}
-			if page.NextCursor == "" {
-				break
-			}
-			q.Set("cursor", page.NextCursor)
-		}
+		seen := pagesOfOne(t, a, 4)
 		slices.Sort(seen)
 		want := []string{"run-1", "run-2", odd}
 		slices.Sort(want)
@@ -305,21 +313,7 @@ func TestWorkflowRunsListPastBadRows(t *testing.T) {
 			t.Fatalf("listed %q, want the good runs and the bad rows", ids)
 		}
 		// Pages of one go through every row once, bad ones included.
-		var paged []string
-		q := url.Values{"limit": {"1"}}
-		for range len(ids) + 1 {
-			page, err := a.rd.WorkflowRuns(a.ctx, q)
-			if err != nil {
-				t.Fatalf("page after %q: %v", paged, err)
-			}
-			for _, r := range page.Items {
-				paged = append(paged, r.ID)
-			}
-			if page.NextCursor == "" {
-				break
-			}
-			q.Set("cursor", page.NextCursor)
-		}
+		paged := pagesOfOne(t, a, len(ids)+1)
 		if !slices.Equal(paged, ids) {
 			t.Errorf("pages of one hold %q, want %q", paged, ids)
 		}
