@@ -78,19 +78,8 @@ func SQLiteRuns(st *sqlite.Store) RunLister {
 }
 
 // sqliteText is a text column's value as valid UTF-8 without NUL, whatever
-// was written in it: "" for NULL, a number spelled out, a blob's or
-// invalid text's bytes with each invalid run as U+FFFD.
-func sqliteText(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return outbox.CleanText(x, 0)
-	case []byte:
-		return outbox.CleanText(string(x), 0)
-	}
-	return fmt.Sprint(v)
-}
+// was written in it (sqlite.LenientText, then outbox.CleanText).
+func sqliteText(v any) string { return outbox.CleanText(sqlite.LenientText(v), 0) }
 
 // sqliteTime is a unix-millisecond column's value as a time; zero when it
 // is NULL or not an integer.

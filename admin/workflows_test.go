@@ -179,6 +179,20 @@ func TestWorkflowRunsNotEnabled(t *testing.T) {
 	}
 }
 
+// etlEngine is an engine on wf's store with wf's first DAG ("etl")
+// registered, logging nowhere.
+func etlEngine(t *testing.T, wf *admin.Workflows) *workflow.Engine {
+	t.Helper()
+	eng, err := workflow.NewEngine(wf.Store, workflow.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Register(wf.DAGs[0]); err != nil {
+		t.Fatal(err)
+	}
+	return eng
+}
+
 // pagesOfOne lists the workflow runs a page of one at a time, following
 // the cursors for at most pages pages, and returns their IDs in order.
 func pagesOfOne(t *testing.T, a *api, pages int) []string {
@@ -214,13 +228,7 @@ func isStatus(err error, status int) bool {
 func TestWorkflowRunsNamedWithControlCharacters(t *testing.T) {
 	stores(t, func(t *testing.T, st store.Store) {
 		wf := workflowsOn(t, st)
-		eng, err := workflow.NewEngine(wf.Store, workflow.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := eng.Register(wf.DAGs[0]); err != nil {
-			t.Fatal(err)
-		}
+		eng := etlEngine(t, wf)
 		odd := "run-\x1b[2J\t\u202e3"
 		if _, err := eng.Start(context.Background(), "etl", workflow.RunOptions{ID: odd}); err != nil {
 			t.Fatal(err)
@@ -247,13 +255,7 @@ func TestWorkflowRunsNamedWithControlCharacters(t *testing.T) {
 func TestWorkflowRunsNamedDotAndDotDot(t *testing.T) {
 	st := openSQLite(t)
 	wf := workflowsOn(t, st)
-	eng, err := workflow.NewEngine(wf.Store, workflow.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Register(wf.DAGs[0]); err != nil {
-		t.Fatal(err)
-	}
+	eng := etlEngine(t, wf)
 	a := newAPI(t, st, func(c *admin.Config) { c.Workflows = wf })
 	for _, id := range []string{".", ".."} {
 		if _, err := eng.Start(context.Background(), "etl", workflow.RunOptions{ID: id}); err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -153,8 +152,7 @@ func (tc *TaskContext) collected() ([]byte, []*outbox.Message, []func(context.Co
 			defer func() {
 				if v := recover(); v != nil {
 					err = fmt.Errorf("an OnCommit function panicked: %v", v)
-					tc.logger.LogAttrs(ctx, slog.LevelError, "an OnCommit function panicked; the attempt fails",
-						slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
+					logPanic(ctx, tc.logger, "an OnCommit function panicked; the attempt fails", v)
 				}
 			}()
 			return fn(ctx, tx)

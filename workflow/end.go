@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"time"
 
 	"github.com/backstophq/backstop/workflow/models"
@@ -118,8 +117,7 @@ func (dr *driver) release() {
 func (e *Engine) callback(ctx context.Context, name string, fn func() error, attrs ...slog.Attr) {
 	defer func() {
 		if v := recover(); v != nil {
-			e.log.LogAttrs(ctx, slog.LevelError, name+" panicked", append(attrs,
-				slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))...)
+			logPanic(ctx, e.log, name+" panicked", v, attrs...)
 		}
 	}()
 	if err := fn(); err != nil {

@@ -282,6 +282,14 @@ func (e *Engine) awaitAbandoned(runID string, n int, results <-chan result) {
 	}()
 }
 
+// logPanic logs at ERROR, with msg, the panic v of user code the engine
+// recovered from, and the stack it panicked on (call it from the deferred
+// function that recovered).
+func logPanic(ctx context.Context, log *slog.Logger, msg string, v any, attrs ...slog.Attr) {
+	log.LogAttrs(ctx, slog.LevelError, msg, append(attrs,
+		slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))...)
+}
+
 // emit calls OnEvent.
 func (e *Engine) emit(ev Event) {
 	if e.cfg.OnEvent == nil {
@@ -289,9 +297,8 @@ func (e *Engine) emit(ev Event) {
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			e.log.LogAttrs(context.Background(), slog.LevelError, "OnEvent panicked",
-				slog.String("run_id", ev.RunID), slog.String("task_id", ev.TaskID),
-				slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
+			logPanic(context.Background(), e.log, "OnEvent panicked", v,
+				slog.String("run_id", ev.RunID), slog.String("task_id", ev.TaskID))
 		}
 	}()
 	e.cfg.OnEvent(ev)
@@ -304,8 +311,8 @@ func (e *Engine) emit(ev Event) {
 func (e *Engine) classify(err error) (v errorhandling.Classification) {
 	defer func() {
 		if p := recover(); p != nil {
-			e.log.LogAttrs(context.Background(), slog.LevelError, "the error classifier panicked; the error is taken as transient",
-				slog.String("error", err.Error()), slog.String("panic", fmt.Sprint(p)), slog.String("stack", string(debug.Stack())))
+			logPanic(context.Background(), e.log, "the error classifier panicked; the error is taken as transient", p,
+				slog.String("error", err.Error()))
 			v = errorhandling.Classification{Class: errorhandling.ClassTransient, Retryable: true,
 				Reason: errorhandling.ReasonHandlerException, Code: "classifier_panic", Rule: "panic"}
 		}

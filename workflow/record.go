@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"time"
 
 	"github.com/backstophq/backstop/errorhandling"
@@ -173,10 +172,9 @@ func (dr *driver) retryDelay(task *Task, f *wfstore.Finish) (d time.Duration) {
 	defer func() {
 		if p := recover(); p != nil {
 			d = retry.DefaultExponentialBackoff().Delay(f.Failures)
-			dr.e.log.LogAttrs(dr.ctx, slog.LevelError, "the retry strategy panicked; the default back-off is used",
+			logPanic(dr.ctx, dr.e.log, "the retry strategy panicked; the default back-off is used", p,
 				slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id), slog.String("task_id", f.TaskID),
-				slog.Int("attempt", f.Attempt), slog.String("panic", fmt.Sprint(p)),
-				slog.String("stack", string(debug.Stack())))
+				slog.Int("attempt", f.Attempt))
 		}
 	}()
 	return task.Strategy.Delay(f.Failures)

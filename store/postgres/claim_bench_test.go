@@ -433,8 +433,7 @@ func BenchmarkEnqueueWriters(b *testing.B) {
 func medians(all map[string][]float64) map[string]float64 {
 	out := map[string]float64{}
 	for name, rs := range all {
-		slices.Sort(rs)
-		out[name] = rs[len(rs)/2]
+		out[name] = median(rs)
 	}
 	return out
 }

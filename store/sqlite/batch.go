@@ -122,7 +122,7 @@ func (s *Store) logOutcomes(ctx context.Context, instance string, res *store.Res
 	}
 	for _, b := range bad {
 		log.LogAttrs(ctx, slog.LevelError, "outbox row quarantined", slog.String("store", "sqlite"),
-			slog.String("instance_id", instance), slog.String("message_id", outbox.CleanText(lenientText(b.raw[1]), 100)),
+			slog.String("instance_id", instance), slog.String("message_id", outbox.CleanText(LenientText(b.raw[1]), 100)),
 			slog.Any("seq", b.raw[0]), slog.String("reason", errorhandling.ReasonSerializationError.String()),
 			slog.String("error", outbox.TruncateError(b.err.Error())))
 	}

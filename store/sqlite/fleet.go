@@ -164,7 +164,7 @@ func (s *Store) circuit(ctx context.Context, now time.Time, dest, open, by, open
 			Problem: "is not 0 or 1"}, "row skipped")
 		return c, false
 	}
-	c.OpenedBy = lenientText(by)
+	c.OpenedBy = LenientText(by)
 	c.OpenedAt = s.circuitTime(ctx, name, "opened_at", openedAt)
 	c.NextProbe = s.circuitTime(ctx, name, "next_probe", next)
 	c.PausedUntil = s.circuitTime(ctx, name, "paused_until", paused)

@@ -24,7 +24,7 @@ import (
 // the lease lapses; the rest of the batch is unaffected.
 func (s *Store) quarantine(ctx context.Context, tx *sql.Tx, instance string, bad []badRow, res *store.Result, now time.Time) error {
 	for _, b := range bad {
-		id, _ := uuid.Parse(lenientText(b.raw[1]))
+		id, _ := uuid.Parse(LenientText(b.raw[1]))
 		rejected, fatal := s.savepoint(ctx, tx, func() error { return s.quarantineRow(ctx, tx, instance, b, now) })
 		if fatal != nil {
 			return fmt.Errorf("quarantine seq %v: %w", b.raw[0], fatal)
@@ -42,7 +42,7 @@ func (s *Store) quarantine(ctx context.Context, tx *sql.Tx, instance string, bad
 func (s *Store) quarantineRow(ctx context.Context, tx *sql.Tx, instance string, b badRow, now time.Time) error {
 	raw := b.raw
 	reason := errorhandling.ReasonSerializationError
-	errText := outbox.TruncateError(fmt.Sprintf("undecodable outbox row (seq %s): %s", lenientText(raw[0]), b.err))
+	errText := outbox.TruncateError(fmt.Sprintf("undecodable outbox row (seq %s): %s", LenientText(raw[0]), b.err))
 	if _, err := tx.ExecContext(ctx, s.sql(mendSQL), sql.Named("now", now.UnixMilli()), sql.Named("reason", int(reason)),
 		sql.Named("err", errText), sql.Named("seq", raw[0])); err != nil {
 		return err
@@ -84,18 +84,18 @@ const millisRange = `-62135596800000 AND 253402300799999`
 // metadata.
 func quarantineEntry(raw *rawRow, cause error, instance string) *dlq.Entry {
 	e := &dlq.Entry{
-		MessageID:   lenientText(raw[1]),
-		Destination: lenientText(raw[2]),
-		Stream:      lenientText(raw[3]),
-		Type:        lenientText(raw[4]),
+		MessageID:   LenientText(raw[1]),
+		Destination: LenientText(raw[2]),
+		Stream:      LenientText(raw[3]),
+		Type:        LenientText(raw[4]),
 		Metadata:    map[string]any{"quarantined_by": instance},
 	}
 	var d decoder
 	e.Payload = d.bytes(raw, 5)
-	if h, err := store.DecodeHeaders([]byte(lenientText(raw[6]))); err == nil {
+	if h, err := store.DecodeHeaders([]byte(LenientText(raw[6]))); err == nil {
 		e.Headers = h
 	} else {
-		e.Metadata["raw_headers"] = lenientText(raw[6])
+		e.Metadata["raw_headers"] = LenientText(raw[6])
 	}
 	if n, ok := raw[0].(int64); ok {
 		e.Seq = n
@@ -110,8 +110,9 @@ func quarantineEntry(raw *rawRow, cause error, instance string) *dlq.Entry {
 	return e
 }
 
-// lenientText spells any stored value as text.
-func lenientText(v any) string {
+// LenientText spells any value SQLite stores as text: "" for NULL, a
+// number spelled out, a blob's bytes as they are.
+func LenientText(v any) string {
 	switch x := v.(type) {
 	case nil:
 		return ""
