@@ -93,7 +93,10 @@ func TestUnknownDestinationGaugeIsBoundedAndValid(t *testing.T) {
 	rn := e.start(cfg)
 	rn.settle()
 	for range 4 {
-		rn.advance(rn.r.Config().HeartbeatInterval)
+		// turn, not advance: the clock moves once the maintainer waits for
+		// its timer (moved before, under load, the beat that counts never
+		// came)
+		turn(e, rn.r.Config().HeartbeatInterval, rn)
 	}
 	rn.waitFor("the count", func() bool { return len(rn.r.Stats().UnknownPending) == 31 })
 	series := seriesOf(t, reg, "backstop_unknown_destination_messages")

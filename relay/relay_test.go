@@ -276,12 +276,12 @@ func TestUnknownDestinationIsCountedAndWarnedOnce(t *testing.T) {
 	e.enqueue(msg("elsewhere", "s", 1), msg("elsewhere", "s", 2), msg("orders", "s", 1))
 	rn := e.start(e.config(map[string]Destination{"orders": {Transport: (&recorder{}).transport()}}))
 	rn.settle()
-	for range 2 {
-		rn.advance(rn.r.Config().HeartbeatInterval)
+	for range 2 { // turn: the clock moves once the maintainer waits for its timer
+		turn(e, rn.r.Config().HeartbeatInterval, rn)
 	}
 	rn.waitFor("the count", func() bool { return rn.r.Stats().UnknownPending["elsewhere"] == 2 })
 	for range 4 {
-		rn.advance(rn.r.Config().HeartbeatInterval)
+		turn(e, rn.r.Config().HeartbeatInterval, rn)
 	}
 	if got := e.logs.find("messages for a destination this relay does not know"); len(got) != 1 || got[0].attrs["destination"] != "elsewhere" {
 		t.Fatalf("warnings = %+v", got)
