@@ -130,6 +130,10 @@ func FuzzClaimArbitraryRows(f *testing.F) {
 		{0, 0, 0, 0, 3, 5, '[', '1', ',', '2', ']'}, // headers [1,2]
 		{0, 0, 3, 0}, // empty type
 		{0, 0, 0, 0, 0, 0, 0, 3, 255, 255, 255, 255, 255, 255, 255, 255}, // attempts -1
+		// empty destination, leased until 2128 by an instance named ""
+		{3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 3, 2, 0, 0xf2, 0x05, 0x2a, 0x01, 0, 0, 0},
+		// empty type, leased until 2128 by an instance that never heart-beat
+		{0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 5, 'g', 'h', 'o', 's', 't', 3, 2, 0, 0xf2, 0x05, 0x2a, 0x01, 0, 0, 0},
 	} {
 		f.Add(seed)
 	}

@@ -9,7 +9,7 @@ type lifecycleStatements struct {
 }
 
 func newLifecycleStatements(n names) lifecycleStatements {
-	r := strings.NewReplacer("{o}", n.outbox, "{d}", n.deadLetters, "{now}", nowExpr, "{cols o}", msgColsOf("o"))
+	r := strings.NewReplacer("{o}", n.outbox, "{d}", n.deadLetters, "{i}", n.instances, "{now}", nowExpr, "{cols o}", msgColsOf("o"))
 	return lifecycleStatements{
 		resolveDelivered: r.Replace(resolveDeliveredSQL),
 		completeLeased:   r.Replace(completeLeasedSQL),
@@ -32,15 +32,27 @@ RETURNING o.id`
 // NOT (validRow) must match the index's WHERE for the planner to use it.
 const validRow = `destination <> '' AND type <> '' AND status BETWEEN 0 AND 65535 AND attempts >= 0 AND jsonb_typeof(headers) = 'object' AND isfinite(created_at) AND coalesce(isfinite(scheduled_for), true) AND coalesce(isfinite(lease_expiry), true) AND coalesce(isfinite(dead_lettered_at), true) AND coalesce(isfinite(first_failed_at), true) AND coalesce(isfinite(last_failed_at), true) AND coalesce(isfinite(stream_released_at), true) AND coalesce(isfinite(published_at), true)`
 
+// heldByOther is true of a row o that an instance other than $2 leases:
+// the lease has not lapsed and its holder is registered (a heart-beat,
+// and not yet declared dead). The sweep and the quarantine leave such a
+// row to its holder, whose claim quarantines it.
+const heldByOther = `(o.instance_id IS NOT NULL AND o.instance_id <> $2
+		AND coalesce(isfinite(o.lease_expiry) AND o.lease_expiry > {now}, false)
+		AND EXISTS (SELECT 1 FROM {i} i WHERE i.id = o.instance_id))`
+
 // sweepSQL finds up to $3 rows the store cannot decode that are not yet
 // dead-lettered and not validly leased by another instance ($2 is the
 // caller, $1 now), whether or not a claim would take them (an infinite
-// lease never lapses), and locks them.
+// lease never lapses), and locks them. A lease is valid when it has not
+// lapsed and its holder is a registered instance (heldByOther): a row
+// written by plain SQL with an instance_id no relay has (an empty one,
+// which a batch refuses, or a made-up name) and a lease into the next
+// century was otherwise never quarantined, since no instance of that name
+// is ever declared dead either.
 const sweepSQL = `SELECT {cols o} FROM {o} o
 WHERE NOT (` + validRow + `)
 	AND (o.dead_lettered_at IS NULL OR NOT isfinite(o.dead_lettered_at))
-	AND (o.instance_id IS NULL OR o.instance_id = $2
-		OR NOT coalesce(isfinite(o.lease_expiry) AND o.lease_expiry > {now}, false))
+	AND NOT ` + heldByOther + `
 ORDER BY o.seq LIMIT $3
 FOR UPDATE OF o SKIP LOCKED`
 
@@ -53,7 +65,7 @@ FOR UPDATE OF o SKIP LOCKED`
 // an empty destination or type named "(empty)"), since the entry's error
 // and metadata keep the bad value. Its entry copies the row. It returns the
 // message ids.
-const quarantineSQL = `
+var quarantineSQL = `
 WITH q AS (
 	UPDATE {o} o SET dead_lettered_at = {now}, instance_id = NULL, lease_expiry = NULL, scheduled_for = NULL,
 		failure_reason = $4, error = b.err,
@@ -69,8 +81,7 @@ WITH q AS (
 		published_at = CASE WHEN isfinite(o.published_at) THEN o.published_at END
 	FROM unnest($2::bigint[], $3::text[], $5::text[], $6::jsonb[]) AS b(seq, err, entry, meta)
 	WHERE o.seq = b.seq AND (o.dead_lettered_at IS NULL OR NOT isfinite(o.dead_lettered_at))
-		AND (o.instance_id IS NULL OR o.instance_id = $7
-			OR NOT coalesce(isfinite(o.lease_expiry) AND o.lease_expiry > {now}, false))
+		AND NOT ` + strings.ReplaceAll(heldByOther, "$2", "$7") + `
 	RETURNING o.id, o.destination, o.stream, o.type, o.payload, o.headers, o.seq, o.attempts,
 		b.err, b.entry, b.meta
 )

@@ -188,3 +188,56 @@ func TestMigrationKeepsOldBadRows(t *testing.T) {
 		t.Fatalf("dead letters: %d, %v", n, err)
 	}
 }
+
+// TestSweepLeavesRowsToRegisteredHoldersOnly: an undecodable row leased by
+// a registered instance is left to it (its own claim quarantines it), but
+// one "leased" until the next century by a holder no relay is (an empty
+// name, which a batch refuses, or a name that never heart-beat) is
+// quarantined by the next claim of any instance: no instance of that name
+// is ever declared dead, so the lease would otherwise hold it for a
+// century.
+func TestSweepLeavesRowsToRegisteredHoldersOnly(t *testing.T) {
+	ctx := context.Background()
+	s, err := openTest(t, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poison.DropChecks(t, s)
+	if err := s.Heartbeat(ctx, store.Instance{ID: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]uuid.UUID{}
+	for _, holder := range []string{"other", "", "ghost"} {
+		var id uuid.UUID
+		if err := s.pool.QueryRow(ctx, `INSERT INTO `+s.n.outbox+` (destination, type, instance_id, lease_expiry)
+			VALUES ('d', '', $1, now() + interval '100 years') RETURNING id`, holder).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids[holder] = id
+	}
+	res, err := s.ProcessBatch(ctx, &store.Batch{Instance: store.Instance{ID: "me"}, Claim: store.ClaimRequest{Limit: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[uuid.UUID]bool{}
+	for _, id := range res.Quarantined {
+		got[id] = true
+	}
+	if len(res.Quarantined) != 2 || !got[ids[""]] || !got[ids["ghost"]] {
+		t.Fatalf("quarantined %v; want the rows of \"\" %s and ghost %s", res.Quarantined, ids[""], ids["ghost"])
+	}
+	if quarantinedEntry(ctx, t, s, ids["other"]) {
+		t.Fatal("the row a registered instance leases was quarantined by another")
+	}
+	// once other is declared dead, its lease is released and the row swept
+	if _, err := s.pool.Exec(ctx, `UPDATE `+s.n.instances+` SET last_heartbeat = now() - interval '1 day'`); err != nil {
+		t.Fatal(err)
+	}
+	res, err = s.ProcessBatch(ctx, &store.Batch{Instance: store.Instance{ID: "me"}, Claim: store.ClaimRequest{Limit: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Quarantined) != 1 || res.Quarantined[0] != ids["other"] || res.DeadInstances != 1 {
+		t.Fatalf("after other died: quarantined %v, dead instances %d; want %s and 1", res.Quarantined, res.DeadInstances, ids["other"])
+	}
+}
