@@ -26,7 +26,7 @@ type TaskContext struct {
 	attempt  int
 	started  time.Time
 	input    []byte
-	results  map[string][]byte // successful tasks' results
+	results  resultView // the results of the tasks that had succeeded when the attempt started
 	logger   *slog.Logger
 	mu       sync.Mutex
 	result   []byte
@@ -66,7 +66,7 @@ func (tc *TaskContext) Input(v any) error {
 // results are there; for a task that has not succeeded or set no result
 // the error matches ErrNoResult.
 func (tc *TaskContext) Result(taskID string, v any) error {
-	b, ok := tc.results[taskID]
+	b, ok := tc.results.get(taskID)
 	if !ok || b == nil {
 		return fmt.Errorf("%w: task %s of run %s", ErrNoResult, taskID, tc.runID)
 	}

@@ -179,8 +179,15 @@ func (dr *driver) findEntry(ctx context.Context, ti *models.TaskInstance, replay
 // entry is settled when a later replay of the task it waits for makes it
 // pending again (Store.Reopen).
 func (dr *driver) settleFailures() {
-	for _, t := range dr.snap.Tasks {
-		if dr.handled[t.TaskID] || !t.State.Terminal() {
+	for i := range dr.snap.Tasks {
+		// What follows acts only on these: the test comes before the
+		// map's, which each pass made for every task of the run.
+		if p := &dr.snap.Tasks[i]; !p.State.Terminal() ||
+			(p.ReplayOf == "" && (p.State != models.TaskStateFailed || p.DeadLetter != "")) {
+			continue
+		}
+		t := dr.snap.Tasks[i]
+		if dr.handled[t.TaskID] {
 			continue
 		}
 		again := t.ReplayOf != "" && t.State != models.TaskStateSuccess

@@ -31,10 +31,12 @@ type driver struct {
 
 	// The run as the driver knows it (see load): as read, with the
 	// driver's changes since applied.
-	snap     *wfstore.Snapshot
-	tasks    map[string]int     // index in snap.Tasks by task ID
-	attempts map[attemptKey]int // index in snap.Attempts
-	stale    bool               // the store may hold changes snap lacks: read the run again
+	snap      *wfstore.Snapshot
+	tasks     map[string]int     // index in snap.Tasks by task ID
+	attempts  map[attemptKey]int // index in snap.Attempts
+	stale     bool               // the store may hold changes snap lacks: read the run again
+	scratch   scratch            // evaluate's, between calls
+	succeeded *resultLog         // the results of the tasks that succeeded, for the attempts
 }
 
 // inflight is an attempt running in this engine.
@@ -111,7 +113,7 @@ func (dr *driver) run() (*Run, error) {
 			continue
 		}
 		dr.settleFailures()
-		p := evaluate(dr.d, dr.snap, dr.e.cfg.Clock.Now())
+		p := evaluate(dr.d, dr.snap, dr.e.cfg.Clock.Now(), &dr.scratch)
 		if len(p.marks) > 0 {
 			if err := dr.mark(p.marks); err != nil {
 				return dr.abort(err)
@@ -220,15 +222,9 @@ func (dr *driver) start(id string) error {
 		return fmt.Errorf("workflow: run %s: %w", dr.runID, err)
 	}
 	dr.started(id, attempt, l)
-	results := map[string][]byte{}
-	for _, other := range dr.snap.Tasks {
-		if other.State == models.TaskStateSuccess {
-			results[other.TaskID] = other.Result
-		}
-	}
 	task := dr.d.task(id)
 	tc := &TaskContext{dag: dr.d, task: task, runID: dr.runID, attempt: attempt, started: l.Now,
-		input: dr.snap.Run.Input, results: results,
+		input: dr.snap.Run.Input, results: dr.succeeded.now(),
 		logger: dr.e.cfg.Logger.With(slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id),
 			slog.String("task_id", id), slog.Int("attempt", attempt))}
 	ctx, cancel := context.WithCancelCause(dr.runCtx)

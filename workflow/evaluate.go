@@ -33,48 +33,97 @@ type plan struct {
 	reason string
 }
 
-// evaluate plans the next step of a run.
-func evaluate(d *DAG, snap *wfstore.Snapshot, now time.Time) plan {
+// scratch is evaluate's memory between calls for one run: where each
+// task of the DAG is in the snapshot, and the working states. evaluate
+// runs after every change to a run, so nothing it does may cost more than
+// a pass over slices: with maps built on each call, a run of n tasks cost
+// n² map operations (see graph).
+type scratch struct {
+	snap   *wfstore.Snapshot // the snapshot at was built for
+	at     []int             // by position in the DAG's order: index in snap.Tasks, or -1
+	states []models.TaskState
+	causes []string
+}
+
+// index points sc at snap, unless it already is.
+func (sc *scratch) index(d *DAG, snap *wfstore.Snapshot) {
+	n := len(d.order)
+	if sc.snap == snap && len(sc.at) == n {
+		return
+	}
+	sc.snap = snap
+	sc.at = make([]int, n)
+	for i := range sc.at {
+		sc.at[i] = -1
+	}
+	for i, t := range snap.Tasks {
+		if p, ok := d.graph.pos[t.TaskID]; ok {
+			sc.at[p] = i
+		}
+	}
+	sc.states, sc.causes = make([]models.TaskState, n), make([]string, n)
+}
+
+// task returns the snapshot's row of the task at position p, or nil.
+func (sc *scratch) task(p int) *wfstore.Task {
+	if i := sc.at[p]; i >= 0 {
+		return &sc.snap.Tasks[i]
+	}
+	return nil
+}
+
+// evaluate plans the next step of a run. sc is the run's scratch (kept
+// between calls; the zero value is ready to use).
+func evaluate(d *DAG, snap *wfstore.Snapshot, now time.Time, sc *scratch) plan {
 	var p plan
-	states := make(map[string]models.TaskState, len(snap.Tasks))
-	causes := make(map[string]string, len(snap.Tasks))
-	tasks := make(map[string]*wfstore.Task, len(snap.Tasks))
-	for i := range snap.Tasks {
-		t := &snap.Tasks[i]
-		states[t.TaskID], causes[t.TaskID], tasks[t.TaskID] = t.State, t.Cause, t
+	sc.index(d, snap)
+	states, causes := sc.states, sc.causes
+	for i := range states {
+		if t := sc.task(i); t != nil {
+			states[i], causes[i] = t.State, t.Cause
+		} else {
+			states[i], causes[i] = "", ""
+		}
 	}
+	g := &d.graph
 	policy := d.policy()
+	stop := -1
 	if policy == errorhandling.PropagationPolicyFail {
-		p.stopCause = firstFailure(d, tasks)
+		stop = firstFailure(sc)
+		if stop >= 0 {
+			p.stopCause = d.order[stop]
+		}
 	}
-	for _, id := range d.order {
-		switch states[id] {
+	for i, id := range d.order {
+		switch states[i] {
 		case models.TaskStatePending:
-			if p.stopCause != "" {
-				p.skip(id, p.stopCause, reasonStopped(p.stopCause), states, causes)
+			if stop >= 0 {
+				p.skip(id, p.stopCause, reasonStopped(p.stopCause))
+				states[i], causes[i] = models.TaskStateSkipped, p.stopCause
 				continue
 			}
-			blocked, waiting := d.blockedBy(id, states)
+			blocked, waiting := g.blockedBy(i, states)
 			switch {
-			case blocked != "":
-				root := blocked
-				reason := fmt.Sprintf("skipped: upstream task %s failed under %s", blocked, policy)
+			case blocked >= 0:
+				name, root := d.order[blocked], d.order[blocked]
+				reason := fmt.Sprintf("skipped: upstream task %s failed under %s", name, policy)
 				if states[blocked] != models.TaskStateFailed {
 					root = causes[blocked]
 					reason = fmt.Sprintf("skipped: upstream task %s did not run because %s failed, under %s",
-						blocked, root, policy)
+						name, root, policy)
 				}
 				p.marks = append(p.marks, wfstore.Mark{TaskID: id, From: []models.TaskState{models.TaskStatePending},
 					To: models.TaskStateUpstreamFailed, Reason: reason, Cause: root})
-				states[id], causes[id] = models.TaskStateUpstreamFailed, root
+				states[i], causes[i] = models.TaskStateUpstreamFailed, root
 			case !waiting:
 				p.ready = append(p.ready, id)
 			}
 		case models.TaskStateUpForRetry:
-			t := tasks[id]
+			t := sc.task(i)
 			switch {
-			case p.stopCause != "":
-				p.skip(id, p.stopCause, reasonStopped(p.stopCause), states, causes)
+			case stop >= 0:
+				p.skip(id, p.stopCause, reasonStopped(p.stopCause))
+				states[i], causes[i] = models.TaskStateSkipped, p.stopCause
 			case !t.NextAttemptAt.After(now):
 				p.ready = append(p.ready, id)
 			case p.nextDue.IsZero() || t.NextAttemptAt.Before(p.nextDue):
@@ -83,9 +132,10 @@ func evaluate(d *DAG, snap *wfstore.Snapshot, now time.Time) plan {
 		}
 	}
 	p.done = true
-	for _, id := range d.order {
-		if !states[id].Terminal() {
+	for _, st := range states {
+		if !st.Terminal() {
 			p.done = false
+			break
 		}
 	}
 	if p.done {
@@ -96,22 +146,22 @@ func evaluate(d *DAG, snap *wfstore.Snapshot, now time.Time) plan {
 
 // skip marks a pending or up_for_retry task skipped because the run
 // stopped.
-func (p *plan) skip(id, cause, reason string, states map[string]models.TaskState, causes map[string]string) {
+func (p *plan) skip(id, cause, reason string) {
 	p.marks = append(p.marks, wfstore.Mark{TaskID: id,
 		From: []models.TaskState{models.TaskStatePending, models.TaskStateUpForRetry},
 		To:   models.TaskStateSkipped, Reason: reason, Cause: cause})
-	states[id], causes[id] = models.TaskStateSkipped, cause
 }
 
-// blockedBy returns the first upstream task whose failure (failed,
-// upstream_failed or skipped) id does not tolerate, and whether some
-// upstream task has not ended.
-func (d *DAG) blockedBy(id string, states map[string]models.TaskState) (blocked string, waiting bool) {
-	for _, up := range d.upstream(id) {
+// blockedBy returns the position of the first upstream task whose failure
+// (failed, upstream_failed or skipped) the task at position i does not
+// tolerate, or -1, and whether some upstream task has not ended.
+func (g *graph) blockedBy(i int, states []models.TaskState) (blocked int, waiting bool) {
+	blocked = -1
+	for k, up := range g.ups[i] {
 		switch st := states[up]; {
 		case st == models.TaskStateSuccess:
 		case st.Terminal():
-			if blocked == "" && !d.allow[[2]string{id, up}] {
+			if blocked < 0 && !g.allowed[i][k] {
 				blocked = up
 			}
 		default:
@@ -121,15 +171,15 @@ func (d *DAG) blockedBy(id string, states map[string]models.TaskState) (blocked 
 	return blocked, waiting
 }
 
-// firstFailure returns the failed task that ended first (ties in
-// dependency order), or "".
-func firstFailure(d *DAG, tasks map[string]*wfstore.Task) string {
-	first := ""
+// firstFailure returns the position of the failed task that ended first
+// (ties in dependency order), or -1.
+func firstFailure(sc *scratch) int {
+	first := -1
 	var at time.Time
-	for _, id := range d.order {
-		t := tasks[id]
-		if t != nil && t.State == models.TaskStateFailed && (first == "" || t.EndedAt.Before(at)) {
-			first, at = id, t.EndedAt
+	for i := range sc.at {
+		t := sc.task(i)
+		if t != nil && t.State == models.TaskStateFailed && (first < 0 || t.EndedAt.Before(at)) {
+			first, at = i, t.EndedAt
 		}
 	}
 	return first
@@ -145,10 +195,10 @@ func reasonCancelled(cause string) string {
 }
 
 // outcome decides how a run whose tasks have all ended ends, and says why.
-func outcome(d *DAG, states map[string]models.TaskState) (models.RunState, string) {
+func outcome(d *DAG, states []models.TaskState) (models.RunState, string) {
 	var failed, notRun, criticalMissed []string
-	for _, id := range d.order {
-		switch states[id] {
+	for i, id := range d.order {
+		switch states[i] {
 		case models.TaskStateSuccess:
 			continue
 		case models.TaskStateFailed:
@@ -156,7 +206,7 @@ func outcome(d *DAG, states map[string]models.TaskState) (models.RunState, strin
 		default:
 			notRun = append(notRun, id)
 		}
-		if d.critical[id] {
+		if d.graph.critical[i] {
 			criticalMissed = append(criticalMissed, id)
 		}
 	}

@@ -209,8 +209,12 @@ func (dr *driver) logFinish(ctx context.Context, f *wfstore.Finish) {
 func (dr *driver) settleLost() (bool, error) {
 	now := dr.e.cfg.Clock.Now()
 	changed := false
-	for _, t := range dr.snap.Tasks {
-		if _, ours := dr.running[t.TaskID]; ours || t.State != models.TaskStateRunning {
+	for i := range dr.snap.Tasks {
+		if dr.snap.Tasks[i].State != models.TaskStateRunning {
+			continue // tested first: the map's test, made for every task of the run, cost more
+		}
+		t := dr.snap.Tasks[i]
+		if _, ours := dr.running[t.TaskID]; ours {
 			continue
 		}
 		f := &wfstore.Finish{RunID: dr.runID, TaskID: t.TaskID, Attempt: t.Attempt, Owner: t.Owner, Now: now,

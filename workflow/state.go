@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/backstophq/backstop/errorhandling"
@@ -42,7 +43,73 @@ func (dr *driver) load() error {
 	for i, a := range snap.Attempts {
 		dr.attempts[attemptKey{a.TaskID, a.Number}] = i
 	}
+	dr.succeeded = newResultLog(snap)
 	return nil
+}
+
+// resultLog holds the results of a run's tasks that succeeded, for the
+// attempts the driver starts. An attempt sees the results of the tasks
+// that had succeeded when it started, as a copy taken then would show,
+// without the copy: copying every result at every start cost a run of n
+// tasks n² map writes. Within a driver's memory a success is final (marks
+// move pending and up_for_retry tasks only), so the log only grows; load
+// starts a new one, and attempts started before keep the old one.
+type resultLog struct {
+	mu sync.RWMutex
+	m  map[string]logged
+	n  int // successes logged since the load
+}
+
+// logged is a result and when it was logged.
+type logged struct {
+	at     int
+	result []byte
+}
+
+// newResultLog logs the successes of a run as read.
+func newResultLog(snap *wfstore.Snapshot) *resultLog {
+	l := &resultLog{m: map[string]logged{}}
+	for _, t := range snap.Tasks {
+		if t.State == models.TaskStateSuccess {
+			l.m[t.TaskID] = logged{result: t.Result}
+		}
+	}
+	return l
+}
+
+// add logs a task's success with its result.
+func (l *resultLog) add(taskID string, result []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n++
+	l.m[taskID] = logged{at: l.n, result: result}
+}
+
+// now returns the results as they stand: later successes are not in it.
+func (l *resultLog) now() resultView {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return resultView{log: l, upTo: l.n}
+}
+
+// resultView is a resultLog as it stood when an attempt started.
+type resultView struct {
+	log  *resultLog
+	upTo int
+}
+
+// get returns the result of a task that had succeeded, and whether it had.
+func (v resultView) get(taskID string) ([]byte, bool) {
+	if v.log == nil {
+		return nil, false
+	}
+	v.log.mu.RLock()
+	defer v.log.mu.RUnlock()
+	e, ok := v.log.m[taskID]
+	if !ok || e.at > v.upTo {
+		return nil, false
+	}
+	return e.result, true
 }
 
 // attemptKey names an attempt of a run: its task and number.
@@ -105,6 +172,9 @@ func (dr *driver) finished(f *wfstore.Finish) {
 		}
 	case wfstore.OutcomeFailed:
 		t.Error = f.Error
+	}
+	if t.State == models.TaskStateSuccess {
+		dr.succeeded.add(f.TaskID, t.Result)
 	}
 	if a := dr.attempt(f.TaskID, f.Attempt); a != nil {
 		a.EndedAt, a.Outcome, a.Error = f.Now, f.Outcome, f.Error
