@@ -232,6 +232,20 @@ func (d *destination) fleetPaused(now time.Time, paused bool, next time.Duration
 	}
 }
 
+// probeTime is when the destination's next probe may be claimed, as of
+// now; g.mu must be held. The relay never puts a probe further off than
+// its longest probe interval: a probe time further ahead than that was set
+// before the clock was stepped back, and is due now. Kept, it held the
+// circuit open without a probe for as long as the step, whatever the
+// destination did meanwhile.
+func (d *destination) probeTime(now time.Time) time.Time {
+	g := &d.gate
+	if g.nextProbe.Sub(now) > max(d.maxProbe, d.firstProbe) {
+		g.nextProbe = now
+	}
+	return g.nextProbe
+}
+
 // untilProbeAt is how long after now the destination's circuit lets a
 // probe claim through; zero when it is not open.
 func (d *destination) untilProbeAt(now time.Time) time.Duration {
@@ -241,7 +255,7 @@ func (d *destination) untilProbeAt(now time.Time) time.Duration {
 	if !g.open {
 		return 0
 	}
-	return max(g.nextProbe.Sub(now), 0)
+	return max(d.probeTime(now).Sub(now), 0)
 }
 
 // state is the destination's circuit as the breaker_state gauge and
@@ -253,7 +267,7 @@ func (d *destination) state(now time.Time) circuitbreaker.State {
 	switch {
 	case !g.open:
 		return d.breaker.State()
-	case g.probes > 0 || !now.Before(g.nextProbe):
+	case g.probes > 0 || !now.Before(d.probeTime(now)):
 		return circuitbreaker.StateHalfOpen
 	}
 	return circuitbreaker.StateOpen
@@ -269,7 +283,7 @@ func (l *loop) breakerPlan(now time.Time) (exclude []string, probes []*destinati
 		switch {
 		case g.open:
 			exclude = append(exclude, d.name)
-			if !paused && !now.Before(g.nextProbe) && g.probes < d.halfOpenMax {
+			if !paused && !now.Before(d.probeTime(now)) && g.probes < d.halfOpenMax {
 				probes = append(probes, d)
 			}
 		case paused:
@@ -307,7 +321,7 @@ func (l *loop) untilProbe() time.Duration {
 		case !end.IsZero():
 			d = min(d, end.Sub(now))
 		case g.open && g.probes < dest.halfOpenMax:
-			d = min(d, max(g.nextProbe.Sub(now), 0))
+			d = min(d, max(dest.probeTime(now).Sub(now), 0))
 		}
 		g.mu.Unlock()
 	}

@@ -3,10 +3,12 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/backstophq/backstop/circuitbreaker"
 	"github.com/backstophq/backstop/clock"
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
@@ -88,5 +90,59 @@ func TestRetryAfterDoesNotOutlastAClockSteppedBack(t *testing.T) {
 	if e.get(m.ID) != nil {
 		t.Fatalf("not delivered after the clock was stepped back two hours: the relay holds the pause until %v (now %v)",
 			rn.r.Stats().Destinations["hooks"].PausedUntil, clk.Now())
+	}
+}
+
+// TestProbeDoesNotOutlastAClockSteppedBack: three 503s open "down"'s
+// circuit, its first probe is due in a second, and the clock is then
+// stepped back an hour. The relay never puts a probe further off than its
+// longest probe interval, so a probe time further ahead was set before the
+// step: a message enqueued after it probes the destination, up again,
+// within seconds and closes the circuit, where the probe waited out the
+// hour. (The three messages released when the circuit opened are due
+// when the store's clock reaches the time it gave them, an hour later:
+// the store cannot tell a retry's time from one an application chose.)
+// With a fleet the shared circuit's reading says the probe is due (the
+// store sees the step); alone (NoFleet), the relay's gate must.
+func TestProbeDoesNotOutlastAClockSteppedBack(t *testing.T) {
+	for _, alone := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoFleet=%v", alone), func(t *testing.T) { probeAfterAStepBack(t, alone) })
+	}
+}
+
+func probeAfterAStepBack(t *testing.T, alone bool) {
+	clk := &backClock{}
+	e := newEnv(t, func(c *store.Config) {
+		clk.Fake = c.Clock.(*clock.Fake)
+		c.Clock = clk
+	})
+	for i := range 3 {
+		e.enqueue(msg("down", fmt.Sprintf("s%d", i), i))
+	}
+	var down atomic.Bool
+	down.Store(true)
+	rec := &recorder{fn: func(context.Context, *outbox.Message, int) error {
+		if down.Load() {
+			return errorhandling.WithHTTPStatus(errors.New("503 service unavailable"), 503)
+		}
+		return nil
+	}}
+	cfg := e.config(map[string]Destination{"down": {Transport: rec.transport(),
+		Breaker: &circuitbreaker.Config{MaxFailures: 3}}})
+	cfg.Clock = clk
+	cfg.Workers, cfg.BatchSize, cfg.NoFleet = 1, 10, alone
+	rn := e.start(cfg)
+	rn.settle()
+	if st := rn.r.Breaker("down").State(); st != circuitbreaker.StateOpen {
+		t.Fatalf("breaker %v after three 503s, want open", st)
+	}
+	down.Store(false)
+	clk.back.Store(int64(time.Hour))
+	m := msg("down", "t", 3)
+	e.enqueue(m)
+	rn.advance(2 * DefaultMaxProbeInterval)
+	if st := rn.r.Breaker("down").State(); st != circuitbreaker.StateClosed || e.get(m.ID) != nil {
+		t.Fatalf("breaker %v, message enqueued after the step delivered: %v, %v after the clock was stepped back an hour; want closed by a probe",
+			st, e.get(m.ID) == nil, 2*DefaultMaxProbeInterval)
 	}
 }

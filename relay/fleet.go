@@ -23,19 +23,48 @@ import (
 // The store calls are made by the claimer, between claims: the gates only
 // queue them (fleetOps).
 
-// fleetOps are the store calls the gates queued for the claimer.
+// fleetOps are the store calls the gates queued for the claimer. Each
+// says where a destination's shared circuit or pause should stand, so a
+// later call of the same kind for the same destination replaces an
+// earlier one (of two pauses, the longer stays): while the store is out of
+// reach the calls are put back, and a destination that kept failing and
+// recovering queued one for each change, without bound, to be made one
+// after another once the store answered.
 type fleetOps struct {
 	mu  sync.Mutex
-	ops []func(ctx context.Context, f store.Fleet) error
+	ops []fleetOp
 }
 
-func (q *fleetOps) add(op func(ctx context.Context, f store.Fleet) error) {
+// fleetOp is a queued store call.
+type fleetOp struct {
+	key   string        // the destination and the kind of call: a later op of the key replaces it
+	pause time.Duration // a pause's length: of two, the longer stays
+	call  func(ctx context.Context, f store.Fleet) error
+}
+
+func (q *fleetOps) add(op fleetOp) {
 	q.mu.Lock()
+	defer q.mu.Unlock()
+	if i := q.find(op.key); i >= 0 {
+		if q.ops[i].pause > op.pause {
+			return
+		}
+		q.ops = append(q.ops[:i], q.ops[i+1:]...)
+	}
 	q.ops = append(q.ops, op)
-	q.mu.Unlock()
 }
 
-func (q *fleetOps) take() []func(ctx context.Context, f store.Fleet) error {
+// find returns the index of the queued op of key, or -1. q.mu is held.
+func (q *fleetOps) find(key string) int {
+	for i, o := range q.ops {
+		if o.key == key {
+			return i
+		}
+	}
+	return -1
+}
+
+func (q *fleetOps) take() []fleetOp {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	ops := q.ops
@@ -44,11 +73,28 @@ func (q *fleetOps) take() []func(ctx context.Context, f store.Fleet) error {
 }
 
 // putBack puts ops, which could not be made, back ahead of those queued
-// since.
-func (q *fleetOps) putBack(ops []func(ctx context.Context, f store.Fleet) error) {
+// since, except where one queued since replaces them.
+func (q *fleetOps) putBack(ops []fleetOp) {
 	q.mu.Lock()
-	q.ops = append(ops[:len(ops):len(ops)], q.ops...)
-	q.mu.Unlock()
+	defer q.mu.Unlock()
+	back := make([]fleetOp, 0, len(ops)+len(q.ops))
+	for _, o := range ops {
+		if i := q.find(o.key); i >= 0 {
+			if q.ops[i].pause < o.pause {
+				q.ops[i] = o
+			}
+			continue
+		}
+		back = append(back, o)
+	}
+	q.ops = append(back, q.ops...)
+}
+
+// len is how many calls are queued.
+func (q *fleetOps) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.ops)
 }
 
 // fleetOpened queues the opening of d's shared circuit.
@@ -56,10 +102,10 @@ func (r *Relay) fleetOpened(d *destination) {
 	if r.fleet == nil {
 		return
 	}
-	r.fleetQ.add(func(ctx context.Context, f store.Fleet) error {
+	r.fleetQ.add(fleetOp{key: "circuit\x00" + d.name, call: func(ctx context.Context, f store.Fleet) error {
 		_, err := f.OpenCircuit(ctx, d.name, r.cfg.Instance.ID, d.firstProbe)
 		return err
-	})
+	}})
 }
 
 // fleetClosed queues the closing of d's shared circuit.
@@ -67,9 +113,9 @@ func (r *Relay) fleetClosed(d *destination) {
 	if r.fleet == nil {
 		return
 	}
-	r.fleetQ.add(func(ctx context.Context, f store.Fleet) error {
+	r.fleetQ.add(fleetOp{key: "circuit\x00" + d.name, call: func(ctx context.Context, f store.Fleet) error {
 		return f.CloseCircuit(ctx, d.name, r.cfg.Instance.ID)
-	})
+	}})
 }
 
 // fleetPaused queues a pause of d for the fleet.
@@ -77,9 +123,9 @@ func (r *Relay) fleetPaused(d *destination, after time.Duration) {
 	if r.fleet == nil {
 		return
 	}
-	r.fleetQ.add(func(ctx context.Context, f store.Fleet) error {
+	r.fleetQ.add(fleetOp{key: "pause\x00" + d.name, pause: after, call: func(ctx context.Context, f store.Fleet) error {
 		return f.PauseDestination(ctx, d.name, after)
-	})
+	}})
 }
 
 // syncFleet makes the queued store calls and, at most once per
@@ -94,7 +140,7 @@ func (l *loop) syncFleet(ctx context.Context, now time.Time, force bool) {
 	defer cancel()
 	ops := r.fleetQ.take()
 	for i, op := range ops {
-		if err := op(ctx, r.fleet); err != nil {
+		if err := op.call(ctx, r.fleet); err != nil {
 			r.log.LogAttrs(ctx, slog.LevelWarn, "shared circuit update failed", slog.String("error", err.Error()))
 			if r.outOfReach(err) {
 				// Made again at the next sync, before the circuits are
