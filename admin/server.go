@@ -210,6 +210,7 @@ func (s *Server) routes() {
 	read("GET /v1/audit", s.audit)
 	read("GET /v1/workflows/runs", s.listRuns)
 	read("GET /v1/workflows/runs/{id}", s.getRun)
+	read("GET /v1/workflows/run", s.getRun)
 	s.mux.HandleFunc("/v1/", s.auth(RoleRead, func(w http.ResponseWriter, r *http.Request) {
 		if allowed := s.allowedMethods(r); len(allowed) > 0 {
 			w.Header().Set("Allow", strings.Join(allowed, ", "))

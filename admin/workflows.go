@@ -113,6 +113,11 @@ func newWorkflows(w *Workflows) (*workflows, error) {
 // runID reads the path's run ID, or answers 400.
 func runID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
+	if id == "" {
+		// The query form, GET /v1/workflows/run?id=, for runs named "."
+		// or "..": browsers remove such a path segment, even written %2E.
+		id = r.URL.Query().Get("id")
+	}
 	if !validID(id) {
 		badField(w, "id", "a run id is 1 to 255 bytes of UTF-8 without NUL")
 		return "", false

@@ -26,5 +26,8 @@ func workflowPaths() schema {
 		"/v1/workflows/runs/{id}": schema{"get": op("getWorkflowRun",
 			"Show a workflow run as its task graph: each task's state, dependencies, attempts and the reason for its state in words",
 			path("id"), "", one("200", "WorkflowRun"), "400", "404")},
+		"/v1/workflows/run": schema{"get": op("getWorkflowRunByQuery",
+			"Show a workflow run named in the query (for runs named . or ..)",
+			query("id"), "", one("200", "WorkflowRun"), "400", "404")},
 	}
 }

@@ -265,7 +265,20 @@ func TestWorkflowRunsNamedDotAndDotDot(t *testing.T) {
 		if err != nil || run.ID != id || len(run.Tasks) != 4 {
 			t.Errorf("get %q: %+v %v", id, run, err)
 		}
+		// the query form, which the dashboard uses: a browser removes a
+		// path segment "." or "..", even written %2E
+		var byQuery admin.WorkflowRun
+		if _, err := a.rd.Do(a.ctx, http.MethodGet, "/v1/workflows/run", url.Values{"id": {id}}, nil, &byQuery); err != nil ||
+			byQuery.ID != id || len(byQuery.Tasks) != 4 {
+			t.Errorf("get %q through the query: %+v %v", id, byQuery, err)
+		}
 	}
+	for _, q := range []url.Values{{}, {"id": {""}}, {"id": {"a\x00b"}}} {
+		_, err := a.rd.Do(a.ctx, http.MethodGet, "/v1/workflows/run", q, nil, nil)
+		wantProblem(t, err, http.StatusBadRequest, "id")
+	}
+	_, err := a.rd.Do(a.ctx, http.MethodGet, "/v1/workflows/run", url.Values{"id": {"nobody"}}, nil, nil)
+	wantProblem(t, err, http.StatusNotFound, "")
 }
 
 // TestWorkflowRunsListPastBadRows: rows of the runs table written by hand

@@ -127,11 +127,16 @@ func readOnly(t *testing.T, b context.Context, f *fixture) {
 	if pwned := eval[bool](tb, `window.pwned !== undefined`); pwned {
 		t.Error("a workflow ID ran as markup")
 	}
+	// The run named "..": its page asks for it by query (a path segment
+	// ".." is removed by the browser, even written %2E).
+	tb.page("workflows")
+	tb.until("the run named .. opens", `(document.querySelector('a[data-run=".."]')?.click(), document.querySelector('main h1')?.textContent === 'Run ..')`)
+	tb.until("its tasks show", `document.querySelectorAll('main tbody tr').length === 4`)
 
 	// A page left while its poll is out stays left: the run page's next
 	// poll is held, the operator goes back to the list, then the poll's
 	// answer comes. It drew the run over the list before.
-	f.gate.hold("/v1/workflows/runs/etl-1")
+	f.gate.hold("/v1/workflows/run?id=etl-1")
 	// Count the answers to etl-1 the page has read: once the count goes
 	// up, what the page does with that answer runs before the next task.
 	eval[bool](tb, `(() => {
@@ -139,7 +144,7 @@ func readOnly(t *testing.T, b context.Context, f *fixture) {
 		const fetch0 = window.fetch;
 		window.fetch = async (...args) => {
 			const resp = await fetch0(...args);
-			if (!String(args[0]).endsWith('/workflows/runs/etl-1')) return resp;
+			if (!String(args[0]).endsWith('/workflows/run?id=etl-1')) return resp;
 			const text0 = resp.text.bind(resp);
 			resp.text = async () => { const t = await text0(); setTimeout(() => window.runReads++); return t; };
 			return resp;

@@ -127,6 +127,11 @@ func workflows(t *testing.T, st store.Store) *admin.Workflows {
 	if _, err := eng.Start(ctx, "etl", workflow.RunOptions{ID: "etl-2"}); err != nil {
 		t.Fatalf("etl-2: %v", err)
 	}
+	// A run named "..": a browser removes such a path segment, even
+	// written %2E, so the page asks for it by query.
+	if _, err := eng.Start(ctx, "etl", workflow.RunOptions{ID: ".."}); err != nil {
+		t.Fatalf("run ..: %v", err)
+	}
 	// A run and tasks named as an application could name them: markup,
 	// URL syntax, control characters and a bidi override.
 	odd, err := workflow.NewDAG("odd<b>", nil,
@@ -431,7 +436,8 @@ type gate struct {
 	done    chan struct{} // closed once its answer is written
 }
 
-// hold arms g for the next request to path.
+// hold arms g for the next request to path (with its query, if it has
+// one).
 func (g *gate) hold(path string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -441,7 +447,7 @@ func (g *gate) hold(path string) {
 func (g *gate) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()
-		armed := g.path != "" && r.URL.Path == g.path
+		armed := g.path != "" && (r.URL.Path == g.path || r.URL.RequestURI() == g.path)
 		var held, release, done chan struct{}
 		if armed {
 			g.path = ""

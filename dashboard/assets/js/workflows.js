@@ -80,7 +80,8 @@ export function workflowRun(main, id) {
   return async () => {
     let r;
     try {
-      r = await api('GET', '/workflows/runs/' + seg(id));
+      // The query form: a run named . or .. cannot be a path segment.
+      r = await api('GET', '/workflows/run', { params: { id } });
     } catch (e) {
       fill(main, back, h('h1', {}, 'Workflow run'), notServed(e));
       return;
