@@ -42,7 +42,7 @@ const (
 func (s *Store) StartAttempt(ctx context.Context, runID, taskID string, attempt int, l wfstore.Lease) error {
 	now := l.Now.UnixMilli()
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		n, err := affected(tx.ExecContext(ctx, s.q(startTask), attempt, l.Owner, now,
+		n, err := affected(s.execHot(ctx, tx, s.hot.startTask, startTask, attempt, l.Owner, now,
 			runID, taskID, attempt-1, runID, l.Owner, now))
 		if err != nil {
 			return fmt.Errorf("wfsqlite: start %s/%s attempt %d: %w", runID, taskID, attempt, err)
@@ -51,7 +51,7 @@ func (s *Store) StartAttempt(ctx context.Context, runID, taskID string, attempt 
 			return fmt.Errorf("%w: task %q of run %q cannot start attempt %d as %s",
 				wfstore.ErrConflict, taskID, runID, attempt, l.Owner)
 		}
-		_, err = tx.ExecContext(ctx, s.q(insertAttempt), runID, taskID, attempt, l.Owner, now)
+		_, err = s.execHot(ctx, tx, s.hot.insertAttempt, insertAttempt, runID, taskID, attempt, l.Owner, now)
 		return err
 	})
 }
@@ -69,7 +69,7 @@ func (s *Store) FinishAttempt(ctx context.Context, f *wfstore.Finish) error {
 		taskErr = f.Error
 	}
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		n, err := affected(tx.ExecContext(ctx, s.q(finishTask), string(f.State), f.Failures, ms(f.NextAttemptAt),
+		n, err := affected(s.execHot(ctx, tx, s.hot.finishTask, finishTask, string(f.State), f.Failures, ms(f.NextAttemptAt),
 			f.Now.UnixMilli(), taskErr, f.Reason, f.Cause, result, f.RunID, f.TaskID, f.Attempt, f.Owner))
 		if err != nil {
 			return fmt.Errorf("wfsqlite: finish %s/%s attempt %d: %w", f.RunID, f.TaskID, f.Attempt, err)
@@ -88,7 +88,7 @@ func (s *Store) FinishAttempt(ctx context.Context, f *wfstore.Finish) error {
 				}
 			}
 		}
-		_, err = tx.ExecContext(ctx, s.q(finishAttempt), f.Now.UnixMilli(), string(f.Outcome), f.Error,
+		_, err = s.execHot(ctx, tx, s.hot.finishAttempt, finishAttempt, f.Now.UnixMilli(), string(f.Outcome), f.Error,
 			f.RunID, f.TaskID, f.Attempt)
 		return err
 	})
@@ -100,7 +100,7 @@ func (s *Store) Mark(ctx context.Context, runID string, l wfstore.Lease, marks [
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		moved = 0
 		var held int
-		if err := tx.QueryRowContext(ctx, s.q(runHeld), runID, l.Owner).Scan(&held); err != nil {
+		if err := s.queryRowHot(ctx, tx, s.hot.runHeld, runHeld, runID, l.Owner).Scan(&held); err != nil {
 			return err
 		}
 		if held == 0 {
