@@ -77,10 +77,15 @@ func newResultLog(snap *wfstore.Snapshot) *resultLog {
 	return l
 }
 
-// add logs a task's success with its result.
+// add logs a task's success with its result. A task logged already keeps
+// its place: an attempt that saw its result goes on seeing one.
 func (l *resultLog) add(taskID string, result []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if e, ok := l.m[taskID]; ok {
+		l.m[taskID] = logged{at: e.at, result: result}
+		return
+	}
 	l.n++
 	l.m[taskID] = logged{at: l.n, result: result}
 }

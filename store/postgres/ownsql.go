@@ -35,10 +35,12 @@ const validRow = `destination <> '' AND type <> '' AND status BETWEEN 0 AND 6553
 // heldByOther is true of a row o that an instance other than $2 leases:
 // the lease has not lapsed and its holder is registered (a heart-beat,
 // and not yet declared dead). The sweep and the quarantine leave such a
-// row to its holder, whose claim quarantines it.
+// row to its holder, whose claim quarantines it. The registration is read
+// by key, row by row (a scalar subquery): an EXISTS under the OR of NOT
+// became a hashed subplan reading the whole instances table.
 const heldByOther = `(o.instance_id IS NOT NULL AND o.instance_id <> $2
 		AND coalesce(isfinite(o.lease_expiry) AND o.lease_expiry > {now}, false)
-		AND EXISTS (SELECT 1 FROM {i} i WHERE i.id = o.instance_id))`
+		AND coalesce((SELECT true FROM {i} i WHERE i.id = o.instance_id), false))`
 
 // sweepSQL finds up to $3 rows the store cannot decode that are not yet
 // dead-lettered and not validly leased by another instance ($2 is the
