@@ -218,3 +218,15 @@ func (fs *flights) watch(on bool) {
 		fs.recent = nil
 	}
 }
+
+// leaseEnd is when, on the relay's clock, the relay stops holding id's
+// lease as it knows it (flight.until), and whether it holds it at all.
+func (fs *flights) leaseEnd(id uuid.UUID) (time.Time, bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	f := fs.m[id]
+	if f == nil || f.lost {
+		return time.Time{}, false
+	}
+	return f.until, true
+}

@@ -269,11 +269,15 @@ func (r *Relay) deliver(d *destination, m *outbox.Message, probe bool) outcome {
 	stalled := last != nil && r.stalls.overlaps(start, end)
 	// The transport refused the message before sending anything.
 	unsent := errors.Is(last, transport.ErrNotSent)
+	// The try was cut short because the relay no longer held the lease
+	// (leaseBound).
+	cut := lapsed && errors.Is(last, context.Canceled)
 	if !probe {
 		switch {
-		case tries == 0 || stalled || unsent:
+		case tries == 0 || stalled || unsent || cut:
 			// No call was made, or the relay itself stalled during the
-			// attempt: nothing was learnt about the destination.
+			// attempt, or lost the lease: nothing was learnt about the
+			// destination.
 			permit.Done(context.Canceled)
 		default:
 			permitDone(permit, last)
@@ -289,7 +293,7 @@ func (r *Relay) deliver(d *destination, m *outbox.Message, probe bool) outcome {
 		o = outcome{m: m, dest: d, kind: released, cause: causeStall, completed: completed, err: last}
 		r.logAttempt(slog.LevelWarn, "the relay stalled during the delivery; not counted against the destination", &o)
 	}
-	if probe && tries > 0 && !stalled && !unsent {
+	if probe && tries > 0 && !stalled && !unsent && !cut {
 		r.probeResult(d, end, !(o.kind == released && o.cause == causeDestination))
 	}
 	if lapsed && o.kind != delivered {
@@ -314,8 +318,15 @@ func (r *Relay) deliver(d *destination, m *outbox.Message, probe bool) outcome {
 // store refused a renewal, during the wait between tries).
 func (r *Relay) attempt(d *destination, m *outbox.Message) (completed outbox.Status, tries int, last error, lapsed bool) {
 	deadline := r.clk.Now().Add(d.timeout)
-	ctx, cancel := withTimeout(r.deliverCtx, r.clk, d.timeout)
+	leased, unbind := r.leaseBound(r.deliverCtx, m.ID)
+	defer unbind()
+	ctx, cancel := withTimeout(leased, r.clk, d.timeout)
 	defer cancel()
+	defer func() {
+		if last != nil && errors.Is(context.Cause(leased), errLeaseLapsed) {
+			lapsed = true // the try was cut short when the lease lapsed
+		}
+	}()
 	_ = d.exec.Execute(ctx, func() error {
 		if tries > 0 {
 			if d.breaker.State() == circuitbreaker.StateOpen {

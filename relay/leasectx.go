@@ -1,0 +1,51 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/backstophq/backstop/clock"
+)
+
+// errLeaseLapsed is the cause of a delivery's context cancelled because
+// the relay no longer held the message's lease.
+var errLeaseLapsed = errors.New("the relay no longer holds the message's lease")
+
+// leaseBound returns ctx cancelled, with cause errLeaseLapsed, once the
+// relay no longer holds the lease of message id: its lease passed the time
+// the relay knows it until (renewals move it on) or a renewal found it
+// gone. A delivery checks the lease before it starts (flights.startable);
+// a process stopped after that check (SIGSTOP, a VM paused) and continued
+// after the lease lapsed went on to write its request, after another
+// instance had delivered the message and a later one of its stream (a
+// stale re-send, seen once in the chaos suite). The timer is overdue when
+// the process is continued, so the request is dropped unless it was being
+// written already. Only on the wall clock: a test's fake clock moves in
+// steps on purpose, as for the stall detector.
+func (r *Relay) leaseBound(ctx context.Context, id uuid.UUID) (context.Context, context.CancelFunc) {
+	if r.clk != clock.Real {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		for {
+			until, ok := r.fl.leaseEnd(id)
+			wait := time.Until(until)
+			if !ok || wait <= 0 {
+				cancel(errLeaseLapsed)
+				return
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
+}

@@ -1,0 +1,60 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/backstophq/backstop/clock"
+	"github.com/backstophq/backstop/outbox"
+)
+
+// TestLeaseBoundCancelsWhenTheLeaseLapses: on the wall clock a delivery's
+// context ends, with cause errLeaseLapsed, once the relay's lease on the
+// message has lapsed, and at once for a message whose lease was found
+// gone; its release (the delivery returned) ends it with another cause.
+func TestLeaseBoundCancelsWhenTheLeaseLapses(t *testing.T) {
+	r := &Relay{clk: clock.Real, fl: newFlights()}
+	hold := func(until time.Time, lost bool) uuid.UUID {
+		m := &outbox.Message{ID: uuid.New()}
+		r.fl.mu.Lock()
+		r.fl.add(&flight{m: m, until: until, lost: lost})
+		r.fl.mu.Unlock()
+		return m.ID
+	}
+	lapsed := func(ctx context.Context) bool {
+		select {
+		case <-ctx.Done():
+			return errors.Is(context.Cause(ctx), errLeaseLapsed)
+		case <-time.After(10 * time.Second):
+			return false
+		}
+	}
+	ctx, unbind := r.leaseBound(context.Background(), hold(time.Now().Add(30*time.Millisecond), false))
+	defer unbind()
+	if !lapsed(ctx) {
+		t.Fatalf("a lease that lapsed 30 ms on: context %v, cause %v; want cancelled for the lease", ctx.Err(), context.Cause(ctx))
+	}
+	ctx, unbind = r.leaseBound(context.Background(), hold(time.Now().Add(time.Hour), true))
+	defer unbind()
+	if !lapsed(ctx) {
+		t.Fatalf("a lease found gone: context %v, cause %v; want cancelled for the lease", ctx.Err(), context.Cause(ctx))
+	}
+	ctx, unbind = r.leaseBound(context.Background(), hold(time.Now().Add(time.Hour), false))
+	if ctx.Err() != nil {
+		t.Fatalf("a lease held an hour more: context %v at once", context.Cause(ctx))
+	}
+	unbind()
+	if errors.Is(context.Cause(ctx), errLeaseLapsed) || ctx.Err() == nil {
+		t.Fatalf("after the delivery returned: context %v, cause %v; want cancelled, not for the lease", ctx.Err(), context.Cause(ctx))
+	}
+	// on a fake clock the context is the delivery's own
+	f := &Relay{clk: clock.NewFake(time.Now()), fl: r.fl}
+	parent := context.Background()
+	if got, _ := f.leaseBound(parent, hold(time.Now(), true)); got != parent {
+		t.Fatal("on a fake clock leaseBound made a context of its own")
+	}
+}
