@@ -93,7 +93,8 @@ func readOnly(t *testing.T, b context.Context, f *fixture) {
 	tb.page("workflows")
 	tb.until("the runs are listed", `document.querySelector('a[data-run="etl-1"]') !== null && document.querySelector('a[data-run="etl-2"]') !== null`)
 	tb.do("open the run nobody drives", chromedp.Click(chromedp.CSS(`a[data-run="etl-2"]`)))
-	tb.until("its tasks show", `document.querySelectorAll('main tbody tr').length === 4`)
+	// The list holds four runs too: wait for the run's own page.
+	tb.until("its tasks show", `document.querySelector('main h1')?.textContent === 'Run etl-2' && document.querySelectorAll('main tbody tr').length === 4`)
 	// The server has no DAG definitions: the edges are those the run kept,
 	// the tasks come in dependency order and say what they wait for.
 	tasks := eval[[]string](tb, `[...document.querySelectorAll('main tbody tr')].map(r => [...r.cells].slice(0, 5).map(c => c.textContent).join('|'))`)
@@ -116,7 +117,7 @@ func readOnly(t *testing.T, b context.Context, f *fixture) {
 	tb.page("workflows")
 	tb.until("the hostile run is listed", fmt.Sprintf(`[...document.querySelectorAll('a[data-run]')].some(a => a.dataset.run === %q)`, hostileRun))
 	tb.until("the hostile run opens", fmt.Sprintf(`([...document.querySelectorAll('a[data-run]')].find(a => a.dataset.run === %q).click(), true)`, hostileRun))
-	tb.until("its tasks show", `document.querySelectorAll('main tbody tr').length === 2`)
+	tb.until("its tasks show", `document.querySelector('main section[aria-label="Run"]') !== null && document.querySelectorAll('main tbody tr').length === 2`)
 	odd := eval[[]string](tb, `[...document.querySelectorAll('main tbody tr')].map(r => r.cells[0].textContent + '|' + r.cells[2].textContent)`)
 	if want := []string{hostileTask + "|—", "a\tb/c?d#e|" + hostileTask}; !slices.Equal(odd, want) {
 		t.Errorf("hostile task rows %q, want %q", odd, want)
