@@ -226,16 +226,15 @@ func (d *DAG) sort() error {
 // run of n tasks n² map operations (a 4,000-task fan-out spent most of
 // its 6.5 s there).
 type graph struct {
-	pos      map[string]int // task ID -> position in order
-	ups      [][]int        // each task's upstream positions, as upstream lists them
-	allowed  [][]bool       // whether the task allows the upstream of ups at the same index to fail
-	critical []bool
+	pos     map[string]int // task ID -> position in order
+	ups     [][]int        // each task's upstream positions, as upstream lists them
+	allowed [][]bool       // whether the task allows the upstream of ups at the same index to fail
 }
 
 // positions indexes the DAG's dependencies by position in its order.
 func (d *DAG) positions() graph {
 	g := graph{pos: make(map[string]int, len(d.order)), ups: make([][]int, len(d.order)),
-		allowed: make([][]bool, len(d.order)), critical: make([]bool, len(d.order))}
+		allowed: make([][]bool, len(d.order))}
 	for i, id := range d.order {
 		g.pos[id] = i
 	}
@@ -244,7 +243,6 @@ func (d *DAG) positions() graph {
 			g.ups[i] = append(g.ups[i], g.pos[up])
 			g.allowed[i] = append(g.allowed[i], d.allow[[2]string{id, up}])
 		}
-		g.critical[i] = d.critical[id]
 	}
 	return g
 }

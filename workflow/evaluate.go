@@ -206,7 +206,7 @@ func outcome(d *DAG, states []models.TaskState) (models.RunState, string) {
 		default:
 			notRun = append(notRun, id)
 		}
-		if d.graph.critical[i] {
+		if d.critical[id] {
 			criticalMissed = append(criticalMissed, id)
 		}
 	}

@@ -105,9 +105,6 @@ type resultView struct {
 
 // get returns the result of a task that had succeeded, and whether it had.
 func (v resultView) get(taskID string) ([]byte, bool) {
-	if v.log == nil {
-		return nil, false
-	}
 	v.log.mu.RLock()
 	defer v.log.mu.RUnlock()
 	e, ok := v.log.m[taskID]

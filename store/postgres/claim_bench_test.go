@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 )
@@ -365,21 +366,11 @@ func BenchmarkBatchSizeOverStreams(b *testing.B) {
 			})
 		}
 	}
-	small, large := median(perMsg[limits[0]]), median(perMsg[limits[1]])
+	small, large := testenv.Median(perMsg[limits[0]]), testenv.Median(perMsg[limits[1]])
 	if small > 0 {
 		fmt.Fprintf(os.Stderr, "PostgreSQL, 40k strict streams: %.1f us/msg claiming %d, %.1f us/msg claiming %d: %.2fx\n",
 			small, limits[0], large, limits[1], large/small)
 	}
-}
-
-// median is the middle of xs (0 when empty).
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	xs = slices.Clone(xs)
-	slices.Sort(xs)
-	return xs[len(xs)/2]
 }
 
 // BenchmarkEnqueueWriters measures Enqueue of one message per transaction
@@ -433,7 +424,7 @@ func BenchmarkEnqueueWriters(b *testing.B) {
 func medians(all map[string][]float64) map[string]float64 {
 	out := map[string]float64{}
 	for name, rs := range all {
-		out[name] = median(rs)
+		out[name] = testenv.Median(rs)
 	}
 	return out
 }

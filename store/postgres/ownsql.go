@@ -32,15 +32,18 @@ RETURNING o.id`
 // NOT (validRow) must match the index's WHERE for the planner to use it.
 const validRow = `destination <> '' AND type <> '' AND status BETWEEN 0 AND 65535 AND attempts >= 0 AND jsonb_typeof(headers) = 'object' AND isfinite(created_at) AND coalesce(isfinite(scheduled_for), true) AND coalesce(isfinite(lease_expiry), true) AND coalesce(isfinite(dead_lettered_at), true) AND coalesce(isfinite(first_failed_at), true) AND coalesce(isfinite(last_failed_at), true) AND coalesce(isfinite(stream_released_at), true) AND coalesce(isfinite(published_at), true)`
 
-// heldByOther is true of a row o that an instance other than $2 leases:
-// the lease has not lapsed and its holder is registered (a heart-beat,
-// and not yet declared dead). The sweep and the quarantine leave such a
-// row to its holder, whose claim quarantines it. The registration is read
-// by key, row by row (a scalar subquery): an EXISTS under the OR of NOT
-// became a hashed subplan reading the whole instances table.
-const heldByOther = `(o.instance_id IS NOT NULL AND o.instance_id <> $2
+// heldByOther is the predicate, true of a row o, that an instance other
+// than the parameter me leases it: the lease has not lapsed and its holder
+// is registered (a heart-beat, and not yet declared dead). The sweep and
+// the quarantine leave such a row to its holder, whose claim quarantines
+// it. The registration is read by key, row by row (a scalar subquery): an
+// EXISTS under the OR of NOT became a hashed subplan reading the whole
+// instances table.
+func heldByOther(me string) string {
+	return `(o.instance_id IS NOT NULL AND o.instance_id <> ` + me + `
 		AND coalesce(isfinite(o.lease_expiry) AND o.lease_expiry > {now}, false)
 		AND coalesce((SELECT true FROM {i} i WHERE i.id = o.instance_id), false))`
+}
 
 // sweepSQL finds up to $3 rows the store cannot decode that are not yet
 // dead-lettered and not validly leased by another instance ($2 is the
@@ -51,10 +54,10 @@ const heldByOther = `(o.instance_id IS NOT NULL AND o.instance_id <> $2
 // which a batch refuses, or a made-up name) and a lease into the next
 // century was otherwise never quarantined, since no instance of that name
 // is ever declared dead either.
-const sweepSQL = `SELECT {cols o} FROM {o} o
+var sweepSQL = `SELECT {cols o} FROM {o} o
 WHERE NOT (` + validRow + `)
 	AND (o.dead_lettered_at IS NULL OR NOT isfinite(o.dead_lettered_at))
-	AND NOT ` + heldByOther + `
+	AND NOT ` + heldByOther("$2") + `
 ORDER BY o.seq LIMIT $3
 FOR UPDATE OF o SKIP LOCKED`
 
@@ -83,7 +86,7 @@ WITH q AS (
 		published_at = CASE WHEN isfinite(o.published_at) THEN o.published_at END
 	FROM unnest($2::bigint[], $3::text[], $5::text[], $6::jsonb[]) AS b(seq, err, entry, meta)
 	WHERE o.seq = b.seq AND (o.dead_lettered_at IS NULL OR NOT isfinite(o.dead_lettered_at))
-		AND NOT ` + strings.ReplaceAll(heldByOther, "$2", "$7") + `
+		AND NOT ` + heldByOther("$7") + `
 	RETURNING o.id, o.destination, o.stream, o.type, o.payload, o.headers, o.seq, o.attempts,
 		b.err, b.entry, b.meta
 )

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 )
@@ -352,22 +353,12 @@ func BenchmarkBatchSizeOverStreams(b *testing.B) {
 		what string
 		by   map[int][]float64
 	}{{"us/msg", perMsg}, {"CPU us/msg", cpuPerMsg}} {
-		small, large := median(m.by[limits[0]]), median(m.by[limits[1]])
+		small, large := testenv.Median(m.by[limits[0]]), testenv.Median(m.by[limits[1]])
 		if small > 0 {
 			fmt.Fprintf(os.Stderr, "SQLite, 40k strict streams: %.1f %s claiming %d, %.1f claiming %d: %.2fx\n",
 				small, m.what, limits[0], large, limits[1], large/small)
 		}
 	}
-}
-
-// median is the middle of xs (0 when empty).
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	xs = slices.Clone(xs)
-	slices.Sort(xs)
-	return xs[len(xs)/2]
 }
 
 // BenchmarkEnqueueWriters: 8 goroutines Enqueue one message each call, on
