@@ -75,16 +75,38 @@ func (s *Store) quarantine(ctx context.Context, instance string, bad []badMessag
 			slog.String("instance_id", instance), slog.String("message_id", uuid.UUID(b.raw.id.Bytes).String()),
 			slog.Int64("seq", seqs[i]), slog.String("reason", reason.String()), slog.String("error", errs[i]))
 	}
-	var done []uuid.UUID
-	err := retryTx(ctx, func() error {
-		rows, err := s.pool.Query(ctx, s.life.quarantine, s.now(), seqs, errs, int32(reason), entries, metas,
-			instance, reason.String())
-		if err != nil {
+	run := func(seqs []int64, errs, entries, metas []string) ([]uuid.UUID, error) {
+		var done []uuid.UUID
+		err := retryTx(ctx, func() error {
+			rows, err := s.pool.Query(ctx, s.life.quarantine, s.now(), seqs, errs, int32(reason), entries, metas,
+				instance, reason.String())
+			if err != nil {
+				return err
+			}
+			done, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 			return err
+		})
+		return done, err
+	}
+	done, err := run(seqs, errs, entries, metas)
+	if err != nil && refused(err) && len(bad) > 1 {
+		// One row the database refuses to dead-letter (an entry too wide
+		// for the dead-letter queue's indexes) must not keep the others
+		// out of it: each is quarantined in a statement of its own.
+		done, err = nil, nil
+		for i := range bad {
+			one, oerr := run(seqs[i:i+1], errs[i:i+1], entries[i:i+1], metas[i:i+1])
+			if oerr != nil {
+				log.LogAttrs(ctx, slog.LevelError, "quarantining an outbox row failed; it is tried again when its lease lapses",
+					slog.String("store", "postgres"), slog.Int64("seq", seqs[i]), slog.String("error", outbox.TruncateError(oerr.Error())))
+				if !refused(oerr) {
+					break
+				}
+				continue
+			}
+			done = append(done, one...)
 		}
-		done, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-		return err
-	})
+	}
 	if err != nil {
 		log.LogAttrs(ctx, slog.LevelError, "quarantining outbox rows failed; they are tried again when their leases lapse",
 			slog.String("store", "postgres"), slog.Int("rows", len(bad)), slog.String("error", outbox.TruncateError(err.Error())))
