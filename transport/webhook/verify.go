@@ -125,11 +125,14 @@ func VerifyRequest(r *http.Request, secret []byte, tolerance time.Duration) ([]b
 // RequireSignature returns a handler that passes to next only requests
 // whose signature verifies (VerifyRequest), with their body readable
 // again. It answers a bad, missing or stale signature 401 Unauthorized, a
-// body over MaxVerifyBody 413, a body it cannot read 400, and, when secret
-// itself is unusable (empty, or "whsec_" without base64), 500. The sender
-// treats 401 and 500 as faults of the destination (messages wait, their
-// attempts intact, until the keys agree again) and 413 as a permanent
-// fault of the message.
+// body over MaxVerifyBody 413, a body that did not arrive whole (the
+// server's ReadTimeout cut a slow sender, or the connection broke) 408,
+// and, when secret itself is unusable (empty, or "whsec_" without base64),
+// 500. The sender treats 401, 408 and 500 as faults of the destination
+// (messages wait, their attempts intact, until the keys agree again or the
+// body gets through) and 413 as a permanent fault of the message. A body
+// cut short was answered 400, which the sender dead-letters at once,
+// although nothing is wrong with the message.
 func RequireSignature(secret []byte, tolerance time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, err := VerifyRequest(r, secret, tolerance)
@@ -143,7 +146,7 @@ func RequireSignature(secret []byte, tolerance time.Duration, next http.Handler)
 		case errors.Is(err, ErrBadSecret):
 			http.Error(w, "webhook: the receiver's secret is unusable", http.StatusInternalServerError)
 		default:
-			http.Error(w, "webhook: cannot read body", http.StatusBadRequest)
+			http.Error(w, "webhook: the body did not arrive whole; send it again", http.StatusRequestTimeout)
 		}
 	})
 }
