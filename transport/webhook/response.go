@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -38,8 +39,14 @@ var (
 const MaxRetryAfter = time.Hour
 
 // maxDrain bounds how much of a response body is read and dropped so
-// that the connection can be reused.
-const maxDrain = 64 << 10
+// that the connection can be reused, and drainGrace how long that may
+// take: the answer is known by then, and a body that does not come (a 2xx
+// whose body never ends) held the delivery, and the relay's worker, for
+// the whole Timeout. A body not drained in time costs only the connection.
+const (
+	maxDrain   = 64 << 10
+	drainGrace = 250 * time.Millisecond
+)
 
 // StatusError is a non-2xx answer of the destination. Deliver's errors
 // wrap it with errorhandling's markers; errors.As finds it.
@@ -75,8 +82,9 @@ func (e *StatusError) Error() string {
 	return b.String()
 }
 
-// outcome reads resp and maps it to Deliver's result.
-func (t *Transport) outcome(resp *http.Response) error {
+// outcome reads resp and maps it to Deliver's result. stop cancels the
+// request, ending a read of its body.
+func (t *Transport) outcome(resp *http.Response, stop context.CancelFunc) error {
 	code := resp.StatusCode
 	if code < 200 {
 		// A 1xx as the final answer (101 Switching Protocols): its body is
@@ -85,7 +93,9 @@ func (t *Transport) outcome(resp *http.Response) error {
 		_ = resp.Body.Close()
 	} else {
 		defer func() {
+			timer := time.AfterFunc(drainGrace, stop)
 			_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
+			timer.Stop()
 			_ = resp.Body.Close()
 		}()
 	}

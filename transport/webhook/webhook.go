@@ -125,7 +125,12 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 	}
 	dctx, cancel := context.WithTimeoutCause(ctx, t.timeout, ErrTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(dctx, http.MethodPost, t.url, bytes.NewReader(m.Payload))
+	// rctx is the request's own: cancelling it ends the reading of a
+	// response body that does not come (see outcome) and leaves dctx, which
+	// says whether the Timeout ran out, alone.
+	rctx, stopBody := context.WithCancel(dctx)
+	defer stopBody()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, t.url, bytes.NewReader(m.Payload))
 	if err != nil {
 		// The URL was checked by New: this is the destination's set-up.
 		return transport.DestinationFault(fmt.Errorf("webhook: build request for %s: %w", t.target, err),
@@ -136,7 +141,7 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 	if err != nil {
 		return t.noResponse(ctx, dctx, err)
 	}
-	return t.outcome(resp)
+	return t.outcome(resp, stopBody)
 }
 
 // noResponse explains a request that got no response.
