@@ -18,7 +18,7 @@ import (
 // timeout, each delivery to such a receiver took 10 s instead of
 // milliseconds. The same for the drain after an error answer, once its
 // excerpt is read.
-func TestProbeUnfinishedBodyDoesNotHoldTheDelivery(t *testing.T) {
+func TestUnfinishedBodyDoesNotHoldTheDelivery(t *testing.T) {
 	t.Parallel()
 	for _, status := range []int{http.StatusOK, http.StatusServiceUnavailable} {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
@@ -30,17 +30,19 @@ func TestProbeUnfinishedBodyDoesNotHoldTheDelivery(t *testing.T) {
 				w.(http.Flusher).Flush()
 				select { // and nothing more
 				case <-r.Context().Done():
-				case <-time.After(10 * time.Second):
+				case <-time.After(time.Minute):
 				}
-			}, webhook.Config{Timeout: 5 * time.Second})
+			}, webhook.Config{Timeout: 30 * time.Second})
 			start := time.Now()
 			err := tr.Deliver(context.Background(), message())
 			took := time.Since(start)
 			if (err == nil) != (status == http.StatusOK) {
 				t.Fatalf("Deliver = %v for %d", err, status)
 			}
-			if took > time.Second {
-				t.Fatalf("Deliver took %v after a %d whose body never ended (Timeout 5 s): the answer was known at once", took.Round(time.Millisecond), status)
+			// The fixed drain gives up after 250 ms; a third of the Timeout
+			// leaves room for a loaded machine and still tells the two apart.
+			if took > 10*time.Second {
+				t.Fatalf("Deliver took %v after a %d whose body never ended (Timeout 30 s): the answer was known at once", took.Round(time.Millisecond), status)
 			}
 		})
 	}

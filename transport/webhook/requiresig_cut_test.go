@@ -76,7 +76,7 @@ func stallingProxy(t *testing.T, target string, stall time.Duration) string {
 // message: the message is dead-lettered at once, and every large message
 // over that link with it. (inbox's HTTP receiver answers 408 for the same
 // case since 358f8ea, for this reason.)
-func TestProbeRequireSignatureBodyCutShortIsNotTheMessagesFault(t *testing.T) {
+func TestRequireSignatureBodyCutShortIsNotTheMessagesFault(t *testing.T) {
 	t.Parallel()
 	secret := []byte("whsec_c2lkZWNhci1kZW1vLXNpZ25pbmcta2V5IQ==")
 	srv := httptest.NewUnstartedServer(webhook.RequireSignature(secret, 0, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
