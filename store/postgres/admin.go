@@ -167,7 +167,7 @@ func (s *Store) AuditLog(ctx context.Context, f store.AuditFilter) ([]*store.Aud
 		limit = 100
 	}
 	rows, err := s.pool.Query(ctx, `SELECT id, at, actor, action, target, filter, count, notes FROM `+s.n.qual+`audit
-		WHERE ($1 = '' OR target = $1) AND ($2 = '' OR action = $2) AND ($3 = 0 OR id < $3)
+		WHERE ($1 = '' OR target = $1) AND ($2 = '' OR action = $2) AND ($3::bigint = 0 OR id < $3)
 		ORDER BY id DESC LIMIT $4`, f.Target, f.Action, f.BeforeID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: audit log: %w", err)
