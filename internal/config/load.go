@@ -340,9 +340,15 @@ func expand(n *yaml.Node, path string, lookup func(string) (string, bool), env *
 			*errs = append(*errs, &Error{Key: path, Line: n.Line,
 				Problem: fmt.Sprintf("environment variable %s is set but empty", empty[0])})
 		}
-		if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
+		switch {
+		case n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0:
 			n.Tag = "!!str"
-		} else {
+		case readsAsNull(n.Value):
+			// The variable's text, not YAML's null: HOOK_SECRET=~ left
+			// the webhook's secret empty (unsigned) without a word, and
+			// WORKERS=null took the default.
+			n.Tag = "!!str"
+		default:
 			// A plain value is read as what it now says, so that
 			// workers: ${WORKERS} can be a number; a string key takes
 			// any scalar as its text.
@@ -361,6 +367,16 @@ func expand(n *yaml.Node, path string, lookup func(string) (string, bool), env *
 			expand(c, path, lookup, env, errs)
 		}
 	}
+}
+
+// readsAsNull reports whether YAML reads the plain scalar v as null
+// (empty aside, which is the empty text wherever text is wanted).
+func readsAsNull(v string) bool {
+	switch v {
+	case "~", "null", "Null", "NULL":
+		return true
+	}
+	return false
 }
 
 // secretKey reports whether the key at path holds a secret or a token,
