@@ -1,8 +1,10 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"regexp"
@@ -51,9 +53,9 @@ func Load(path string) (*Config, error) {
 // the defaults and validates. Errors are *Error values (joined when there
 // are several), each naming its key and line.
 func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, &Error{Line: yamlLine(err.Error()), Problem: stripLine(err.Error())}
+	doc, err := oneDocument(data)
+	if err != nil {
+		return nil, err
 	}
 	c := &Config{}
 	lines := map[string]int{}
@@ -83,6 +85,33 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 		return nil, env.hide(errors.Join(out...))
 	}
 	return c, nil
+}
+
+// oneDocument reads data as one YAML document. yaml.Unmarshal read the
+// first and dropped the others without a word, so that the settings after
+// a --- never applied while config check said ok; a document after the
+// first that holds anything is refused naming its line.
+func oneDocument(data []byte) (yaml.Node, error) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for i := 0; ; i++ {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return doc, nil
+		}
+		if err != nil {
+			return doc, &Error{Line: yamlLine(err.Error()), Problem: stripLine(err.Error())}
+		}
+		if i == 0 {
+			doc = n
+			continue
+		}
+		if len(n.Content) == 1 && n.Content[0].Kind == yaml.ScalarNode && n.Content[0].ShortTag() == "!!null" && n.Content[0].Value == "" {
+			continue // an empty document: a --- with nothing after it
+		}
+		return doc, &Error{Line: n.Line, Problem: "a second YAML document: the configuration is one document (remove the --- line before it, or move its keys into the first)"}
+	}
 }
 
 // envValue is a scalar that took its value from the environment: at path
