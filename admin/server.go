@@ -99,6 +99,9 @@ func New(cfg Config) (*Server, error) {
 		if t.Name == "" || t.Secret == "" {
 			return nil, errors.New("admin: Config.Tokens: every token needs a name and a secret")
 		}
+		if why := unsendable(t.Secret); why != "" {
+			return nil, errors.New("admin: Config.Tokens[" + itoa(i) + "].Secret " + why)
+		}
 		if t.Role != RoleRead && t.Role != RoleOperate {
 			return nil, errors.New("admin: Config.Tokens[" + itoa(i) + "].Role must be read or operate")
 		}
@@ -237,6 +240,22 @@ func (s *Server) allowedMethods(r *http.Request) []string {
 		}
 	}
 	return out
+}
+
+// unsendable says why no request can carry secret as its bearer token, or
+// "" when one can: a server trims the white space around a header's value,
+// so a secret ending in it never matched (every request got 401), and a
+// client refuses to send a control character other than a tab.
+func unsendable(secret string) string {
+	if strings.TrimRight(secret, " \t") != secret {
+		return "ends in white space, which a server trims from the Authorization header: no request can match it"
+	}
+	for _, r := range secret {
+		if r < 0x20 && r != '\t' || r == 0x7f {
+			return "holds a control character, which no request can carry"
+		}
+	}
+	return ""
 }
 
 func itoa(i int) string {

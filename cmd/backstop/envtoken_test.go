@@ -52,3 +52,15 @@ func TestConfigCheckTakesTheEnvironmentToken(t *testing.T) {
 		t.Fatalf("config check with BACKSTOP_ADMIN_TOKEN set:\n%s", out)
 	}
 }
+
+// BACKSTOP_ADMIN_TOKEN with a trailing newline (read from a file) or
+// another character no request can carry at its end is refused naming
+// it: every request got 401.
+func TestEnvironmentTokenNoRequestCanCarry(t *testing.T) {
+	for _, v := range []string{"an-operate-token-0123456789\n", "an-operate-token-0123456789 "} {
+		t.Setenv("BACKSTOP_ADMIN_TOKEN", v)
+		if _, err := tokensOf(&config.Config{}); err == nil || !strings.Contains(err.Error(), "BACKSTOP_ADMIN_TOKEN") {
+			t.Errorf("BACKSTOP_ADMIN_TOKEN=%q: %v, want a refusal naming it", v, err)
+		}
+	}
+}

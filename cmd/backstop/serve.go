@@ -79,6 +79,9 @@ func tokensOf(c *config.Config) ([]admin.Token, error) {
 	if len(v) < config.MinTokenLen {
 		return nil, fmt.Errorf("BACKSTOP_ADMIN_TOKEN must be at least %d characters, got %d", config.MinTokenLen, len(v))
 	}
+	if why := config.TokenProblem(v); why != "" {
+		return nil, fmt.Errorf("BACKSTOP_ADMIN_TOKEN %s", why)
+	}
 	for _, t := range out {
 		if t.Secret == v {
 			return nil, fmt.Errorf("BACKSTOP_ADMIN_TOKEN is the same as the config's token %q", t.Name)
