@@ -107,10 +107,16 @@ func (c *Config) validate() []*Error {
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, &Error{Key: key, Problem: fmt.Sprintf(format, args...)})
 	}
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+	if _, port, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen", "%q is not host:port", c.Listen)
+	} else if _, err := net.LookupPort("tcp", port); port != "" && err != nil {
+		// serve failed at its listen, naming no key
+		bad("listen", "%q: port %q is not a port number (0 to 65535) or a service name", c.Listen, port)
 	}
-	if !strings.HasPrefix(c.DB, "sqlite:") && !strings.HasPrefix(c.DB, "postgres://") && !strings.HasPrefix(c.DB, "postgresql://") {
+	switch {
+	case c.DB == "sqlite:":
+		bad("db", "sqlite: needs a path, such as sqlite:./backstop.db")
+	case !strings.HasPrefix(c.DB, "sqlite:") && !strings.HasPrefix(c.DB, "postgres://") && !strings.HasPrefix(c.DB, "postgresql://"):
 		bad("db", "%q is neither sqlite:PATH nor a postgres:// URL", Redact(c.DB))
 	}
 	if c.MaxBodyBytes < 0 {
