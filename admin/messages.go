@@ -137,6 +137,9 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	switch {
 	case errors.As(err, &mbe):
 		problem(w, http.StatusRequestEntityTooLarge, "body too large", fmt.Sprintf("the request body is over %d bytes", mbe.Limit), "")
+	case errors.As(err, &te) && te.Field == "":
+		// the body itself: [], "x", 42
+		badField(w, "", "the request body must be a JSON object")
 	case errors.As(err, &te):
 		badField(w, te.Field, fmt.Sprintf("%s must be a JSON %s", te.Field, jsonKind(te.Type.Kind().String())))
 	case errors.Is(err, io.EOF):
