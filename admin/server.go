@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -99,7 +100,7 @@ func New(cfg Config) (*Server, error) {
 		if t.Name == "" || t.Secret == "" {
 			return nil, errors.New("admin: Config.Tokens: every token needs a name and a secret")
 		}
-		if why := unsendable(t.Secret); why != "" {
+		if why := TokenProblem(t.Secret); why != "" {
 			return nil, errors.New("admin: Config.Tokens[" + itoa(i) + "].Secret " + why)
 		}
 		if t.Role != RoleRead && t.Role != RoleOperate {
@@ -242,17 +243,19 @@ func (s *Server) allowedMethods(r *http.Request) []string {
 	return out
 }
 
-// unsendable says why no request can carry secret as its bearer token, or
-// "" when one can: a server trims the white space around a header's value,
-// so a secret ending in it never matched (every request got 401), and a
-// client refuses to send a control character other than a tab.
-func unsendable(secret string) string {
-	if strings.TrimRight(secret, " \t") != secret {
-		return "ends in white space, which a server trims from the Authorization header: no request can match it"
+// TokenProblem says why no request can carry secret as its bearer
+// token, or "" when one can: a server trims the white space around a
+// header's value, so a secret ending in it (one read from a file with its
+// newline) never matched and every request got 401, and a client refuses
+// to send a control character other than a tab. New refuses such a token;
+// the binary's configuration check uses the same rule.
+func TokenProblem(secret string) string {
+	if strings.TrimRight(secret, " \t\r\n") != secret {
+		return "ends in white space (a newline?), which a server trims from the Authorization header: no request could match it"
 	}
 	for _, r := range secret {
 		if r < 0x20 && r != '\t' || r == 0x7f {
-			return "holds a control character, which no request can carry"
+			return fmt.Sprintf("holds control character %U, which no request can carry", r)
 		}
 	}
 	return ""

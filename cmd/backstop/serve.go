@@ -79,7 +79,7 @@ func tokensOf(c *config.Config) ([]admin.Token, error) {
 	if len(v) < config.MinTokenLen {
 		return nil, fmt.Errorf("BACKSTOP_ADMIN_TOKEN must be at least %d characters, got %d", config.MinTokenLen, len(v))
 	}
-	if why := config.TokenProblem(v); why != "" {
+	if why := admin.TokenProblem(v); why != "" {
 		return nil, fmt.Errorf("BACKSTOP_ADMIN_TOKEN %s", why)
 	}
 	for _, t := range out {

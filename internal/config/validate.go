@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/backstophq/backstop/admin"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/relay"
 	"github.com/backstophq/backstop/transport/webhook"
@@ -196,8 +197,8 @@ func (c *Config) validate() []*Error {
 			bad(p+".name", "is required")
 		case len(t.Token) < MinTokenLen:
 			bad(p+".token", "must be at least %d characters", MinTokenLen)
-		case TokenProblem(t.Token) != "":
-			bad(p+".token", "%s", TokenProblem(t.Token))
+		case admin.TokenProblem(t.Token) != "":
+			bad(p+".token", "%s", admin.TokenProblem(t.Token))
 		case tokens[t.Token]:
 			bad(p+".token", "is the same as another token's")
 		}
@@ -392,21 +393,4 @@ func (c *Config) RouteTopic(topic string) []string {
 		}
 	}
 	return out
-}
-
-// TokenProblem says why no request can carry v as its bearer token, or ""
-// when one can: a server trims the white space around a header's value,
-// so a token ending in it (a secret read from a file with its newline)
-// never matched and every request got 401, and a client refuses to send a
-// control character other than a tab. admin.New refuses the same.
-func TokenProblem(v string) string {
-	if strings.TrimRight(v, " \t\r\n") != v {
-		return "ends in white space (a newline?), which a server trims from the Authorization header: no request could match it"
-	}
-	for _, r := range v {
-		if r < 0x20 && r != '\t' || r == 0x7f {
-			return fmt.Sprintf("holds control character %U, which no request can carry", r)
-		}
-	}
-	return ""
 }
