@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -96,10 +97,16 @@ func New(cfg Config) (*Server, error) {
 	if !ok {
 		return nil, errors.New("admin: Config.Store does not implement store.Admin")
 	}
+	names := map[string]bool{}
 	for i, t := range cfg.Tokens {
 		if t.Name == "" || t.Secret == "" {
 			return nil, errors.New("admin: Config.Tokens: every token needs a name and a secret")
 		}
+		if names[t.Name] {
+			// the audit log names the actor by its token's name
+			return nil, errors.New("admin: Config.Tokens[" + itoa(i) + "].Name " + strconv.Quote(t.Name) + " is the name of another token")
+		}
+		names[t.Name] = true
 		if why := TokenProblem(t.Secret); why != "" {
 			return nil, errors.New("admin: Config.Tokens[" + itoa(i) + "].Secret " + why)
 		}

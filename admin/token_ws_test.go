@@ -30,3 +30,14 @@ func TestTokenNoRequestCanCarryIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// admin.New refuses two tokens of one name: the audit log names the actor
+// by its token's name, and could not tell them apart.
+func TestTokensOfOneNameAreRefused(t *testing.T) {
+	_, err := admin.New(admin.Config{Store: openSQLite(t), Tokens: []admin.Token{
+		{Name: "ops", Secret: strings.Repeat("a", 32), Role: admin.RoleOperate},
+		{Name: "ops", Secret: strings.Repeat("b", 32), Role: admin.RoleRead}}})
+	if err == nil || !strings.Contains(err.Error(), "Tokens[1].Name") {
+		t.Fatalf("admin.New = %v, want a refusal naming Config.Tokens[1].Name", err)
+	}
+}

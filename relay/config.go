@@ -20,6 +20,10 @@ import (
 	"github.com/backstophq/backstop/transport"
 )
 
+// MaxWorkers is the most Workers a relay takes: it starts them at once,
+// and more deliveries at a time are better had from more relays.
+const MaxWorkers = 10_000
+
 // Defaults applied by New to zero Config and Destination fields.
 const (
 	DefaultWorkers         = 16
@@ -78,7 +82,7 @@ type Config struct {
 	DeadLetters *dlq.Manager
 
 	// Workers is the most deliveries made at once (goroutines delivering).
-	// Zero means DefaultWorkers (16).
+	// Zero means DefaultWorkers (16); at most MaxWorkers.
 	Workers int
 
 	// BatchSize is how many messages the relay holds leased at once (its

@@ -29,7 +29,9 @@ func TestNewRejectsBadConfigNamingTheField(t *testing.T) {
 		{"no destinations", Config{}, "relay: Destinations is empty"},
 		{"nil transport", Config{Destinations: map[string]Destination{"orders": {}}}, `relay: Destinations["orders"].Transport is nil`},
 		{"empty name", Config{Destinations: map[string]Destination{"": {Transport: ok}}}, "relay: Destinations has an empty name"},
-		{"negative workers", Config{Destinations: map[string]Destination{"a": {Transport: ok}}, Workers: -1}, "relay: Workers must not be negative"},
+		{"negative workers", Config{Destinations: map[string]Destination{"a": {Transport: ok}}, Workers: -1}, "relay: Workers must be from 0 to 10000"},
+		// started at once, two billion took the machine's memory
+		{"too many workers", Config{Destinations: map[string]Destination{"a": {Transport: ok}}, Workers: 2_000_000_000}, "relay: Workers must be from 0 to 10000"},
 		{"max batch below batch", Config{Destinations: map[string]Destination{"a": {Transport: ok}}, BatchSize: 100, MaxBatchSize: 50}, "relay: MaxBatchSize must not be less than BatchSize (100), got 50"},
 		{"negative prefetch bytes", Config{Destinations: map[string]Destination{"a": {Transport: ok}}, PrefetchBytes: -1}, "relay: PrefetchBytes must not be negative"},
 		{"busy poll", Config{Destinations: map[string]Destination{"a": {Transport: ok}}, PollInterval: time.Millisecond}, "relay: PollInterval must be at least 10ms"},

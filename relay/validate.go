@@ -16,8 +16,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("relay: Destinations is empty; configure at least one")
 	case c.UnknownDestination != DeadLetterUnknown && c.UnknownDestination != LeaveUnknown:
 		return bad("UnknownDestination", int(c.UnknownDestination), "is not a known policy")
-	case c.Workers < 0:
-		return bad("Workers", c.Workers, "must not be negative")
+	case c.Workers < 0 || c.Workers > MaxWorkers:
+		return bad("Workers", c.Workers, fmt.Sprintf("must be from 0 to %d", MaxWorkers))
 	case c.BatchSize < 0:
 		return bad("BatchSize", c.BatchSize, "must not be negative")
 	case c.MaxBatchSize < c.BatchSize:

@@ -64,3 +64,14 @@ func TestEnvironmentTokenNoRequestCanCarry(t *testing.T) {
 		}
 	}
 }
+
+// A config token named env beside BACKSTOP_ADMIN_TOKEN's (named env too):
+// the audit log could not tell the two apart, and admin.New refused the
+// pair naming a Config.Tokens index no file has.
+func TestEnvironmentTokenNameIsItsOwn(t *testing.T) {
+	t.Setenv("BACKSTOP_ADMIN_TOKEN", "an-operate-token-0123456789")
+	c := &config.Config{Tokens: []config.Token{{Name: "env", Token: "read-only-token-0123456789", Role: admin.RoleRead}}}
+	if _, err := tokensOf(c); err == nil || !strings.Contains(err.Error(), "BACKSTOP_ADMIN_TOKEN") || !strings.Contains(err.Error(), `"env"`) {
+		t.Fatalf("tokensOf = %v, want a refusal naming BACKSTOP_ADMIN_TOKEN and the name env", err)
+	}
+}

@@ -86,6 +86,10 @@ func tokensOf(c *config.Config) ([]admin.Token, error) {
 		if t.Secret == v {
 			return nil, fmt.Errorf("BACKSTOP_ADMIN_TOKEN is the same as the config's token %q", t.Name)
 		}
+		if t.Name == "env" {
+			// the audit log names the actor by its token's name
+			return nil, fmt.Errorf(`BACKSTOP_ADMIN_TOKEN's token is named "env", as is one of the config's tokens: rename that one`)
+		}
 	}
 	return append(out, admin.Token{Name: "env", Secret: v, Role: admin.RoleOperate}), nil
 }

@@ -11,10 +11,12 @@ import "time"
 
 // Defaults of the settings a file leaves out.
 const (
-	DefaultListen         = "127.0.0.1:8080"
-	DefaultDB             = "sqlite:./backstop.db"
-	DefaultMaxBodyBytes   = 1 << 20
-	DefaultWorkers        = 16
+	DefaultListen       = "127.0.0.1:8080"
+	DefaultDB           = "sqlite:./backstop.db"
+	DefaultMaxBodyBytes = 1 << 20
+	DefaultWorkers      = 16
+	// MinLease is the shortest store.lease_duration a configuration takes.
+	MinLease              = time.Second
 	DefaultPollInterval   = time.Second
 	DefaultShutdown       = 30 * time.Second
 	DefaultLease          = 30 * time.Second

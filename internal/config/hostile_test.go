@@ -45,6 +45,13 @@ func TestValuesThatMeantSomethingElseAreRefused(t *testing.T) {
 		// MaxPollInterval, which no key sets.
 		{"instance timeout within two poll waits", "store: {instance_timeout: 10s}\n" + hostileBase, nil, "store.instance_timeout"},
 		{"poll interval over half the instance timeout", "relay: {poll_interval: 30s}\n" + hostileBase, nil, "store.instance_timeout"},
+		// The relay started two billion workers at once.
+		{"too many workers", "relay: {workers: 2000000000}\n" + hostileBase, nil, "relay.workers"},
+		// Every lease lapsed before its message could be sent.
+		{"lease of a nanosecond", "store: {lease_duration: 1ns}\n" + hostileBase, nil, "store.lease_duration"},
+		// The audit log names the actor by its token's name.
+		{"two tokens of one name", "tokens:\n  - {name: ops, token: " + strings.Repeat("a", 32) + ", role: operate}\n" +
+			"  - {name: ops, token: " + strings.Repeat("b", 32) + ", role: read}\n" + hostileBase, nil, "tokens[1].name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml), env(tc.env))

@@ -125,6 +125,15 @@ func (c *Config) validate() []*Error {
 	}
 	if c.Relay.Workers < 0 {
 		bad("relay.workers", "must not be negative")
+	} else if c.Relay.Workers > relay.MaxWorkers {
+		// the relay starts its workers at once: 2,000,000,000 of them
+		// took the machine's memory
+		bad("relay.workers", "must be at most %d (run more relays for more deliveries at once)", relay.MaxWorkers)
+	}
+	if c.Store.LeaseDuration.D() < MinLease {
+		// a lease of 1ns lapsed before its message could be sent: every
+		// claim was taken again by the next
+		bad("store.lease_duration", "must be at least %v (the relay renews a lease every third of it while it delivers)", MinLease)
 	}
 	if c.Relay.BatchSize < 0 {
 		bad("relay.batch_size", "must not be negative")
@@ -189,12 +198,15 @@ func (c *Config) validate() []*Error {
 		}
 	}
 	errs = append(errs, c.validateSources(names)...)
-	tokens := map[string]bool{}
+	tokens, tokenNames := map[string]bool{}, map[string]bool{}
 	for i, t := range c.Tokens {
 		p := fmt.Sprintf("tokens[%d]", i)
 		switch {
 		case t.Name == "":
 			bad(p+".name", "is required")
+		case tokenNames[t.Name]:
+			// the audit log names the actor by its token's name
+			bad(p+".name", "%q is the name of another token: the audit log could not tell them apart", t.Name)
 		case len(t.Token) < MinTokenLen:
 			bad(p+".token", "must be at least %d characters", MinTokenLen)
 		case admin.TokenProblem(t.Token) != "":
@@ -202,7 +214,7 @@ func (c *Config) validate() []*Error {
 		case tokens[t.Token]:
 			bad(p+".token", "is the same as another token's")
 		}
-		tokens[t.Token] = true
+		tokens[t.Token], tokenNames[t.Name] = true, true
 		oneOf(&errs, p+".role", t.Role, "read", "operate")
 	}
 	return errs
