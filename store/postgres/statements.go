@@ -23,9 +23,15 @@ ON CONFLICT (id) DO UPDATE SET host = coalesce(nullif(excluded.host, ''), i.host
 // deadInstancesSQL deletes the instances silent for longer than $3
 // microseconds, clears their leases (outbox_lease_idx holds only leased
 // rows) and their waiting registrations (WakeGate), returning how many it
-// declared dead.
+// declared dead. A heart-beat further ahead than $3 can only come from a
+// clock stepped back since: it is taken as of now (stepped), so that a
+// dead instance goes one timeout later instead of holding its leases for
+// the length of the step; a live one heart-beats again within the timeout.
 const deadInstancesSQL = `
-WITH dead AS (
+WITH stepped AS (
+	UPDATE {i} SET last_heartbeat = {now}
+	WHERE id <> $2 AND last_heartbeat > {now} + $3 * interval '1 microsecond'
+), dead AS (
 	DELETE FROM {i} WHERE id <> $2 AND last_heartbeat < {now} - $3 * interval '1 microsecond'
 	RETURNING id
 ), freed AS (

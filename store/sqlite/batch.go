@@ -142,8 +142,17 @@ func (s *Store) heartbeat(ctx context.Context, tx *sql.Tx, b *store.Batch, _ *st
 }
 
 // buryDeadInstances deletes the instances silent for longer than the
-// instance timeout and clears their leases.
+// instance timeout and clears their leases. A heart-beat further ahead
+// than the timeout can only come from a clock stepped back since: it is
+// taken as of now, so that a dead instance goes one timeout later instead
+// of holding its leases for the length of the step; a live one
+// heart-beats again within the timeout.
 func (s *Store) buryDeadInstances(ctx context.Context, tx *sql.Tx, b *store.Batch, res *store.Result, now time.Time) error {
+	if _, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}instances SET last_heartbeat = ?
+		WHERE last_heartbeat > ? AND id <> ?`),
+		now.UnixMilli(), now.Add(s.cfg.InstanceTimeout).UnixMilli(), b.Instance.ID); err != nil {
+		return err
+	}
 	rows, err := tx.QueryContext(ctx, s.sql(`DELETE FROM {{prefix}}instances
 		WHERE last_heartbeat < ? AND id <> ? RETURNING id`),
 		now.Add(-s.cfg.InstanceTimeout).UnixMilli(), b.Instance.ID)

@@ -30,6 +30,7 @@ var fleetCases = []testCase{
 	{"ClockSteppedBackHoldsNothing", testClockSteppedBack},
 	{"Leadership", testLeadership},
 	{"HeartbeatAndReap", testHeartbeatAndReap},
+	{"DeadInstanceAfterAClockSteppedBack", testDeadInstanceAfterAClockSteppedBack},
 	{"SweepBatch", testSweepBatch},
 	{"IdempotencyKeysExpire", testIdempotencyKeysExpire},
 	{"PendingByDestination", testPendingByDestination},
@@ -326,6 +327,51 @@ func testHeartbeatAndReap(t *testing.T, h Harness) {
 	got, err := e.s.Get(e.ctx, m.ID)
 	if err != nil || got.InstanceID != "" {
 		t.Fatalf("the dead instance's lease was kept: %+v, %v", got, err)
+	}
+}
+
+// A relay dies holding a lease, and the clock is then stepped back an
+// hour. Its heart-beat, stamped an hour ahead, kept it alive for the hour,
+// and its lease with it: the message waited an hour more for nothing. A
+// heart-beat further ahead than the instance timeout is now taken as of
+// the reaping (it can only come from a step), so the dead instance goes
+// one timeout later; a live one heart-beats again in time and stays.
+func testDeadInstanceAfterAClockSteppedBack(t *testing.T, h Harness) {
+	clk := &steppedClock{Fake: clock.NewFake(epoch)}
+	s, err := h.Open(t, baseConfig(clk))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	e := &env{t: t, h: h, s: s, clk: clk.Fake, ctx: context.Background()}
+	f := fleetOf(t, e)
+	dead := e.enqueue(msg("hooks", "s1"))[0]
+	live := e.enqueue(msg("hooks", "s2"))[0]
+	for _, in := range []string{"a", "c"} {
+		if err := f.Heartbeat(e.ctx, store.Instance{ID: in}); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.batch(in, store.Batch{SkipMaintenance: true, Claim: store.ClaimRequest{Limit: 1}}).Claimed; len(got) != 1 {
+			t.Fatalf("%s claimed %d", in, len(got))
+		}
+	}
+	clk.back.Store(int64(time.Hour)) // a dies; c lives on
+	for range 4 { // two minutes: twice the instance timeout
+		e.clk.Advance(30 * time.Second)
+		if err := f.Heartbeat(e.ctx, store.Instance{ID: "c"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.ReapDeadInstances(e.ctx, "b"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := e.s.Get(e.ctx, dead.ID); err != nil || got.InstanceID != "" {
+		t.Fatalf("two minutes after the step, the dead instance's lease is kept: %+v, %v", got, err)
+	}
+	if got, err := e.s.Get(e.ctx, live.ID); err != nil || got.InstanceID != "c" {
+		t.Fatalf("the live instance lost its lease to the step: %+v, %v", got, err)
+	}
+	if got := e.batch("b", store.Batch{SkipMaintenance: true, Claim: store.ClaimRequest{Limit: 10}}).Claimed; len(got) != 1 || got[0].ID != dead.ID {
+		t.Fatalf("claimed %v after the dead instance was reaped, want its message", got)
 	}
 }
 
