@@ -39,7 +39,10 @@ func (s *Store) AcquireLeadership(ctx context.Context, instance string, ttl time
 	tag, err := s.pool.Exec(ctx, `INSERT INTO `+s.n.qual+`leader AS l (name, instance, expires_at)
 		VALUES ($2, $3, `+nowExpr+` + $4 * interval '1 microsecond')
 		ON CONFLICT (name) DO UPDATE SET instance = excluded.instance, expires_at = excluded.expires_at
-		WHERE l.instance = excluded.instance OR l.expires_at <= `+nowExpr,
+		WHERE l.instance = excluded.instance OR l.expires_at <= `+nowExpr+`
+			-- further ahead than twice the term: set before the clock was
+			-- stepped back, by a leader that may be dead
+			OR l.expires_at > `+nowExpr+` + 2 * $4 * interval '1 microsecond'`,
 		s.now(), leaderName, instance, micros(ttl))
 	if err != nil {
 		return false, fmt.Errorf("postgres: acquire leadership: %w", err)

@@ -49,8 +49,11 @@ func (s *Store) AcquireLeadership(ctx context.Context, instance string, ttl time
 	now := s.now()
 	n, err := s.fleetExec(ctx, `INSERT INTO {{prefix}}leader (name, instance, expires_at) VALUES (?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET instance = excluded.instance, expires_at = excluded.expires_at
-		WHERE {{prefix}}leader.instance = excluded.instance OR {{prefix}}leader.expires_at <= ?`,
-		leaderName, instance, now.Add(ttl).UnixMilli(), now.UnixMilli())
+		WHERE {{prefix}}leader.instance = excluded.instance OR {{prefix}}leader.expires_at <= ?
+			-- further ahead than twice the term: set before the clock was
+			-- stepped back, by a leader that may be dead
+			OR {{prefix}}leader.expires_at > ?`,
+		leaderName, instance, now.Add(ttl).UnixMilli(), now.UnixMilli(), now.Add(2*ttl).UnixMilli())
 	if err != nil {
 		return false, fmt.Errorf("sqlite: acquire leadership: %w", err)
 	}

@@ -31,6 +31,7 @@ var fleetCases = []testCase{
 	{"Leadership", testLeadership},
 	{"HeartbeatAndReap", testHeartbeatAndReap},
 	{"DeadInstanceAfterAClockSteppedBack", testDeadInstanceAfterAClockSteppedBack},
+	{"LeadershipAfterAClockSteppedBack", testLeadershipAfterAClockSteppedBack},
 	{"SweepBatch", testSweepBatch},
 	{"IdempotencyKeysExpire", testIdempotencyKeysExpire},
 	{"PendingByDestination", testPendingByDestination},
@@ -372,6 +373,33 @@ func testDeadInstanceAfterAClockSteppedBack(t *testing.T, h Harness) {
 	}
 	if got := e.batch("b", store.Batch{SkipMaintenance: true, Claim: store.ClaimRequest{Limit: 10}}).Claimed; len(got) != 1 || got[0].ID != dead.ID {
 		t.Fatalf("claimed %v after the dead instance was reaped, want its message", got)
+	}
+}
+
+// The leader dies, and the clock is then stepped back an hour: its term,
+// stamped ahead, kept every other instance from leading (and so from
+// reaping and sweeping) for the hour. A term further ahead than twice the
+// asker's is taken as one set before a step.
+func testLeadershipAfterAClockSteppedBack(t *testing.T, h Harness) {
+	clk := &steppedClock{Fake: clock.NewFake(epoch)}
+	s, err := h.Open(t, baseConfig(clk))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	e := &env{t: t, h: h, s: s, clk: clk.Fake, ctx: context.Background()}
+	f := fleetOf(t, e)
+	if ok, err := f.AcquireLeadership(e.ctx, "a", 10*time.Second); err != nil || !ok {
+		t.Fatalf("a: %v, %v", ok, err)
+	}
+	if ok, err := f.AcquireLeadership(e.ctx, "b", 10*time.Second); err != nil || ok {
+		t.Fatalf("b during a's term: %v, %v", ok, err)
+	}
+	clk.back.Store(int64(time.Hour)) // a dies
+	if ok, err := f.AcquireLeadership(e.ctx, "b", 10*time.Second); err != nil || !ok {
+		t.Fatalf("b an hour back, after a died: %v, %v; want the lead", ok, err)
+	}
+	if ok, err := f.AcquireLeadership(e.ctx, "c", 10*time.Second); err != nil || ok {
+		t.Fatalf("c during b's term after the step: %v, %v", ok, err)
 	}
 }
 
