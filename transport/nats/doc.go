@@ -32,6 +32,8 @@
 //	credential refused when dialing again        unauthorized       transient, destination
 //	a stream other than Config.Stream took it    jetstream_10060    transient, destination
 //	sealed stream                                jetstream_10109    transient, destination
+//	stream ingest buffer full (429), same
+//	Nats-Msg-Id still in process (409)           jetstream_<code>   transient, destination
 //	stream full (maximum messages or bytes
 //	exceeded, discard-new policy), other 5xx     jetstream_<code>   transient, destination
 //	anything else                                (derived)          transient, destination

@@ -20,6 +20,9 @@ const (
 	errCodeStreamNotMatch  = 10060 // expected stream does not match
 	errCodeStreamSealed    = 10109 // invalid operation on sealed stream
 	errCodeMaxBytes        = 10077 // maximum bytes exceeded (discard new)
+	// nats-server 2.11+: 4xx answers that say nothing of the message.
+	errCodeDuplicateInProcess = 10158 // 409: a clustered stream is still proposing the same Nats-Msg-Id
+	errCodeTooManyRequests    = 10167 // 429: the stream's ingest buffer is full
 	// The account's side, each refusing every message alike.
 	errCodeAccountResources     = 10002 // resource limits exceeded for account
 	errCodeNotEnabledForAccount = 10039 // JetStream not enabled for account
@@ -75,9 +78,17 @@ func classifyAPIError(err error, apiErr *jetstream.APIError) error {
 	case errCodeMessageTooLarge, errCodeHeaderTooLarge:
 		return transport.MessageFault(err, errorhandling.ReasonValidationFailure, "message_too_large")
 	case errCodeStreamNotMatch, errCodeStreamSealed, errCodeAccountResources, errCodeNotEnabledForAccount,
-		errCodeJetStreamNotEnabled:
+		errCodeJetStreamNotEnabled, errCodeDuplicateInProcess, errCodeTooManyRequests:
 		// Every message would be refused alike: a full account quota
 		// dead-lettered a whole backlog when it was the message's fault.
+		// A re-send whose first publish a clustered stream is still
+		// proposing (10158) is landing: the next try is acknowledged as
+		// a duplicate.
+		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, code)
+	}
+	if apiErr.Code == 409 || apiErr.Code == 429 {
+		// A conflict with a request in flight, or the server shedding
+		// load: nothing about what the message carries.
 		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, code)
 	}
 	if apiErr.Code >= 400 && apiErr.Code < 500 {
