@@ -41,7 +41,8 @@
 //	Config.Limits (a control character in its
 //	stream or type, a header name that is not a
 //	token, a header value with a line break, a
-//	payload over 1 MiB by default)               invalid_message    permanent, message
+//	payload over 1 MiB by default); an empty
+//	payload with a Status header                 invalid_message    permanent, message
 //	message larger than the stream or the
 //	server allow (a stream's max_msg_size; its
 //	whole max_bytes, with a discard-new policy)  message_too_large  permanent, message
@@ -49,6 +50,11 @@
 //	token, white space, over MaxSubjectLen)      invalid_subject    permanent, message
 //	other JetStream 4xx (such as a message's
 //	own Nats-Expected-* header not met)          jetstream_<code>   permanent, message
+//
+// NATS clients take a message with an empty payload and a Status header
+// for a status message of the server (nats.go's JetStream consumers drop
+// it, or stop on "Status: 400"), so no consumer would ever receive it:
+// such a message is refused, dead-lettered with a reason saying so.
 //
 // A message refused before anything was written (invalid_message,
 // invalid_subject, and message_too_large when the client itself refuses a

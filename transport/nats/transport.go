@@ -181,6 +181,10 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 	msg.Data = m.Payload
 	id := m.ID.String()
 	setHeaders(msg.Header, m, t.cfg.AllowReservedHeaders, t.cfg.Stream != "")
+	if len(msg.Data) == 0 && msg.Header.Get(statusHeader) != "" {
+		return transport.Unsendable(fmt.Errorf("natstransport: message %s cannot be published: an empty payload with a %s header (%.40q) is a server status message to NATS clients: JetStream consumers would never receive it",
+			m.ID, statusHeader, msg.Header.Get(statusHeader)), errorhandling.ReasonValidationFailure, "invalid_message")
+	}
 	opts := []jetstream.PublishOpt{jetstream.WithMsgID(id)}
 	if t.cfg.Stream != "" {
 		opts = append(opts, jetstream.WithExpectStream(t.cfg.Stream))
@@ -309,6 +313,13 @@ func (t *Transport) dial() (*nats.Conn, error) {
 	}
 	return nc, nil
 }
+
+// statusHeader is the header by which NATS clients tell a server's status
+// message (a heartbeat, flow control, "no messages", an error) from a
+// message: nats.go's JetStream consumers take a message with an empty
+// payload and a non-empty Status header (that exact name) for one, and
+// never hand it over.
+const statusHeader = "Status"
 
 // subject returns where m is published.
 func (t *Transport) subject(m *outbox.Message) string {
