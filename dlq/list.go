@@ -99,7 +99,15 @@ func cloneAll(entries []*Entry) []*Entry {
 // failure time and ID. Unlike e's ID alone, it goes on working once e is
 // gone (deleted, purged, or replayed away by another operator between two
 // pages).
+//
+// An entry whose failure time could not be read (left zero: a row changed
+// with plain SQL, see store.ShowUndecodableEntry) is continued after by
+// its ID alone, which the queue looks up: a cursor of the zero time would
+// list that entry and every one after it again, page after page.
 func NextCursor(e *Entry) string {
+	if e.FailureTime.IsZero() {
+		return e.ID
+	}
 	return e.FailureTime.UTC().Format(time.RFC3339Nano) + "/" + e.ID
 }
 

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/outbox"
 )
 
@@ -97,4 +99,31 @@ func DecodeHeaders(b []byte) (map[string]string, error) {
 		}
 	}
 	return h, nil
+}
+
+// UndecodableKey is the dlq.Entry Metadata key under which an operator's
+// view of a dead-letter entry names the values of its row that the store
+// could not read (ShowUndecodableEntry).
+const UndecodableKey = "undecodable"
+
+// ShowUndecodableEntry readies for an operator's view (a list, Get, a bulk
+// action's page) a dead-letter entry whose row holds values the store
+// cannot read, each named by one of errs (a *ColumnError): the entry keeps
+// what could be read (the rest zero) and its Metadata[UndecodableKey]
+// names what could not. Rows written or changed with plain SQL (another
+// language's tool, an operator's UPDATE) can hold anything the schema lets
+// through, and one of them must not make the whole list, or a bulk action
+// over it, fail.
+func ShowUndecodableEntry(e *dlq.Entry, errs []error) {
+	if len(errs) == 0 {
+		return
+	}
+	parts := make([]string, len(errs))
+	for i, err := range errs {
+		parts[i] = err.Error()
+	}
+	if e.Metadata == nil {
+		e.Metadata = map[string]interface{}{}
+	}
+	e.Metadata[UndecodableKey] = outbox.TruncateError(strings.Join(parts, "; "))
 }

@@ -10,9 +10,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 )
 
@@ -33,41 +35,61 @@ const dlCols = `id, task_instance_id, task_id, dag_run_id, dag_id, message_id, d
 	metadata, status, resolution_notes, resolved_by, resolved_at, replayed, replayed_by,
 	replay_notes, replayed_at`
 
+// scanEntry reads one row of dlCols. Values written with plain SQL that
+// the store cannot use (metadata or headers that are not a JSON object, an
+// infinite time, a year PostgreSQL keeps but JSON cannot show) are left
+// zero and named in the entry's Metadata (store.ShowUndecodableEntry), so
+// that one such row does not fail a whole list or bulk action.
 func scanEntry(row pgx.Row) (*dlq.Entry, error) {
 	var (
-		e                   dlq.Entry
-		headers, meta       []byte
-		reason              int32
-		status              string
-		first, last         *time.Time
-		resolved, replayed_ *time.Time
+		e                                    dlq.Entry
+		headers, meta                        []byte
+		reason                               int32
+		status                               string
+		failure, first, last, resolved, reps pgtype.Timestamptz
 	)
 	err := row.Scan(&e.ID, &e.TaskInstanceID, &e.TaskID, &e.DAGRunID, &e.DAGID, &e.MessageID,
 		&e.Destination, &e.Stream, &e.Type, &e.Payload, &headers, &e.Seq, &e.FailureReason,
-		&reason, &e.FailureTime, &first, &e.Attempts, &last, &e.ErrorMessage, &e.Fingerprint,
+		&reason, &failure, &first, &e.Attempts, &last, &e.ErrorMessage, &e.Fingerprint,
 		&meta, &status, &e.ResolutionNotes, &e.ResolvedBy, &resolved, &e.Replayed, &e.ReplayedBy,
-		&e.ReplayNotes, &replayed_)
+		&e.ReplayNotes, &reps)
 	if err != nil {
 		return nil, err
 	}
+	var bad []error
 	e.Reason = errorhandling.FailureReason(reason)
 	e.Status = dlq.Status(status)
-	e.Headers, _ = store.DecodeHeaders(headers)
+	if e.Headers, err = store.DecodeHeaders(headers); err != nil {
+		bad = append(bad, &store.ColumnError{Column: "headers", Value: string(headers), Problem: err.Error()})
+	}
 	if len(meta) > 0 && string(meta) != "{}" {
-		if err := json.Unmarshal(meta, &e.Metadata); err != nil {
-			return nil, fmt.Errorf("decode metadata: %w", err)
+		if err := json.Unmarshal(meta, &e.Metadata); err != nil || e.Metadata == nil {
+			e.Metadata = nil
+			bad = append(bad, &store.ColumnError{Column: "metadata", Value: string(meta), Problem: "is not a JSON object"})
 		}
 	}
-	e.FailureTime = e.FailureTime.UTC()
-	e.FirstFailureTime, e.LastAttemptTime = derefTime(first), derefTime(last)
-	if resolved != nil {
-		t := resolved.UTC()
-		e.ResolvedAt = &t
+	when := func(col string, t pgtype.Timestamptz) *time.Time {
+		switch {
+		case !t.Valid:
+		case t.InfinityModifier == pgtype.Infinity:
+			bad = append(bad, &store.ColumnError{Column: col, Value: "infinity", Problem: "is not a finite time"})
+		case t.InfinityModifier == pgtype.NegativeInfinity:
+			bad = append(bad, &store.ColumnError{Column: col, Value: "-infinity", Problem: "is not a finite time"})
+		case t.Time.Before(outbox.MinTime) || t.Time.After(outbox.MaxTime):
+			bad = append(bad, &store.ColumnError{Column: col, Value: t.Time.UTC().Format(time.RFC3339Nano),
+				Problem: "is outside the years 1 to 9999"})
+		default:
+			u := t.Time.UTC()
+			return &u
+		}
+		return nil
 	}
-	if replayed_ != nil {
-		t := replayed_.UTC()
-		e.ReplayedAt = &t
+	if t := when("failure_time", failure); t != nil {
+		e.FailureTime = *t
 	}
+	e.FirstFailureTime, e.LastAttemptTime = derefTime(when("first_failure_time", first)), derefTime(when("last_attempt_time", last))
+	e.ResolvedAt, e.ReplayedAt = when("resolved_at", resolved), when("replayed_at", reps)
+	store.ShowUndecodableEntry(&e, bad)
 	return &e, nil
 }
 

@@ -411,7 +411,7 @@ func (d *deadLetters) purgeWhere(ctx context.Context, cond string, args ...any) 
 // through dead_letters_message, never by reading the entries kept.
 func (d *deadLetters) remove(ctx context.Context, tx *sql.Tx, cond string, args ...any) ([]string, error) {
 	rows, err := tx.QueryContext(ctx, d.s.sql(`DELETE FROM {{prefix}}dead_letters WHERE `+cond+`
-		RETURNING id, message_id, replayed`), args...)
+		RETURNING coalesce(id, ''), message_id, replayed IS NOT 0`), args...) // a NULL id or a replayed flag not 0 or 1, written with plain SQL, read as scanEntry reads them
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -79,30 +81,132 @@ func (s *Store) insertEntry(ctx context.Context, tx *sql.Tx, e *dlq.Entry, now t
 	return err
 }
 
+// entryColumnNames are entryColumns one by one.
+var entryColumnNames = strings.Fields(strings.ReplaceAll(entryColumns, ",", " "))
+
+// scanEntry reads one row of entryColumns whatever SQLite stored in it:
+// a value written with plain SQL that the store cannot use (text where a
+// number or a time belongs, a time outside the years 1 to 9999, metadata
+// or headers that are not a JSON object, a NULL id) is left zero and
+// named in the entry's Metadata (store.ShowUndecodableEntry), so that one
+// such row does not fail a whole list or bulk action. A replayed flag
+// that is not 0 or 1 reads as replayed: a replay then refuses the entry
+// rather than send its message again.
 func scanEntry(sc scanner) (*dlq.Entry, error) {
-	var (
-		e                                        dlq.Entry
-		headers, meta, status                    string
-		failure, first, last, resolved, replayed sql.NullInt64
-		reason                                   int
-	)
-	if err := sc.Scan(&e.ID, &e.TaskInstanceID, &e.TaskID, &e.DAGRunID, &e.DAGID, &e.MessageID, &e.Destination,
-		&e.Stream, &e.Type, &e.Payload, &headers, &e.Seq, &e.FailureReason, &reason, &failure, &first, &e.Attempts,
-		&last, &e.ErrorMessage, &e.Fingerprint, &meta, &status, &e.ResolutionNotes, &e.ResolvedBy, &resolved,
-		&e.Replayed, &e.ReplayedBy, &e.ReplayNotes, &replayed); err != nil {
+	raw := make([]any, len(entryColumnNames))
+	dest := make([]any, len(raw))
+	for i := range raw {
+		dest[i] = &raw[i]
+	}
+	if err := sc.Scan(dest...); err != nil {
 		return nil, err
 	}
-	e.Headers, _ = store.DecodeHeaders([]byte(headers))
-	if meta != "" && meta != "{}" {
-		if err := json.Unmarshal([]byte(meta), &e.Metadata); err != nil {
-			return nil, fmt.Errorf("entry %s: metadata: %w", e.ID, err)
+	var bad []error
+	fail := func(i int, problem string) {
+		bad = append(bad, &store.ColumnError{Column: entryColumnNames[i], Value: raw[i], Problem: problem})
+	}
+	text := func(i int) string {
+		switch v := raw[i].(type) {
+		case nil:
+			if i == 0 {
+				fail(i, "is NULL")
+			}
+		case string:
+			return v
+		case []byte:
+			return string(v)
+		case int64:
+			return strconv.FormatInt(v, 10)
+		case float64:
+			return strconv.FormatFloat(v, 'g', -1, 64)
+		}
+		return ""
+	}
+	integer := func(i int, lo, hi int64) (int64, bool) {
+		switch v := raw[i].(type) {
+		case int64:
+			if v >= lo && v <= hi {
+				return v, true
+			}
+			fail(i, fmt.Sprintf("is out of range [%d, %d]", lo, hi))
+		case float64:
+			if v == math.Trunc(v) && v >= float64(lo) && v <= float64(hi) {
+				return int64(v), true
+			}
+			fail(i, "is not an integer in range")
+		case nil:
+			return 0, false
+		default:
+			fail(i, "is not an integer")
+		}
+		return 0, false
+	}
+	millis := func(i int) *time.Time {
+		if n, ok := integer(i, minMillis, maxMillis); ok {
+			t := time.UnixMilli(n).UTC()
+			return &t
+		}
+		return nil
+	}
+	var e dlq.Entry
+	e.ID, e.TaskInstanceID, e.TaskID, e.DAGRunID, e.DAGID, e.MessageID = text(0), text(1), text(2), text(3), text(4), text(5)
+	e.Destination, e.Stream, e.Type = text(6), text(7), text(8)
+	switch v := raw[9].(type) {
+	case []byte:
+		e.Payload = append([]byte(nil), v...) // the driver may reuse its buffer
+	case nil:
+	default:
+		e.Payload = []byte(text(9))
+	}
+	if h := text(10); h != "" {
+		var err error
+		if e.Headers, err = store.DecodeHeaders([]byte(h)); err != nil {
+			fail(10, err.Error())
 		}
 	}
-	e.Reason = errorhandling.FailureReason(reason)
-	e.Status = dlq.Status(status)
-	e.FailureTime, e.FirstFailureTime, e.LastAttemptTime = fromMillis(failure), fromMillis(first), fromMillis(last)
-	e.ResolvedAt, e.ReplayedAt = timePtr(resolved), timePtr(replayed)
+	e.Seq, _ = integer(11, math.MinInt64, math.MaxInt64)
+	e.FailureReason = text(12)
+	r, _ := integer(13, math.MinInt32, math.MaxInt32)
+	e.Reason = errorhandling.FailureReason(r)
+	if t := millis(14); t != nil {
+		e.FailureTime = *t
+	} else if raw[14] == nil {
+		fail(14, "is NULL")
+	}
+	e.FirstFailureTime, e.LastAttemptTime = derefTime(millis(15)), derefTime(millis(17))
+	a, _ := integer(16, math.MinInt32, math.MaxInt32)
+	e.Attempts = int(a)
+	e.ErrorMessage, e.Fingerprint = text(18), text(19)
+	if meta := text(20); meta != "" && meta != "{}" {
+		if err := json.Unmarshal([]byte(meta), &e.Metadata); err != nil || e.Metadata == nil {
+			e.Metadata = nil
+			fail(20, "is not a JSON object")
+		}
+	}
+	e.Status = dlq.Status(text(21))
+	e.ResolutionNotes, e.ResolvedBy = text(22), text(23)
+	e.ResolvedAt = millis(24)
+	switch v := raw[25].(type) {
+	case int64:
+		e.Replayed = v != 0
+		if v != 0 && v != 1 {
+			fail(25, "is not 0 or 1")
+		}
+	default:
+		e.Replayed = true
+		fail(25, "is not 0 or 1")
+	}
+	e.ReplayedBy, e.ReplayNotes = text(26), text(27)
+	e.ReplayedAt = millis(28)
+	store.ShowUndecodableEntry(&e, bad)
 	return &e, nil
+}
+
+func derefTime(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
 }
 
 func timePtr(v sql.NullInt64) *time.Time {
@@ -121,9 +225,11 @@ func timePtrMillis(t *time.Time) any {
 }
 
 // replayableSQL are the conditions of an entry ReplayAs would replay: not
-// replayed, not resolved, and its message not still being delivered
+// replayed, not resolved, with an id (a NULL one, which SQLite lets plain
+// SQL write, could never be marked replayed, and every bulk replay would
+// send its message again), and its message not still being delivered
 // (dlq.ErrInFlight); ? is now.
-const replayableSQL = `status = 'pending' AND replayed = 0 AND NOT EXISTS (SELECT 1 FROM {{prefix}}outbox o
+const replayableSQL = `status = 'pending' AND replayed = 0 AND id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {{prefix}}outbox o
 	WHERE o.id = lower(message_id) AND o.instance_id IS NOT NULL AND coalesce(o.lease_expiry, 0) > ?)`
 
 // entryFilter turns f into a WHERE clause (with a leading "WHERE" when not
@@ -168,7 +274,7 @@ func (s *Store) entryFilter(ctx context.Context, q querier, f *dlq.Filters, repl
 			conds = append(conds, "(failure_time, id) > (?, ?)")
 			args = append(args, at.UnixMilli(), id)
 		} else if f.Cursor != "" {
-			var at int64
+			var at any // what the row holds, even text written with plain SQL
 			err := q.QueryRowContext(ctx, s.sql(`SELECT failure_time FROM {{prefix}}dead_letters WHERE id = ?`), f.Cursor).Scan(&at)
 			if errors.Is(err, sql.ErrNoRows) {
 				return "", nil, fmt.Errorf("%w: cursor %q", dlq.ErrNotFound, f.Cursor)
