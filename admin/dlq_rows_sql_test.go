@@ -30,14 +30,14 @@ func rawExec(t *testing.T, st store.Store, q string, args ...any) {
 	}
 }
 
-// TestProbeDLQRowAlteredBySQL: one dead-letter entry whose row was changed
+// TestDLQRowAlteredBySQL: one dead-letter entry whose row was changed
 // with plain SQL (metadata that is not a JSON object, a time out of JSON's
 // range or infinite, text in a number column, a NULL id on SQLite) made
 // GET /v1/dlq answer 500 for every entry, broke the pages after it, and
 // failed bulk replay, resolve and delete (so the operator could not even
 // delete it by filter). The entry is now shown with what could be read and
 // Metadata[store.UndecodableKey] naming the rest.
-func TestProbeDLQRowAlteredBySQL(t *testing.T) {
+func TestDLQRowAlteredBySQL(t *testing.T) {
 	for _, c := range []struct {
 		name       string
 		sqlite, pg string
