@@ -22,6 +22,14 @@
 // one at a time, in the order the consumer delivers them; for the
 // streams' order to survive redeliveries give the consumer MaxAckPending
 // 1.
+//
+// A message with an empty payload and a Status header never reaches the
+// receiver: nats.go takes it for a status message of the server (a
+// heartbeat, or an error that ends the pull) and drops it. Backstop's
+// NATS transport refuses to publish one; one published by another program
+// is redelivered until the consumer's MaxDeliver runs out, holding the
+// messages after it that long under MaxAckPending 1. Give such consumers a
+// MaxDeliver.
 package natsinbox
 
 import (
