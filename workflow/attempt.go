@@ -71,11 +71,22 @@ func call(ctx context.Context, tc *TaskContext) (err error) {
 }
 
 // checkError reads err's message, which the driver logs, classifies and
-// records on its own goroutine. An Error method that panics (a typed nil
-// pointer returned as an error) would take the process down there, and
-// again on every resume of the run: it panics here instead, inside call's
-// recovery, saying so.
+// records on its own goroutine, and walks its chain, which the classifier
+// (errors.Is, errors.As) and the dead-letter queue (the fingerprint's root
+// cause, the reason attached) walk there too. An Error, Unwrap, Is or As
+// method that panics (a typed nil pointer returned as an error, a wrapper
+// whose cause is a nil pointer) would take the process down there, and
+// again on every resume of the run; an Unwrap chain that never ends (an
+// Unwrap that returns its receiver) kept the driver's goroutine in errors.Is
+// for ever, the run's lease renewed. Either panics here instead, inside
+// call's recovery, saying so.
 func checkError(err error) {
+	checkMessage(err)
+	checkChain(err)
+}
+
+// checkMessage reads err's message.
+func checkMessage(err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			panic(fmt.Sprintf("the Error method of the returned %T panicked: %v", err, v))
@@ -83,3 +94,57 @@ func checkError(err error) {
 	}()
 	_ = err.Error()
 }
+
+// maxErrorChain bounds how many errors checkError visits in a returned
+// error's tree (its Unwrap chain, multi-errors' branches included).
+const maxErrorChain = 10_000
+
+// checkChain walks err's Unwrap tree, at most maxErrorChain errors, and
+// then exercises the Is and As methods in it as errors.Is and errors.As
+// do; it panics, saying so, if one of the methods does or the tree does
+// not end.
+func checkChain(err error) {
+	var current string
+	defer func() {
+		if v := recover(); v != nil {
+			if current == "" {
+				panic(v)
+			}
+			panic(fmt.Sprintf("%s of an error in the chain of the returned %T panicked: %v", current, err, v))
+		}
+	}()
+	current = "the Unwrap method"
+	stack, seen := []error{err}, 0
+	for len(stack) > 0 {
+		e := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen++; seen > maxErrorChain {
+			current = ""
+			panic(fmt.Sprintf("the Unwrap chain of the returned %T does not end (over %d errors)", err, maxErrorChain))
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			if next := u.Unwrap(); next != nil {
+				stack = append(stack, next)
+			}
+		case interface{ Unwrap() []error }:
+			for _, next := range u.Unwrap() {
+				if next != nil {
+					stack = append(stack, next)
+				}
+			}
+		}
+	}
+	current = "the Is or As method"
+	_ = errors.Is(err, errChainProbe)
+	var target *chainProbe
+	_ = errors.As(err, &target)
+}
+
+// errChainProbe and chainProbe are what checkChain looks for: nothing
+// matches them, so every Is and As method in a chain is called.
+var errChainProbe = errors.New("workflow: error chain probe")
+
+type chainProbe struct{}
+
+func (*chainProbe) Error() string { return "workflow: error chain probe" }

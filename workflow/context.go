@@ -142,7 +142,9 @@ func (tc *TaskContext) DAG() *models.DAG { return tc.dag.Model() }
 // panicked took the process down, and again on every resume of the run
 // (the task ran again, and so did the function). Each is wrapped so that a
 // panic is its error instead, which rolls the transaction back and fails
-// the attempt, and is logged at ERROR with its stack.
+// the attempt, and is logged at ERROR with its stack; so is an error whose
+// Error, Unwrap, Is or As method panics or whose chain never ends (see
+// checkError), which the driver reads on its own goroutine.
 func (tc *TaskContext) collected() ([]byte, []*outbox.Message, []func(context.Context, any) error) {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
@@ -155,7 +157,10 @@ func (tc *TaskContext) collected() ([]byte, []*outbox.Message, []func(context.Co
 					logPanic(ctx, tc.logger, "an OnCommit function panicked; the attempt fails", v)
 				}
 			}()
-			return fn(ctx, tx)
+			if err = fn(ctx, tx); err != nil {
+				checkError(err) // the driver walks its chain: see call
+			}
+			return err
 		}
 	}
 	return tc.result, tc.messages, fns
