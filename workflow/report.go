@@ -77,8 +77,16 @@ type Attempt struct {
 	Error string
 }
 
-// newRun builds the report of a snapshot; d may be nil.
+// newRun builds the report of a snapshot; d may be nil. A DAG registered
+// in another shape than the run was created with (its tasks or edges
+// changed since) is not the run's: the run is shown with the edges it kept,
+// as without its DAG. With as many tasks in both shapes, the registered
+// DAG's order and edges were used, and a task it does not have vanished
+// from the run.
 func newRun(d *DAG, snap *wfstore.Snapshot, now time.Time) *Run {
+	if d != nil && d.hash != snap.Run.DAGHash {
+		d = nil
+	}
 	r := &Run{ID: snap.Run.ID, DAGID: snap.Run.DAGID, State: snap.Run.State, Reason: snap.Run.Reason,
 		Owner: snap.Run.Owner, CreatedAt: snap.Run.CreatedAt, EndedAt: snap.Run.EndedAt}
 	order := make([]string, 0, len(snap.Tasks))
