@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/workflow"
 	"github.com/backstophq/backstop/workflow/models"
 	"github.com/backstophq/backstop/workflow/wfstore"
@@ -192,12 +193,27 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusNotFound, "not found", "no workflow run has this id", "")
 		return
 	}
+	var ue *wfstore.UnreadableError
+	if errors.As(err, &ue) {
+		// A row written with plain SQL: the list shows the run, and a
+		// bare "internal error" hid what is wrong with it. The store's
+		// error names the table, the column and the value; it holds no
+		// SQL.
+		s.cfg.Logger.Error("admin API: a workflow run's rows cannot be read", "method", r.Method, "path", r.URL.Path, "err", err)
+		problem(w, http.StatusInternalServerError, "workflow run unreadable",
+			outbox.CleanText(ue.Error(), maxUnreadableDetail)+"; the row holds a value the workflow stores never write (changed with plain SQL?)", "")
+		return
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, s.wf.view(run))
 }
+
+// maxUnreadableDetail bounds, in characters, what a problem shows of an
+// unreadable row's error.
+const maxUnreadableDetail = 500
 
 func (wf *workflows) view(run *workflow.Run) WorkflowRun {
 	out := WorkflowRun{ID: run.ID, DAGID: run.DAGID, State: string(run.State), Reason: run.Reason, Owner: run.Owner,

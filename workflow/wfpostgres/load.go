@@ -54,10 +54,10 @@ func (s *Store) load(ctx context.Context, tx pgx.Tx, runID string) (*wfstore.Sna
 	var err error
 	if err = tx.QueryRow(ctx, s.q(selectRun), runID).Scan(&r.ID, &r.DAGID, &r.DAGHash, &state, &r.Reason,
 		&r.Input, &r.Owner, &lease, &r.CreatedAt, &ended, &up); err != nil {
-		return nil, err
+		return nil, unreadable(runID, "wf_runs", err)
 	}
 	if r.Upstream, err = wfstore.DecodeUpstream(up); err != nil {
-		return nil, fmt.Errorf("wfpostgres: run %q: %w", runID, err)
+		return nil, &wfstore.UnreadableError{RunID: runID, Table: "wf_runs", Err: err}
 	}
 	r.State = models.RunState(state)
 	r.LeaseExpiry, r.CreatedAt, r.EndedAt = fromTs(lease), r.CreatedAt.UTC(), fromTs(ended)
@@ -72,7 +72,7 @@ func (s *Store) load(ctx context.Context, tx pgx.Tx, runID string) (*wfstore.Sna
 		if err := rows.Scan(&t.TaskID, &state, &t.Attempt, &t.Failures, &next, &t.Owner, &started, &ended,
 			&t.Error, &t.Reason, &t.Cause, &t.Result, &t.DeadLetter, &t.ReplayOf); err != nil {
 			rows.Close()
-			return nil, err
+			return nil, unreadable(runID, "wf_tasks", err)
 		}
 		t.State = models.TaskState(state)
 		t.NextAttemptAt, t.StartedAt, t.EndedAt = fromTs(next), fromTs(started), fromTs(ended)
@@ -93,11 +93,22 @@ func (s *Store) load(ctx context.Context, tx pgx.Tx, runID string) (*wfstore.Sna
 		var ended *time.Time
 		var outcome string
 		if err := rows.Scan(&a.TaskID, &a.Number, &a.Owner, &a.StartedAt, &ended, &outcome, &a.Error); err != nil {
-			return nil, err
+			return nil, unreadable(runID, "wf_attempts", err)
 		}
 		a.Outcome = wfstore.Outcome(outcome)
 		a.StartedAt, a.EndedAt = a.StartedAt.UTC(), fromTs(ended)
 		snap.Attempts = append(snap.Attempts, a)
 	}
 	return snap, rows.Err()
+}
+
+// unreadable returns err as an *wfstore.UnreadableError of a row of table
+// when it is pgx's failure to decode a column's value (a pgx.ScanArgError,
+// naming the column), and err as it is otherwise (no row, a failed query).
+func unreadable(runID, table string, err error) error {
+	var sae pgx.ScanArgError
+	if errors.As(err, &sae) {
+		return &wfstore.UnreadableError{RunID: runID, Table: table, Err: err}
+	}
+	return err
 }

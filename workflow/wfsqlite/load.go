@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/backstophq/backstop/workflow/models"
 	"github.com/backstophq/backstop/workflow/wfstore"
@@ -53,10 +54,10 @@ func (s *Store) load(ctx context.Context, tx *sql.Tx, runID string) (*wfstore.Sn
 	var err error
 	if err = tx.QueryRowContext(ctx, s.q(selectRun), runID).Scan(&r.ID, &r.DAGID, &r.DAGHash, &state, &r.Reason,
 		&r.Input, &r.Owner, &lease, &created, &ended, &up); err != nil {
-		return nil, err
+		return nil, unreadable(runID, "wf_runs", err)
 	}
 	if r.Upstream, err = wfstore.DecodeUpstream(up); err != nil {
-		return nil, fmt.Errorf("wfsqlite: run %q: %w", runID, err)
+		return nil, &wfstore.UnreadableError{RunID: runID, Table: "wf_runs", Err: err}
 	}
 	r.State = models.RunState(state)
 	r.LeaseExpiry = fromMs(sql.NullInt64{Int64: lease, Valid: true})
@@ -72,7 +73,7 @@ func (s *Store) load(ctx context.Context, tx *sql.Tx, runID string) (*wfstore.Sn
 		if err := rows.Scan(&t.TaskID, &state, &t.Attempt, &t.Failures, &next, &t.Owner, &started, &ended,
 			&t.Error, &t.Reason, &t.Cause, &t.Result, &t.DeadLetter, &t.ReplayOf); err != nil {
 			rows.Close()
-			return nil, err
+			return nil, unreadable(runID, "wf_tasks", err)
 		}
 		t.State = models.TaskState(state)
 		t.NextAttemptAt, t.StartedAt, t.EndedAt = fromMs(next), fromMs(started), fromMs(ended)
@@ -93,11 +94,22 @@ func (s *Store) load(ctx context.Context, tx *sql.Tx, runID string) (*wfstore.Sn
 		var started, ended sql.NullInt64
 		var outcome string
 		if err := rows.Scan(&a.TaskID, &a.Number, &a.Owner, &started, &ended, &outcome, &a.Error); err != nil {
-			return nil, err
+			return nil, unreadable(runID, "wf_attempts", err)
 		}
 		a.Outcome = wfstore.Outcome(outcome)
 		a.StartedAt, a.EndedAt = fromMs(started), fromMs(ended)
 		snap.Attempts = append(snap.Attempts, a)
 	}
 	return snap, rows.Err()
+}
+
+// unreadable returns err as an *wfstore.UnreadableError of a row of table
+// when it is database/sql's failure to convert a column's value (its
+// "Scan error on column index N, name ..." names the column and the
+// value), and err as it is otherwise (no row, a failed query).
+func unreadable(runID, table string, err error) error {
+	if strings.HasPrefix(err.Error(), "sql: Scan error on column") {
+		return &wfstore.UnreadableError{RunID: runID, Table: table, Err: err}
+	}
+	return err
 }

@@ -138,7 +138,34 @@ var (
 	// ErrConflict: the task or run is not in the state the change
 	// requires; someone else changed it first.
 	ErrConflict = errors.New("wfstore: state changed by someone else")
+	// ErrUnreadable: a run's stored rows hold values the store cannot
+	// read back (written with plain SQL: text in a time column, an
+	// infinite time, edges that are not a JSON object). Load's error
+	// matches it, and is an *UnreadableError naming the row.
+	ErrUnreadable = errors.New("wfstore: run's rows cannot be read")
 )
+
+// UnreadableError says which of a run's stored rows holds a value the
+// store cannot read, and what: Err names the column, and usually the
+// value.
+type UnreadableError struct {
+	// RunID is the run.
+	RunID string
+	// Table is the table of the row, without prefix: wf_runs, wf_tasks
+	// or wf_attempts.
+	Table string
+	// Err is the store's error reading the row.
+	Err error
+}
+
+// Error returns, for example, `run "r1": a row of wf_runs cannot be read:
+// ... name "created_at": ... "yesterday" ...`.
+func (e *UnreadableError) Error() string {
+	return fmt.Sprintf("run %q: a row of %s cannot be read: %v", e.RunID, e.Table, e.Err)
+}
+
+// Unwrap returns ErrUnreadable and Err.
+func (e *UnreadableError) Unwrap() []error { return []error{ErrUnreadable, e.Err} }
 
 // MaxIDLen is the longest ID, in bytes, of a DAG, a task or a run.
 const MaxIDLen = 255
