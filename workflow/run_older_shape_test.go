@@ -16,7 +16,7 @@ import (
 // dependencies the run kept. With as many tasks in both shapes, the
 // report followed the registered DAG: the renamed task vanished from the
 // run, and the rewired one showed the new shape's dependencies.
-func TestProbeRunOfAnOlderShapeIsShownAsCreated(t *testing.T) {
+func TestRunOfAnOlderShapeIsShownAsCreated(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, workflow.Config{})
 	h.register("etl", nil, h.task("extract", nil), h.task("load", nil, "extract"), h.task("audit", nil, "extract"))

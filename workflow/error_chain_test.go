@@ -23,7 +23,7 @@ func (w *wrapErr) Unwrap() error { return w.inner.err }
 // dead-lettered and the run ends. Dead-lettering walked the error's chain
 // (Fingerprint, ReasonOf) on the driver's goroutine, unrecovered: the panic
 // took the process down.
-func TestProbeTaskErrorWhoseUnwrapPanics(t *testing.T) {
+func TestTaskErrorWhoseUnwrapPanics(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, workflow.Config{})
 	h.register("bad-unwrap", nil,
@@ -53,7 +53,7 @@ func (e *loopErr) Unwrap() error { return e }
 // (errors.Is, errors.As walk the chain without a bound) and spun there for
 // ever, the run's lease still renewed, so that no instance could take it
 // over and the engine's shutdown waited for it for ever.
-func TestProbeTaskErrorWhoseUnwrapNeverEnds(t *testing.T) {
+func TestTaskErrorWhoseUnwrapNeverEnds(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, workflow.Config{})
 	h.register("loop-unwrap", nil,
@@ -85,7 +85,7 @@ func TestProbeTaskErrorWhoseUnwrapNeverEnds(t *testing.T) {
 
 // The same holds for an OnCommit function's error, which fails the
 // attempt and is dead-lettered on the driver's goroutine.
-func TestProbeOnCommitErrorWhoseUnwrapPanics(t *testing.T) {
+func TestOnCommitErrorWhoseUnwrapPanics(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, workflow.Config{})
 	h.register("bad-unwrap-commit", nil,

@@ -11,13 +11,13 @@ import (
 	"github.com/backstophq/backstop/store/sqlite"
 )
 
-// TestProbeWorkflowRunWithUnreadableRow: GET /v1/workflows/runs/{id} of a
+// TestWorkflowRunWithUnreadableRow: GET /v1/workflows/runs/{id} of a
 // run whose row was written by hand with values the stores never write (a
 // time SQLite keeps as text, an infinite PostgreSQL time, edges that are
 // not JSON) answered a bare 500 "internal error", though the list shows
 // the run. It now answers a problem that says the run's stored row cannot
 // be read, and what in it.
-func TestProbeWorkflowRunWithUnreadableRow(t *testing.T) {
+func TestWorkflowRunWithUnreadableRow(t *testing.T) {
 	stores(t, func(t *testing.T, st store.Store) {
 		wf := workflowsOn(t, st)
 		a := newAPI(t, st, func(c *admin.Config) { c.Workflows = wf })
