@@ -40,9 +40,12 @@ func (dr *driver) record(ctx context.Context, r result) error {
 		f.Reason, f.Error = reasonCancelled(dr.stopped), outbox.TruncateError(r.err.Error())
 	case r.cause != nil && !errors.Is(r.cause, errAttemptTimeout):
 		f.Outcome, f.State, f.NextAttemptAt = wfstore.OutcomeLost, models.TaskStateUpForRetry, now
-		f.Error = "interrupted: " + r.cause.Error()
-		f.Reason = fmt.Sprintf("up for retry: attempt %d was interrupted (%s); it runs again and does not count as a failure",
-			r.attempt, r.cause)
+		// The cause is the caller's (a context cancelled with it): cleaned
+		// as every error text is, for a NUL in it made PostgreSQL refuse
+		// the write.
+		f.Error = outbox.TruncateError("interrupted: " + r.cause.Error())
+		f.Reason = outbox.TruncateError(fmt.Sprintf("up for retry: attempt %d was interrupted (%s); it runs again and does not count as a failure",
+			r.attempt, r.cause))
 	default:
 		dr.fail(f, r.err)
 	}
