@@ -356,7 +356,7 @@ func testDeadInstanceAfterAClockSteppedBack(t *testing.T, h Harness) {
 		}
 	}
 	clk.back.Store(int64(time.Hour)) // a dies; c lives on
-	for range 4 { // two minutes: twice the instance timeout
+	for range 4 {                    // two minutes: twice the instance timeout
 		e.clk.Advance(30 * time.Second)
 		if err := f.Heartbeat(e.ctx, store.Instance{ID: "c"}); err != nil {
 			t.Fatal(err)
