@@ -384,6 +384,7 @@ func (r *Relay) inProcessVerdict(err error, deadline time.Time) error {
 // of the message (a bug in a handler must not take the relay down, and
 // must not crash it again on every restart): reason HandlerException, with
 // the stack in the operations log.
+
 func (r *Relay) safeDeliver(ctx context.Context, d *destination, m *outbox.Message) (err error) {
 	defer func() {
 		p := recover()
@@ -401,9 +402,45 @@ func (r *Relay) safeDeliver(ctx context.Context, d *destination, m *outbox.Messa
 		// The relay logs, fingerprints and records err.Error(), on this
 		// goroutine and the recorder's: an Error method that panics would
 		// take the relay down there, and again on every restart.
-		_ = err.Error()
+		text := err.Error()
+		// The relay and its classifier walk err's chain (errors.Is,
+		// errors.As) many times: a chain that never ends (an Unwrap that
+		// returns its receiver, a cycle) would hold the worker in a busy
+		// loop for good, with the message's lease renewed.
+		if !finiteChain(err) {
+			err = errorhandling.WithReason(errorhandling.Permanent(
+				fmt.Errorf("the handler's error has an Unwrap chain that does not end: %s", outbox.CleanText(text, 500))),
+				errorhandling.ReasonHandlerException)
+		}
 	}
 	return err
+}
+
+// maxErrorNodes bounds the errors in one delivery error's tree.
+const maxErrorNodes = 1000
+
+// finiteChain reports whether err's Unwrap tree holds at most
+// maxErrorNodes errors. A cycle holds infinitely many.
+func finiteChain(err error) bool {
+	n := 0
+	stack := []error{err}
+	for len(stack) > 0 {
+		e := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if e == nil {
+			continue
+		}
+		if n++; n > maxErrorNodes {
+			return false
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			stack = append(stack, u.Unwrap())
+		case interface{ Unwrap() []error }:
+			stack = append(stack, u.Unwrap()...)
+		}
+	}
+	return true
 }
 
 // classify is the relay's classifier's verdict on err. A classifier whose
