@@ -384,7 +384,13 @@ func (r *Relay) inProcessVerdict(err error, deadline time.Time) error {
 // of the message (a bug in a handler must not take the relay down, and
 // must not crash it again on every restart): reason HandlerException, with
 // the stack in the operations log.
-
+//
+// The transport gets a copy of m: a handler may change the message it was
+// handed (or enqueue it again for another destination, which gives it a
+// new ID, Seq and status in place), and the relay records the outcome by
+// m's ID. Before, the delivery was recorded under the new ID: the
+// forwarded message was deleted undelivered and the original stayed
+// leased for as long as the relay ran. Payload and Headers are shared.
 func (r *Relay) safeDeliver(ctx context.Context, d *destination, m *outbox.Message) (err error) {
 	defer func() {
 		p := recover()
@@ -398,7 +404,8 @@ func (r *Relay) safeDeliver(ctx context.Context, d *destination, m *outbox.Messa
 		err = errorhandling.WithReason(errorhandling.Permanent(fmt.Errorf("transport panicked: %v", p)),
 			errorhandling.ReasonHandlerException)
 	}()
-	if err = d.tr.Deliver(ctx, m); err != nil {
+	cp := *m
+	if err = d.tr.Deliver(ctx, &cp); err != nil {
 		// The relay logs, fingerprints and records err.Error(), on this
 		// goroutine and the recorder's: an Error method that panics would
 		// take the relay down there, and again on every restart.
