@@ -10,7 +10,8 @@ import (
 // the failure (seed 000's CompletedStatus). The relay records the steps on
 // the message (flags are OR-ed in, never removed), so the next attempt
 // sees them in m.Status and can skip what is done. Its message and
-// classification are those of Err.
+// classification are those of Err. StatusPublished among them is ignored:
+// only a delivery that succeeds publishes a message.
 type PartialError struct {
 	// Completed are the status flags of the steps that completed, such as
 	// outbox.StatusEventStored.

@@ -352,7 +352,11 @@ func (r *Relay) attempt(d *destination, m *outbox.Message) (completed outbox.Sta
 		if err == nil {
 			return nil
 		}
-		if s := CompletedSteps(err); s != 0 {
+		// StatusPublished is the relay's to set, on a delivery that
+		// succeeded: on a failure the stores kept the message, never to be
+		// claimed again (claims skip Published rows), neither retried nor
+		// dead-lettered, and its strict stream went on past it.
+		if s := CompletedSteps(err) &^ outbox.StatusPublished; s != 0 {
 			completed |= s
 			m.Status |= s // the next try sees what is done
 		}
