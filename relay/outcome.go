@@ -213,7 +213,7 @@ func (r *Relay) logAttempt(level slog.Level, msg string, o *outcome, extra ...sl
 			slog.String("blame", o.v.Blame.String()),
 			slog.String("reason", o.v.Reason.String()),
 			slog.String("fingerprint", errorhandling.Fingerprint(o.err)),
-			slog.String("error", o.err.Error()))
+			slog.String("error", outbox.TruncateError(o.err.Error())))
 	}
 	r.log.LogAttrs(ctx, level, msg, append(attrs, extra...)...)
 }

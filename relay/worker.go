@@ -343,7 +343,7 @@ func (r *Relay) attempt(d *destination, m *outbox.Message) (completed outbox.Sta
 				r.log.LogAttrs(ctx, slog.LevelDebug, "retrying delivery in-process",
 					slog.String("message_id", m.ID.String()), slog.String("destination", d.name),
 					slog.String("stream", m.Stream), slog.Int("attempt", m.Attempts+1),
-					slog.Int("try", tries+1), slog.String("error", last.Error()))
+					slog.Int("try", tries+1), slog.String("error", outbox.TruncateError(last.Error())))
 			}
 		}
 		tries++
@@ -403,7 +403,7 @@ func (r *Relay) safeDeliver(ctx context.Context, d *destination, m *outbox.Messa
 		}
 		r.log.LogAttrs(ctx, slog.LevelError, "transport panicked",
 			slog.String("message_id", m.ID.String()), slog.String("destination", d.name),
-			slog.String("stream", m.Stream), slog.String("panic", fmt.Sprint(p)),
+			slog.String("stream", m.Stream), slog.String("panic", outbox.TruncateError(fmt.Sprint(p))),
 			slog.String("stack", string(debug.Stack())))
 		err = errorhandling.WithReason(errorhandling.Permanent(fmt.Errorf("transport panicked: %v", p)),
 			errorhandling.ReasonHandlerException)
