@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/spf13/cobra"
 )
 
@@ -27,5 +30,33 @@ func newRoot() *cobra.Command {
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	root.AddCommand(newDemoCmd())
 	addCommands(root, g)
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes each command group below root (dlq,
+// messages, workflows runs...) fail on an argument that names none of its
+// subcommands. Cobra shows the help of a group that cannot run and
+// succeeds, whatever follows it: a script's `backstop dlq replya --all`
+// exited 0. A group given nothing still shows its help.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if c.HasParent() && !c.Runnable() && c.HasSubCommands() {
+		c.Args = cobra.ArbitraryArgs
+		if c.SuggestionsMinimumDistance <= 0 {
+			c.SuggestionsMinimumDistance = 2 // what cobra uses for the root
+		}
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += "; did you mean " + strings.Join(s, " or ") + "?"
+			}
+			return fmt.Errorf("%s (see %s --help)", msg, cmd.CommandPath())
+		}
+	}
 }
