@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -121,6 +122,11 @@ func Open(ctx context.Context, path string, cfg store.Config, opts ...Option) (*
 	}
 	if path == "" || strings.Contains(path, "?") {
 		return nil, fmt.Errorf("sqlite: bad database path %q", path)
+	}
+	// A directory fails deep in SQLite as "unable to open database file"
+	// or "disk I/O error", which Open reported as a read-only database.
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("sqlite: %s is a directory, not a database file", path)
 	}
 	s := &Store{cfg: cfg, modeCase: modeCase(cfg), lockWait: defaultLockWait, turns: semaphore.NewWeighted(1)}
 	s.prepCtx, s.prepStop = context.WithCancel(context.Background())
