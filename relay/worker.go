@@ -21,6 +21,7 @@ type task struct {
 	dest  *destination
 	msgs  []*outbox.Message
 	probe bool // claimed to probe the destination's open circuit
+	cur   int  // the index in msgs of the message being delivered
 }
 
 // scheduler hands tasks to workers, round-robin over the destinations and
@@ -147,9 +148,44 @@ func (r *Relay) work() {
 		if !ok {
 			return
 		}
-		r.runTask(t)
-		r.sched.done(t)
+		r.runGuarded(t)
 	}
+}
+
+// errGoexit is the failure of a delivery whose handler called
+// runtime.Goexit.
+var errGoexit = errorhandling.WithReason(errorhandling.Permanent(
+	errors.New("the handler called runtime.Goexit (t.FailNow, t.Fatal?) and ended the relay's worker")),
+	errorhandling.ReasonHandlerException)
+
+// runGuarded runs t. A handler that calls runtime.Goexit (t.Fatal in a
+// test's handler) ends the worker's goroutine, which recover cannot stop:
+// before, the worker was gone for good, with its destination's running
+// count and the message's flight, which stayed leased and renewed, never
+// recorded. Now the message it was delivering fails like one whose
+// handler panicked, the rest of its task is given back, and another
+// worker takes the goroutine's place.
+func (r *Relay) runGuarded(t *task) {
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
+		r.workers.Add(1)
+		go r.work()
+		if t.cur < len(t.msgs) {
+			m := t.msgs[t.cur]
+			o := r.decide(t.dest, m, errGoexit, 0, 1)
+			if t.probe {
+				r.probeResult(t.dest, r.clk.Now(), true)
+			}
+			r.report(append([]outcome{o}, cascade(t.dest, t.msgs[t.cur+1:])...)...)
+		}
+		r.sched.done(t)
+	}()
+	r.runTask(t)
+	r.sched.done(t)
+	finished = true
 }
 
 // runTask delivers a task's messages in order. When one fails under strict
@@ -178,7 +214,9 @@ func (r *Relay) runTask(t *task) {
 			r.report(lapsedRelease(t.dest, t.msgs[i:])...)
 			return
 		}
+		t.cur = i
 		o := r.deliver(t.dest, m, t.probe)
+		t.cur = len(t.msgs) // reported below
 		rest := t.msgs[i+1:]
 		if len(rest) == 0 || r.cfg.Store.EffectiveOrdering(m) != outbox.OrderingStrict {
 			r.report(o)
