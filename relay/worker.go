@@ -456,40 +456,13 @@ func (r *Relay) safeDeliver(ctx context.Context, d *destination, m *outbox.Messa
 		// errors.As) many times: a chain that never ends (an Unwrap that
 		// returns its receiver, a cycle) would hold the worker in a busy
 		// loop for good, with the message's lease renewed.
-		if !finiteChain(err) {
+		if !errorhandling.ChainEnds(err) {
 			err = errorhandling.WithReason(errorhandling.Permanent(
 				fmt.Errorf("the handler's error has an Unwrap chain that does not end: %s", outbox.CleanText(text, 500))),
 				errorhandling.ReasonHandlerException)
 		}
 	}
 	return err
-}
-
-// maxErrorNodes bounds the errors in one delivery error's tree.
-const maxErrorNodes = 1000
-
-// finiteChain reports whether err's Unwrap tree holds at most
-// maxErrorNodes errors. A cycle holds infinitely many.
-func finiteChain(err error) bool {
-	n := 0
-	stack := []error{err}
-	for len(stack) > 0 {
-		e := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if e == nil {
-			continue
-		}
-		if n++; n > maxErrorNodes {
-			return false
-		}
-		switch u := e.(type) {
-		case interface{ Unwrap() error }:
-			stack = append(stack, u.Unwrap())
-		case interface{ Unwrap() []error }:
-			stack = append(stack, u.Unwrap()...)
-		}
-	}
-	return true
 }
 
 // classify is the relay's classifier's verdict on err. A classifier whose

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/backstophq/backstop/errorhandling"
 )
 
 // result is how one attempt's function returned.
@@ -95,14 +97,9 @@ func checkMessage(err error) {
 	_ = err.Error()
 }
 
-// maxErrorChain bounds how many errors checkError visits in a returned
-// error's tree (its Unwrap chain, multi-errors' branches included).
-const maxErrorChain = 10_000
-
-// checkChain walks err's Unwrap tree, at most maxErrorChain errors, and
-// then exercises the Is and As methods in it as errors.Is and errors.As
-// do; it panics, saying so, if one of the methods does or the tree does
-// not end.
+// checkChain walks err's Unwrap tree (errorhandling.ChainEnds) and then
+// exercises the Is and As methods in it as errors.Is and errors.As do; it
+// panics, saying so, if one of the methods does or the tree does not end.
 func checkChain(err error) {
 	var current string
 	defer func() {
@@ -114,26 +111,9 @@ func checkChain(err error) {
 		}
 	}()
 	current = "the Unwrap method"
-	stack, seen := []error{err}, 0
-	for len(stack) > 0 {
-		e := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if seen++; seen > maxErrorChain {
-			current = ""
-			panic(fmt.Sprintf("the Unwrap chain of the returned %T does not end (over %d errors)", err, maxErrorChain))
-		}
-		switch u := e.(type) {
-		case interface{ Unwrap() error }:
-			if next := u.Unwrap(); next != nil {
-				stack = append(stack, next)
-			}
-		case interface{ Unwrap() []error }:
-			for _, next := range u.Unwrap() {
-				if next != nil {
-					stack = append(stack, next)
-				}
-			}
-		}
+	if !errorhandling.ChainEnds(err) {
+		current = ""
+		panic(fmt.Sprintf("the Unwrap chain of the returned %T does not end (over %d errors)", err, errorhandling.MaxChainErrors))
 	}
 	current = "the Is or As method"
 	_ = errors.Is(err, errChainProbe)

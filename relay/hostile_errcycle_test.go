@@ -50,7 +50,7 @@ func (rn *running) stopAdvancing() {
 	}
 }
 
-func TestProbeHandlerCyclicError(t *testing.T) {
+func TestHandlerCyclicError(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	bad, good := msg("api", "a", 1), msg("api", "b", 2)

@@ -8,7 +8,7 @@ import (
 // A mistyped subcommand of a command group (dlq, messages, streams,
 // workflows, workflows runs, config) must fail: it printed the group's
 // help and exited 0, so a script's `backstop dlq replya --all` passed.
-func TestProbeUnknownSubcommandFails(t *testing.T) {
+func TestUnknownSubcommandFails(t *testing.T) {
 	for _, args := range [][]string{
 		{"dlq", "lsit"},
 		{"messages", "lst"},

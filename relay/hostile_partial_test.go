@@ -14,7 +14,7 @@ import (
 // delivery ("published to the bus, then failed") must not leave the
 // message neither delivered nor retried nor dead-lettered, nor let the
 // later messages of its strict stream go past it.
-func TestProbePartialWithPublishedFlag(t *testing.T) {
+func TestPartialWithPublishedFlag(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	first, second := msg("orders", "s", 1), msg("orders", "s", 2)

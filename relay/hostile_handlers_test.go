@@ -28,7 +28,7 @@ func probeOne(t *testing.T, fn func(ctx context.Context, m *outbox.Message) erro
 	return e, e.get(badID), e.get(good.ID)
 }
 
-func TestProbeHandlerPanicsNil(t *testing.T) {
+func TestHandlerPanicsNil(t *testing.T) {
 	t.Parallel()
 	_, got, good := probeOne(t, func(context.Context, *outbox.Message) error { panic(nil) })
 	if got == nil || got.DeadLetteredAt.IsZero() || got.FailureReason != errorhandling.ReasonHandlerException {
@@ -39,7 +39,7 @@ func TestProbeHandlerPanicsNil(t *testing.T) {
 	}
 }
 
-func TestProbeHandlerPanicsNonError(t *testing.T) {
+func TestHandlerPanicsNonError(t *testing.T) {
 	t.Parallel()
 	_, got, _ := probeOne(t, func(context.Context, *outbox.Message) error { panic(struct{ A []int }{A: []int{1}}) })
 	if got == nil || got.DeadLetteredAt.IsZero() || got.FailureReason != errorhandling.ReasonHandlerException {
@@ -47,7 +47,7 @@ func TestProbeHandlerPanicsNonError(t *testing.T) {
 	}
 }
 
-func TestProbeHandlerHugeError(t *testing.T) {
+func TestHandlerHugeError(t *testing.T) {
 	t.Parallel()
 	e, got, _ := probeOne(t, func(context.Context, *outbox.Message) error {
 		return errorhandling.Permanent(errors.New(strings.Repeat("x", 10<<20)))

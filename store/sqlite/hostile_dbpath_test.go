@@ -12,7 +12,7 @@ import (
 // A path naming a directory is refused as such: Open said the database was
 // read-only ("cannot be written by this process") and a read-only open
 // said "disk I/O error", which sent the operator after permissions.
-func TestProbeOpenADirectory(t *testing.T) {
+func TestOpenADirectory(t *testing.T) {
 	dir := t.TempDir()
 	for _, opts := range [][]sqlite.Option{nil, {sqlite.ReadOnly()}} {
 		s, err := sqlite.Open(context.Background(), dir, store.Config{}, opts...)

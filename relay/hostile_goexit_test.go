@@ -12,7 +12,7 @@ import (
 // handler, a helper that ends its goroutine) ends the worker's goroutine:
 // recover sees nil. The message must still get an outcome, and the pool
 // must keep its workers.
-func TestProbeHandlerGoexit(t *testing.T) {
+func TestHandlerGoexit(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	bad := msg("api", "a", 0)

@@ -15,7 +15,7 @@ import (
 // A handler's 10 MB error text (a response body, a dump) is stored cut to
 // outbox.MaxErrorLength; the operations log must not carry it whole on
 // every attempt, nor its invalid UTF-8 and NULs.
-func TestProbeHugeErrorIsCutInTheLog(t *testing.T) {
+func TestHugeErrorIsCutInTheLog(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	transient, permanent := msg("api", "a", 1), msg("api", "b", 2)

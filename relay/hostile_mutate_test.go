@@ -14,7 +14,7 @@ import (
 // place) must not make the relay record the delivery against the new
 // message: that deletes the forwarded message before anyone delivered it,
 // and leaves the original leased for as long as the relay runs.
-func TestProbeHandlerForwardsTheMessageItWasHanded(t *testing.T) {
+func TestHandlerForwardsTheMessageItWasHanded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	orig := msg("api", "s", 1)
