@@ -31,16 +31,30 @@ type Failure struct {
 	Reason errorhandling.FailureReason
 }
 
-// callHook runs a user callback, logging and swallowing a panic.
+// callHook runs a user callback, logging and swallowing a panic. It runs
+// it on a goroutine of its own and waits: hooks are called by the
+// recorder, and a hook that calls runtime.Goexit (t.Fatal in a test's
+// hook), which recover cannot stop, ended the recorder's goroutine, after
+// which no outcome was recorded again.
 func (r *Relay) callHook(name string, fn func()) {
-	defer func() {
-		if p := recover(); p != nil {
-			r.log.LogAttrs(context.Background(), slog.LevelError, "relay hook panicked",
-				slog.String("hook", name), slog.String("panic", fmt.Sprint(p)),
-				slog.String("stack", string(debug.Stack())))
-		}
+	done := make(chan struct{})
+	go func() {
+		finished := false
+		defer close(done)
+		defer func() {
+			if p := recover(); p != nil {
+				r.log.LogAttrs(context.Background(), slog.LevelError, "relay hook panicked",
+					slog.String("hook", name), slog.String("panic", outbox.TruncateError(fmt.Sprint(p))),
+					slog.String("stack", string(debug.Stack())))
+			} else if !finished {
+				r.log.LogAttrs(context.Background(), slog.LevelError, "relay hook called runtime.Goexit",
+					slog.String("hook", name))
+			}
+		}()
+		fn()
+		finished = true
 	}()
-	fn()
+	<-done
 }
 
 // failureOf is the Failure of an outcome the store recorded.

@@ -44,3 +44,33 @@ func TestHandlerGoexit(t *testing.T) {
 		}
 	}
 }
+
+// A hook that calls runtime.Goexit ran on the recorder's goroutine and
+// ended it: no outcome was recorded after it. Hooks now run on a
+// goroutine of their own.
+func TestHookGoexit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withOrdering(outbox.OrderingNone))
+	first := msg("api", "a", 0)
+	e.enqueue(first)
+	rec := &recorder{fn: func(context.Context, *outbox.Message, int) error { return nil }}
+	cfg := e.config(map[string]Destination{"api": {Transport: rec.transport()}})
+	cfg.OnDelivered = func(m *outbox.Message) {
+		if m.ID == first.ID {
+			runtime.Goexit()
+		}
+	}
+	rn := e.start(cfg)
+	rn.settle()
+	later := msg("api", "b", 1)
+	e.enqueue(later)
+	rn.settle()
+	for _, m := range []*outbox.Message{first, later} {
+		if e.get(m.ID) != nil {
+			t.Fatalf("message %s was delivered but not recorded: the recorder is gone", m.ID)
+		}
+	}
+	if !e.logs.contains("relay hook called runtime.Goexit") {
+		t.Fatal("the hook's Goexit was not logged")
+	}
+}
