@@ -209,14 +209,6 @@ func derefTime(t *time.Time) time.Time {
 	return *t
 }
 
-func timePtr(v sql.NullInt64) *time.Time {
-	if !v.Valid {
-		return nil
-	}
-	t := fromMillis(v)
-	return &t
-}
-
 func timePtrMillis(t *time.Time) any {
 	if t == nil {
 		return nil
