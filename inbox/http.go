@@ -1,6 +1,7 @@
 package inbox
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,6 +62,9 @@ const (
 // again later). The webhook transport treats 2xx as delivered, 401, 408
 // and 503 as faults of the destination (its messages wait), and 400 and
 // 413 as faults of the message (dead-lettered on the sender's side).
+//
+// The inbox's DedupWindow must be at least twice the Tolerance: a signed
+// request stays valid that long, and only its id's record stops a replay.
 func (in *Inbox) HTTPHandler(cfg HTTPConfig) (http.Handler, error) {
 	if len(cfg.Secrets) == 0 {
 		return nil, fmt.Errorf("%w: HTTPConfig.Secrets: at least one is required", ErrInvalidConfig)
@@ -72,6 +76,16 @@ func (in *Inbox) HTTPHandler(cfg HTTPConfig) (http.Handler, error) {
 	}
 	if cfg.Tolerance < 0 {
 		return nil, fmt.Errorf("%w: HTTPConfig.Tolerance must not be negative, got %s", ErrInvalidConfig, cfg.Tolerance)
+	}
+	// A signed request verifies while its timestamp is within the
+	// tolerance either side of now, so for up to twice the tolerance
+	// after it was first received; only its id's de-duplication record
+	// stops a replay meanwhile. A shorter DedupWindow forgets the id
+	// first, and a captured request replayed unchanged is stored and
+	// handled again (the config file refuses such a source too).
+	if tol := cmp.Or(cfg.Tolerance, webhook.DefaultTolerance); in.cfg.DedupWindow < 2*tol {
+		return nil, fmt.Errorf("%w: the inbox's DedupWindow (%s) is shorter than twice HTTPConfig.Tolerance (%s): a signed request could be replayed and stored again once its id was forgotten",
+			ErrInvalidConfig, in.cfg.DedupWindow, tol)
 	}
 	if cfg.MaxBody < 0 {
 		return nil, fmt.Errorf("%w: HTTPConfig.MaxBody must not be negative, got %d", ErrInvalidConfig, cfg.MaxBody)
