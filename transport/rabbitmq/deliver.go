@@ -61,6 +61,17 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 	case <-dc.Done():
 	case <-pctx.Done():
 		// The channel has a confirm outstanding; release discards it.
+		// When Timeout ran out (not the caller's context), the connection
+		// is suspect too: one that went silent (a NAT or load balancer
+		// dropped it without a reset) still takes writes, and its other
+		// channels would each take the next Deliver to time out as well,
+		// until the heartbeat notices (3 × 10 s). A broker that merely
+		// confirms slower than Timeout loses the in-flight publishes of
+		// that connection, which fail as transient faults and are sent
+		// again.
+		if ctx.Err() == nil {
+			t.suspect(pc.conn)
+		}
 		return failed(fmt.Errorf("waiting for the confirm: %w", pctx.Err()))
 	}
 	if !dc.Acked() {

@@ -26,8 +26,10 @@
 // carries a small pool of channels, each in confirm mode and used by one
 // Deliver at a time, so that confirms and returns are never shared. A
 // channel the broker closes (a missing exchange) or whose Deliver did not
-// finish cleanly (a timeout) is discarded; a closed connection is dialed
-// again by the next Deliver. Nothing reconnects in the background.
+// finish cleanly (a timeout) is discarded; a connection on which a confirm
+// did not come within Config.Timeout is dropped too (it may have gone
+// silent), and a closed connection is dialed again by the next Deliver.
+// Nothing reconnects in the background.
 //
 // # Failures
 //
