@@ -66,6 +66,9 @@ const (
 	DefaultMaxReconnectDelay = 30 * time.Second
 )
 
+// maxPrefetch is the largest prefetch count basic.qos carries.
+const maxPrefetch = 65535
+
 // defaultHeartbeat is amqp.Dial's heartbeat interval.
 const defaultHeartbeat = 10 * time.Second
 
@@ -89,7 +92,8 @@ type Config struct {
 	// Queue is the queue to consume, which must exist. Required.
 	Queue string
 	// Prefetch is the most deliveries the broker sends ahead of their
-	// acknowledgement. Zero means 1, which keeps the queue's order.
+	// acknowledgement, at most 65535. Zero means 1, which keeps the
+	// queue's order.
 	Prefetch int
 	// RetryDelay is how long the receiver waits before it tries again to
 	// store a delivery the inbox could not store at the moment; it holds
@@ -140,6 +144,10 @@ func New(cfg Config) (*Receiver, error) {
 		return nil, errors.New("rabbitinbox: Config.Queue is required")
 	case cfg.Prefetch < 0:
 		return nil, fmt.Errorf("rabbitinbox: Config.Prefetch must not be negative, got %d", cfg.Prefetch)
+	case cfg.Prefetch > maxPrefetch:
+		// basic.qos carries it as a short, which the library truncates:
+		// 65536 would reach the broker as 0, no limit at all.
+		return nil, fmt.Errorf("rabbitinbox: Config.Prefetch must be at most %d (an AMQP short), got %d", maxPrefetch, cfg.Prefetch)
 	case cfg.RetryDelay < 0:
 		return nil, fmt.Errorf("rabbitinbox: Config.RetryDelay must not be negative, got %s", cfg.RetryDelay)
 	case cfg.ReconnectDelay < 0:

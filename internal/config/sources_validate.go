@@ -136,8 +136,8 @@ func (s *Source) validate(p string) []*Error {
 		}
 	case "rabbitmq":
 		required("queue", s.Queue)
-		if s.Prefetch < 0 {
-			bad("prefetch", "must not be negative")
+		if s.Prefetch < 0 || s.Prefetch > 65535 {
+			bad("prefetch", "must be 0 to 65535 (an AMQP short; 65536 would reach the broker as 0, no limit), got %d", s.Prefetch)
 		}
 	case "http":
 		required("secret", s.Secret)
