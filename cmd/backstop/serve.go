@@ -126,7 +126,9 @@ func serve(ctx context.Context, c *config.Config, logger *slog.Logger, ready fun
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	// closeBy is the end of the shutdown's budget, set once it starts.
+	var closeBy time.Time
+	defer func() { closeStore(st, closeBy, logger) }()
 
 	rc, transports, err := c.RelayConfig(ctx, logger)
 	if err != nil {
@@ -180,7 +182,15 @@ func serve(ctx context.Context, c *config.Config, logger *slog.Logger, ready fun
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	// The requests' contexts descend from reqCtx, cancelled once the
+	// shutdown's deadline passes: a request still running then (one
+	// waiting on a database that stopped answering) holds a connection
+	// of the store's pool, whose Close waits for it, and serve never
+	// returned.
+	reqCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute,
+		BaseContext: func(net.Listener) context.Context { return reqCtx }}
 	logger.Info("backstop serving", "listen", ln.Addr().String(), "db", redactDB(c.DB), "destinations", len(names), "sources", len(srcs.srcs))
 	if ready != nil {
 		ready(ln.Addr().String())
@@ -212,13 +222,42 @@ func serve(ctx context.Context, c *config.Config, logger *slog.Logger, ready fun
 	}
 	logger.Info("backstop shutting down", slog.String("again", "a second SIGINT or SIGTERM ends the process at once"))
 	stopRun()
-	sctx, cancel := context.WithTimeout(context.Background(), addSaturating(c.Relay.ShutdownTimeout.D(), 5*time.Second))
+	closeBy = time.Now().Add(addSaturating(c.Relay.ShutdownTimeout.D(), 5*time.Second))
+	sctx, cancel := context.WithDeadline(context.Background(), closeBy)
 	defer cancel()
 	shutdownErr := srv.Shutdown(sctx)
+	if shutdownErr != nil {
+		cancelRequests() // the requests left end now, and give their connections back
+		_ = srv.Close()
+	}
 	if errors.Is(shutdownErr, http.ErrServerClosed) {
 		shutdownErr = nil
 	}
 	return errors.Join(runErr, shutdownErr, <-relayErr, <-srcErr)
+}
+
+// minStoreClose is the least time closeStore gives the store's Close.
+const minStoreClose = 2 * time.Second
+
+// closeStore closes st, waiting for it until by (at least minStoreClose;
+// by zero: the shutdown never started, minStoreClose too). A pool's Close
+// waits for every connection it destroys, and pgx gives a connection to a
+// database that stopped answering 15 s to take its cancel request: serve
+// outlasted relay.shutdown_timeout by that much, or for good while a
+// request held a connection. What is left closes as the process exits.
+func closeStore(st store.Store, by time.Time, logger *slog.Logger) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = st.Close()
+	}()
+	t := time.NewTimer(max(time.Until(by), minStoreClose))
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		logger.Warn("the store's connections did not close within the shutdown's time; left to close as the process exits")
+	}
 }
 
 // readyz answers 200 when the store answers a cheap query within 2 s.
