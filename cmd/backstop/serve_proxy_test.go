@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,8 +33,6 @@ func (s *syncBuf) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
-
-func (s *syncBuf) count(sub string) int { return strings.Count(s.String(), sub) }
 
 // probeInstance is one in-process serve whose context the test controls.
 type probeInstance struct {
@@ -93,75 +89,9 @@ func startProbeServe(t *testing.T, cfgText string) *probeInstance {
 	return p
 }
 
-// flakyEndpoint is a webhook receiver on a fixed port that can go down
-// (its listener closed: connections refused) and come back up.
-type flakyEndpoint struct {
-	t    *testing.T
-	addr string
-	h    http.Handler
-	mu   sync.Mutex
-	srv  *http.Server
-}
-
-func newFlakyEndpoint(t *testing.T, h http.Handler) *flakyEndpoint {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &flakyEndpoint{t: t, addr: ln.Addr().String(), h: h}
-	f.serveOn(ln)
-	t.Cleanup(f.down)
-	return f
-}
-
-func (f *flakyEndpoint) url() string { return "http://" + f.addr + "/hook" }
-
-func (f *flakyEndpoint) serveOn(ln net.Listener) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.srv = &http.Server{Handler: f.h}
-	go func(s *http.Server) { _ = s.Serve(ln) }(f.srv)
-}
-
-func (f *flakyEndpoint) down() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.srv != nil {
-		_ = f.srv.Close()
-		f.srv = nil
-	}
-}
-
-func (f *flakyEndpoint) up() {
-	var ln net.Listener
-	var err error
-	for i := 0; i < 100; i++ {
-		if ln, err = net.Listen("tcp", f.addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		f.t.Fatalf("listening again on %s: %v", f.addr, err)
-	}
-	f.serveOn(ln)
-}
-
-// scrape returns the /metrics text of base.
-func scrape(t *testing.T, base string) string {
-	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
-}
-
-// tcpProxy forwards a fixed local port to target; cut closes the
-// listener and every connection (the database out of reach), restore
-// listens again on the same port.
+// tcpProxy forwards a fixed local port to target; freeze stops every
+// connection's traffic without closing it (a database that stopped
+// answering), thaw lets it go again, cut closes everything.
 type tcpProxy struct {
 	t      *testing.T
 	addr   string
@@ -277,21 +207,6 @@ func (p *tcpProxy) cut() {
 		c.Close()
 	}
 	p.conns = map[net.Conn]bool{}
-}
-
-func (p *tcpProxy) restore() {
-	var ln net.Listener
-	var err error
-	for i := 0; i < 100; i++ {
-		if ln, err = net.Listen("tcp", p.addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		p.t.Fatalf("listening again on %s: %v", p.addr, err)
-	}
-	p.accept(ln)
 }
 
 func status(base, path string) int {
