@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -16,29 +15,10 @@ import (
 	"github.com/backstophq/backstop/internal/config"
 )
 
-// syncBuf is a log sink safe for concurrent writes.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // probeInstance is one in-process serve whose context the test controls.
 type probeInstance struct {
 	base   string
 	cl     *admin.Client
-	log    *syncBuf
 	cancel context.CancelFunc
 	done   chan error
 	ended  atomic.Bool
@@ -68,10 +48,10 @@ func startProbeServe(t *testing.T, cfgText string) *probeInstance {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &probeInstance{log: &syncBuf{}, cancel: cancel, done: make(chan error, 1)}
+	p := &probeInstance{cancel: cancel, done: make(chan error, 1)}
 	addr := make(chan string, 1)
 	go func() {
-		p.done <- serve(ctx, c, slog.New(slog.NewTextHandler(p.log, &slog.HandlerOptions{Level: slog.LevelInfo})), func(a string) { addr <- a })
+		p.done <- serve(ctx, c, slog.New(slog.DiscardHandler), func(a string) { addr <- a })
 	}()
 	select {
 	case a := <-addr:

@@ -197,13 +197,7 @@ func testPause(t *testing.T, h Harness) {
 // circuit and a pause: the probe due in a second, and the pause of a
 // minute, must not wait an hour for the clock to catch up again.
 func testClockSteppedBack(t *testing.T, h Harness) {
-	clk := &steppedClock{Fake: clock.NewFake(epoch)}
-	s, err := h.Open(t, baseConfig(clk))
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	e := &env{t: t, h: h, s: s, clk: clk.Fake, ctx: context.Background()}
-	f := fleetOf(t, e)
+	e, clk, f := steppedEnv(t, h)
 	if _, err := f.OpenCircuit(e.ctx, "hooks", "a", time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -249,6 +243,19 @@ func testClockSteppedBack(t *testing.T, h Harness) {
 	if c := e.circuit(f, "api"); !c.Paused || !c.PausedUntil.Equal(clk.Now().Add(30*time.Second)) {
 		t.Fatalf("a pause of 30 s asked for after the step = %+v, want it holding until %v", c, clk.Now().Add(30*time.Second))
 	}
+}
+
+// steppedEnv is an env on a store whose clock can be stepped back, with
+// its clock and its Fleet.
+func steppedEnv(t *testing.T, h Harness) (*env, *steppedClock, store.Fleet) {
+	t.Helper()
+	clk := &steppedClock{Fake: clock.NewFake(epoch)}
+	s, err := h.Open(t, baseConfig(clk))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	e := &env{t: t, h: h, s: s, clk: clk.Fake, ctx: context.Background()}
+	return e, clk, fleetOf(t, e)
 }
 
 // steppedClock is a fake clock that can also be stepped back, as a
@@ -338,13 +345,7 @@ func testHeartbeatAndReap(t *testing.T, h Harness) {
 // the reaping (it can only come from a step), so the dead instance goes
 // one timeout later; a live one heart-beats again in time and stays.
 func testDeadInstanceAfterAClockSteppedBack(t *testing.T, h Harness) {
-	clk := &steppedClock{Fake: clock.NewFake(epoch)}
-	s, err := h.Open(t, baseConfig(clk))
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	e := &env{t: t, h: h, s: s, clk: clk.Fake, ctx: context.Background()}
-	f := fleetOf(t, e)
+	e, clk, f := steppedEnv(t, h)
 	dead := e.enqueue(msg("hooks", "s1"))[0]
 	live := e.enqueue(msg("hooks", "s2"))[0]
 	for _, in := range []string{"a", "c"} {
@@ -381,13 +382,7 @@ func testDeadInstanceAfterAClockSteppedBack(t *testing.T, h Harness) {
 // reaping and sweeping) for the hour. A term further ahead than twice the
 // asker's is taken as one set before a step.
 func testLeadershipAfterAClockSteppedBack(t *testing.T, h Harness) {
-	clk := &steppedClock{Fake: clock.NewFake(epoch)}
-	s, err := h.Open(t, baseConfig(clk))
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	e := &env{t: t, h: h, s: s, clk: clk.Fake, ctx: context.Background()}
-	f := fleetOf(t, e)
+	e, clk, f := steppedEnv(t, h)
 	if ok, err := f.AcquireLeadership(e.ctx, "a", 10*time.Second); err != nil || !ok {
 		t.Fatalf("a: %v, %v", ok, err)
 	}

@@ -1,7 +1,6 @@
 package rabbitmq_test
 
 import (
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -9,97 +8,6 @@ import (
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/transport/rabbitmq"
 )
-
-// silentProxy forwards TCP to the broker. silence makes the connections
-// open at the time go quiet both ways (a NAT entry or a load balancer
-// that dropped them without a reset): what the client sends is read and
-// thrown away, and nothing comes back. Connections made afterwards work.
-type silentProxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []*silentConn
-}
-
-type silentConn struct {
-	mu     sync.Mutex
-	silent bool
-	c, s   net.Conn
-}
-
-func (sc *silentConn) quiet() bool {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	return sc.silent
-}
-
-func newSilentProxy(t *testing.T, target string) *silentProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &silentProxy{ln: ln}
-	pipe := func(sc *silentConn, dst, src net.Conn) {
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := src.Read(buf)
-			if n > 0 && !sc.quiet() {
-				if _, werr := dst.Write(buf[:n]); werr != nil {
-					return
-				}
-			}
-			if err != nil {
-				if !sc.quiet() {
-					_ = dst.Close()
-				}
-				return
-			}
-		}
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			sc := &silentConn{c: c, s: s}
-			p.mu.Lock()
-			p.conns = append(p.conns, sc)
-			p.mu.Unlock()
-			go pipe(sc, c, s)
-			go pipe(sc, s, c)
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		for _, sc := range p.conns {
-			_ = sc.c.Close()
-			_ = sc.s.Close()
-		}
-	})
-	return p
-}
-
-// silence makes the connections open now go quiet, and returns how many.
-func (p *silentProxy) silence() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, sc := range p.conns {
-		sc.mu.Lock()
-		sc.silent = true
-		sc.mu.Unlock()
-	}
-	return len(p.conns)
-}
-
-func (p *silentProxy) url() string { return "amqp://guest:guest@" + p.ln.Addr().String() + "/" }
 
 // TestConnectionGoneSilentIsDialledAgain: the transport's connection goes
 // quiet both ways (writes still succeed into the socket, nothing comes
@@ -114,7 +22,7 @@ func TestConnectionGoneSilentIsDialledAgain(t *testing.T) {
 	a := connect(t)
 	ex := a.exchange(unique("bt.ex"))
 	a.queue(ex, "#", nil)
-	p := newSilentProxy(t, "127.0.0.1:5672")
+	p := newBrokerProxy(t, "127.0.0.1:5672")
 	tr, err := rabbitmq.New(rabbitmq.Config{URL: p.url(), Exchange: ex, Timeout: time.Second, Channels: 4})
 	if err != nil {
 		t.Fatal(err)
