@@ -170,3 +170,44 @@ func TestShortRetryAfterIsWaitedInProcess(t *testing.T) {
 		t.Fatalf("stats = %+v", s)
 	}
 }
+
+// An operator's Reset of a destination's breaker (Relay.Breaker, whose
+// doc says operators may) resumes the deliveries at once. The breaker
+// closed, but the relay's gate stayed open until its next probe: nothing
+// was claimed for the destination meanwhile, up to MaxProbeInterval.
+func TestBreakerResetResumesDeliveries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	first := msg("down", "s0", 0)
+	e.enqueue(first)
+	var down atomic.Bool
+	down.Store(true)
+	rec := &recorder{fn: func(context.Context, *outbox.Message, int) error {
+		if down.Load() {
+			return errorhandling.WithHTTPStatus(errors.New("503 service unavailable"), 503)
+		}
+		return nil
+	}}
+	cfg := e.config(map[string]Destination{"down": {
+		Transport:        rec.transport(),
+		Breaker:          &circuitbreaker.Config{MaxFailures: 1},
+		FirstProbe:       time.Minute,
+		MaxProbeInterval: time.Minute,
+	}})
+	rn := e.start(cfg)
+	rn.settle()
+	if st := rn.r.Stats().Destinations["down"].Breaker; st != circuitbreaker.StateOpen {
+		t.Fatalf("breaker %v after the failure, want open", st)
+	}
+	down.Store(false)
+	rn.r.Breaker("down").Reset()
+	later := msg("down", "s1", 1)
+	e.enqueue(later)
+	rn.settle() // the clock does not move: the probe, a minute away, is not due
+	if e.get(later.ID) != nil {
+		t.Fatalf("a message written after the breaker was reset was not delivered: the relay still waits for its probe")
+	}
+	if !e.logs.contains("circuit reset; deliveries resume") {
+		t.Fatal("the reset was not logged")
+	}
+}

@@ -150,6 +150,17 @@ func (r *Relay) closeGate(d *destination, why string) {
 	r.wake()
 }
 
+// breakerReset closes d's circuit, for this relay and the fleet, when its
+// breaker was reset while the gate was open (an operator's Reset through
+// Breaker).
+func (r *Relay) breakerReset(d *destination) {
+	if !d.isOpen() {
+		return
+	}
+	r.closeGate(d, "circuit reset; deliveries resume")
+	r.fleetClosed(d)
+}
+
 // adopt opens d's circuit because another instance opened it, and
 // reports whether it was closed here.
 func (d *destination) adopt(now time.Time) bool {

@@ -218,6 +218,14 @@ func (r *Relay) newDestination(name string, cfg Destination) *destination {
 		if user != nil {
 			r.onStateChange(d.name, user, from, to)
 		}
+		if to == circuitbreaker.StateClosed {
+			// Only a Reset closes the breaker (it never half-opens): the
+			// gate's own, after a good probe, which has closed the gate
+			// already, or an operator's (Breaker), which must resume the
+			// deliveries too: before, the gate stayed open until its next
+			// probe.
+			r.breakerReset(d)
+		}
 	}
 	d.breaker = circuitbreaker.New(&br)
 	in := *cfg.InProcess
