@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/backstophq/backstop/errorhandling"
-	"github.com/backstophq/backstop/transport/rabbitmq"
 )
 
 // A broker that stops reading (an alarm blocks publishers) must not wedge
@@ -19,14 +18,7 @@ import (
 // did not read, and every other Deliver and Close waited behind it; and a
 // write blocked in the library ignored the Deliver's timeout.
 func TestBrokerThatStopsReadingDoesNotWedgeTheTransport(t *testing.T) {
-	a := connect(t)
-	ex := a.exchange(unique("bt.ex"))
-	a.queue(ex, "#", nil)
-	p := newBrokerProxy(t, "127.0.0.1:5672")
-	tr, err := rabbitmq.New(rabbitmq.Config{URL: p.url(), Exchange: ex, Timeout: time.Second, Channels: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr, p := proxiedTransport(t)
 	// Warm channels, so that some calls write at once and others must
 	// open a channel.
 	var wg sync.WaitGroup

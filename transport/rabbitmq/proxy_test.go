@@ -4,6 +4,9 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/backstophq/backstop/transport/rabbitmq"
 )
 
 // brokerProxy forwards TCP to the broker, and plays two of a network's
@@ -131,3 +134,18 @@ func (p *brokerProxy) silence() int {
 }
 
 func (p *brokerProxy) url() string { return "amqp://guest:guest@" + p.ln.Addr().String() + "/" }
+
+// proxiedTransport is a transport to a fresh exchange bound to a queue,
+// through a brokerProxy, with a Timeout of a second and four channels.
+func proxiedTransport(t *testing.T) (*rabbitmq.Transport, *brokerProxy) {
+	t.Helper()
+	a := connect(t)
+	ex := a.exchange(unique("bt.ex"))
+	a.queue(ex, "#", nil)
+	p := newBrokerProxy(t, "127.0.0.1:5672")
+	tr, err := rabbitmq.New(rabbitmq.Config{URL: p.url(), Exchange: ex, Timeout: time.Second, Channels: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr, p
+}

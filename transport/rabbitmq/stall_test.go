@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/backstophq/backstop/errorhandling"
-	"github.com/backstophq/backstop/transport/rabbitmq"
 )
 
 // TestConnectionGoneSilentIsDialledAgain: the transport's connection goes
@@ -19,14 +18,7 @@ import (
 // connection (or opened one on it) and timed out too, and so did every
 // Deliver after it until the heartbeat noticed (3 × 10 s).
 func TestConnectionGoneSilentIsDialledAgain(t *testing.T) {
-	a := connect(t)
-	ex := a.exchange(unique("bt.ex"))
-	a.queue(ex, "#", nil)
-	p := newBrokerProxy(t, "127.0.0.1:5672")
-	tr, err := rabbitmq.New(rabbitmq.Config{URL: p.url(), Exchange: ex, Timeout: time.Second, Channels: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr, p := proxiedTransport(t)
 	t.Cleanup(func() { _ = tr.Close() })
 	// Warm channels: four at once leave four idle channels in the pool.
 	var wg sync.WaitGroup
@@ -43,7 +35,7 @@ func TestConnectionGoneSilentIsDialledAgain(t *testing.T) {
 	}
 
 	start := time.Now()
-	err = tr.Deliver(ctxFor(t), message(t))
+	err := tr.Deliver(ctxFor(t), message(t))
 	if took := time.Since(start); took > 3*time.Second {
 		t.Fatalf("Deliver on the silent connection took %v (Timeout 1 s)", took)
 	}
