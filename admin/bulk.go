@@ -121,7 +121,13 @@ func (s *Server) runBulk(w http.ResponseWriter, r *http.Request, action string, 
 		if res.AuditID == 0 {
 			recorded = "the audit record could not be written (see the server's log)"
 		}
-		problem(w, http.StatusInternalServerError, "bulk action stopped",
+		status := http.StatusInternalServerError
+		if timedOut(r, err) {
+			// a page the store did not answer in time: the rest may go
+			w.Header().Set("Retry-After", unavailableRetryAfter)
+			status = http.StatusServiceUnavailable
+		}
+		problem(w, status, "bulk action stopped",
 			fmt.Sprintf("it was applied to the first %d entries, %s; run it again for the rest", res.Count, recorded), "")
 		return
 	}
@@ -135,7 +141,11 @@ func (s *Server) runBulk(w http.ResponseWriter, r *http.Request, action string, 
 // into again, page after page, for as long as the destination kept
 // refusing them, and a delete took entries that arrived while it ran.
 func (s *Server) eligible(ctx context.Context, f *dlq.Filters, action string) (*dlq.Filters, error) {
-	now, err := s.adm.Now(ctx)
+	var now time.Time
+	err := s.call(ctx, func(ctx context.Context) (err error) {
+		now, err = s.adm.Now(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +181,11 @@ func (s *Server) scan(ctx context.Context, f *dlq.Filters, action string, fn fun
 		}
 	}
 	for {
-		es, err := list(ctx, page)
+		var es []*dlq.Entry
+		err := s.call(ctx, func(ctx context.Context) (err error) {
+			es, err = list(ctx, page)
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -183,6 +197,14 @@ func (s *Server) scan(ctx context.Context, f *dlq.Filters, action string, fn fun
 	}
 }
 
+// call makes the store calls of one page of a bulk action, bounded by
+// RequestTimeout (the routes of bulk actions are not bounded as a whole).
+func (s *Server) call(ctx context.Context, fn func(context.Context) error) error {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	return fn(ctx)
+}
+
 // replayPages replays the pending matching entries a page per transaction.
 // Replayed entries leave the filter; the cursor (the last entry replayed,
 // which stays in the queue) spares each page a walk over them.
@@ -192,7 +214,11 @@ func (s *Server) replayPages(ctx context.Context, f *dlq.Filters, a dlq.Action, 
 		return err
 	}
 	for {
-		es, err := s.st.DLQ().ReplayMatchingAs(ctx, page, false, a)
+		var es []*dlq.Entry
+		err := s.call(ctx, func(ctx context.Context) (err error) {
+			es, err = s.st.DLQ().ReplayMatchingAs(ctx, page, false, a)
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -215,21 +241,24 @@ func (s *Server) changePages(ctx context.Context, f *dlq.Filters, action string,
 	}
 	q := s.st.DLQ()
 	for {
-		es, err := q.List(ctx, page)
-		if err != nil {
-			return err
-		}
-		ids := make([]string, len(es))
-		for i, e := range es {
-			ids[i] = e.ID
-		}
+		var es []*dlq.Entry
 		var done []string
-		switch action {
-		case "resolve":
-			done, err = q.ResolveEntriesAs(ctx, ids, page.Status, a)
-		case "delete":
-			done, err = q.DeleteEntries(ctx, ids, page.Status)
-		}
+		err := s.call(ctx, func(ctx context.Context) (err error) {
+			if es, err = q.List(ctx, page); err != nil {
+				return err
+			}
+			ids := make([]string, len(es))
+			for i, e := range es {
+				ids[i] = e.ID
+			}
+			switch action {
+			case "resolve":
+				done, err = q.ResolveEntriesAs(ctx, ids, page.Status, a)
+			case "delete":
+				done, err = q.DeleteEntries(ctx, ids, page.Status)
+			}
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -282,6 +311,8 @@ func (s *Server) purge(w http.ResponseWriter, r *http.Request) {
 		s.runBulk(w, r, "purge", br, f)
 		return
 	}
+	// One statement, however many entries: not bounded by RequestTimeout
+	// (a purge that took longer would be rolled back every time).
 	n, err := s.st.DLQ().PurgeBefore(r.Context(), before)
 	if err != nil {
 		s.fail(w, r, err)

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -89,6 +90,15 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 			problem(w, http.StatusRequestEntityTooLarge, "body too large", "the request body is over the server's limit", "")
 			return
 		}
+		if timedOut(r, err) {
+			s.cfg.Logger.Warn("admin API: the store did not answer in time", "method", r.Method, "path", r.URL.Path,
+				"request_timeout", s.cfg.RequestTimeout, "err", err)
+			w.Header().Set("Retry-After", unavailableRetryAfter)
+			problem(w, http.StatusServiceUnavailable, "store did not answer in time",
+				"the database did not answer within the server's request timeout ("+s.cfg.RequestTimeout.String()+
+					"): a lock another transaction holds, or a database that is busy or out of reach; try again", "")
+			return
+		}
 		if rc, ok := s.st.(store.Reachability); ok && rc.Unreachable(err) {
 			// The database did not decide: the request may be made again.
 			s.cfg.Logger.Warn("admin API: the store is out of reach", "method", r.Method, "path", r.URL.Path, "err", err)
@@ -100,6 +110,14 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.cfg.Logger.Error("admin API: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		problem(w, http.StatusInternalServerError, "internal error", "the server logged the cause", "")
 	}
+}
+
+// timedOut reports whether err came of the server's own RequestTimeout:
+// the request's context (or a page's) reached its deadline while the
+// client still waited. A store's driver may report it as the context's
+// error or as its own (SQLite's "interrupted").
+func timedOut(r *http.Request, err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(r.Context().Err(), context.DeadlineExceeded)
 }
 
 // writeJSON answers status with v as JSON. v is encoded before anything is

@@ -68,6 +68,14 @@ type Config struct {
 	Breakers func() []Breaker
 	// MaxBodyBytes bounds request bodies. Zero means 1 MiB.
 	MaxBodyBytes int64
+	// RequestTimeout bounds the store work of one request: a request the
+	// store has not answered by then (a row another transaction holds
+	// locked, a database that stopped answering) gets 503 "store did not
+	// answer in time" and gives its connection back, so that requests
+	// left waiting cannot take every connection of a pool the relay
+	// shares. A bulk action gets it for each page, however many pages it
+	// takes. Zero means DefaultRequestTimeout; negative means none.
+	RequestTimeout time.Duration
 	// BulkPage is how many entries a bulk action handles per transaction.
 	// Zero means 500.
 	BulkPage int
@@ -78,6 +86,9 @@ type Config struct {
 	// /v1/workflows/runs); nil answers those routes with 404.
 	Workflows *Workflows
 }
+
+// DefaultRequestTimeout is Config.RequestTimeout's default.
+const DefaultRequestTimeout = 30 * time.Second
 
 // Server serves the admin API.
 type Server struct {
@@ -120,6 +131,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.BulkPage == 0 {
 		cfg.BulkPage = 500
 	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -158,8 +172,27 @@ func actor(ctx context.Context) string {
 }
 
 // auth checks the bearer token (in constant time, over hashes so that the
-// lengths leak nothing either) and the role the route needs.
+// lengths leak nothing either) and the role the route needs, and bounds the
+// request by RequestTimeout.
 func (s *Server) auth(role string, h http.HandlerFunc) http.HandlerFunc {
+	return s.authPaged(role, func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := s.bounded(r.Context())
+		defer cancel()
+		h(w, r.WithContext(ctx))
+	})
+}
+
+// bounded is ctx bounded by RequestTimeout, when there is one.
+func (s *Server) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.cfg.RequestTimeout < 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
+}
+
+// authPaged is auth for a route that bounds each of its pages itself (a
+// bulk action), not the whole request.
+func (s *Server) authPaged(role string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		// the scheme is case-insensitive (RFC 9110 11.1)
 		scheme, given, ok := strings.Cut(r.Header.Get("Authorization"), " ")
@@ -194,6 +227,7 @@ func (s *Server) auth(role string, h http.HandlerFunc) http.HandlerFunc {
 func (s *Server) routes() {
 	read := func(pattern string, h http.HandlerFunc) { s.mux.HandleFunc(pattern, s.auth(RoleRead, h)) }
 	op := func(pattern string, h http.HandlerFunc) { s.mux.HandleFunc(pattern, s.auth(RoleOperate, h)) }
+	paged := func(pattern string, h http.HandlerFunc) { s.mux.HandleFunc(pattern, s.authPaged(RoleOperate, h)) }
 	read("GET /v1/openapi.json", serveOpenAPI)
 	op("POST /v1/messages", s.postMessage)
 	read("GET /v1/messages", s.listMessages)
@@ -211,11 +245,11 @@ func (s *Server) routes() {
 	op("POST /v1/dlq/{id}/replay", s.entryAction("replay"))
 	op("POST /v1/dlq/{id}/resolve", s.entryAction("resolve"))
 	op("DELETE /v1/dlq/{id}", s.entryAction("delete"))
-	op("POST /v1/dlq/replay", s.bulk("replay"))
-	op("POST /v1/dlq/resolve", s.bulk("resolve"))
-	op("POST /v1/dlq/delete", s.bulk("delete"))
-	op("POST /v1/dlq/recover", s.recover)
-	op("POST /v1/dlq/purge", s.purge)
+	paged("POST /v1/dlq/replay", s.bulk("replay"))
+	paged("POST /v1/dlq/resolve", s.bulk("resolve"))
+	paged("POST /v1/dlq/delete", s.bulk("delete"))
+	paged("POST /v1/dlq/recover", s.recover)
+	paged("POST /v1/dlq/purge", s.purge)
 	read("GET /v1/stats", s.stats)
 	read("GET /v1/breakers", s.breakers)
 	read("GET /v1/audit", s.audit)

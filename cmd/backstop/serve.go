@@ -165,7 +165,8 @@ func serve(ctx context.Context, c *config.Config, logger *slog.Logger, ready fun
 	}
 	api, err := admin.New(admin.Config{
 		Store: st, Tokens: tokens, Destinations: names, Route: c.RouteTopic,
-		Breakers: admin.RelayBreakers(r), MaxBodyBytes: c.MaxBodyBytes, Logger: logger, Workflows: wf,
+		Breakers: admin.RelayBreakers(r), MaxBodyBytes: c.MaxBodyBytes,
+		RequestTimeout: time.Duration(c.RequestTimeout), Logger: logger, Workflows: wf,
 	})
 	if err != nil {
 		return err

@@ -14,7 +14,10 @@ const (
 	DefaultListen       = "127.0.0.1:8080"
 	DefaultDB           = "sqlite:./backstop.db"
 	DefaultMaxBodyBytes = 1 << 20
-	DefaultWorkers      = 16
+	// DefaultRequestTimeout is request_timeout's default
+	// (admin.DefaultRequestTimeout).
+	DefaultRequestTimeout = 30 * time.Second
+	DefaultWorkers        = 16
 	// MinLease is the shortest store.lease_duration a configuration takes.
 	MinLease              = time.Second
 	DefaultPollInterval   = time.Second
@@ -43,6 +46,10 @@ type Config struct {
 	DB string `yaml:"db"`
 	// MaxBodyBytes bounds a request body of the admin API. Default 1 MiB.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// RequestTimeout bounds the store work of one admin API request (a
+	// bulk action's, of each page): past it the request gets 503.
+	// Default 30s.
+	RequestTimeout Duration `yaml:"request_timeout"`
 	// Relay tunes the relay loop.
 	Relay Relay `yaml:"relay"`
 	// Store tunes leases and retention.

@@ -49,6 +49,9 @@ func TestValuesThatMeantSomethingElseAreRefused(t *testing.T) {
 		{"too many workers", "relay: {workers: 2000000000}\n" + hostileBase, nil, "relay.workers"},
 		// Every lease lapsed before its message could be sent.
 		{"lease of a nanosecond", "store: {lease_duration: 1ns}\n" + hostileBase, nil, "store.lease_duration"},
+		// An admin request past it gets 503: none could be served.
+		{"zero request timeout", "request_timeout: 0s\n" + hostileBase, nil, "request_timeout"},
+		{"request timeout of a nanosecond", "request_timeout: 1ns\n" + hostileBase, nil, "request_timeout"},
 		// The audit log names the actor by its token's name.
 		{"two tokens of one name", "tokens:\n  - {name: ops, token: " + strings.Repeat("a", 32) + ", role: operate}\n" +
 			"  - {name: ops, token: " + strings.Repeat("b", 32) + ", role: read}\n" + hostileBase, nil, "tokens[1].name"},

@@ -249,7 +249,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int, 
 // written there was silently replaced (timeout: 0s became 30 s); it is
 // refused instead.
 var defaultedOnZero = map[string]bool{
-	"max_body_bytes": true, "relay.workers": true, "relay.poll_interval": true, "relay.shutdown_timeout": true,
+	"max_body_bytes": true, "request_timeout": true, "relay.workers": true, "relay.poll_interval": true, "relay.shutdown_timeout": true,
 	"store.lease_duration": true, "store.instance_timeout": true,
 	"destinations[].timeout": true, "destinations[].retry.base": true, "destinations[].retry.multiplier": true,
 	"destinations[].retry.max": true, "destinations[].retry.max_attempts": true,

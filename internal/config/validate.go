@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/backstophq/backstop/admin"
 	"github.com/backstophq/backstop/outbox"
@@ -24,6 +25,9 @@ func (c *Config) applyDefaults() {
 	def(&c.DB, DefaultDB)
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = Duration(DefaultRequestTimeout)
 	}
 	if c.Relay.Workers == 0 {
 		c.Relay.Workers = DefaultWorkers
@@ -122,6 +126,9 @@ func (c *Config) validate() []*Error {
 	}
 	if c.MaxBodyBytes < 0 {
 		bad("max_body_bytes", "must not be negative")
+	}
+	if c.RequestTimeout < Duration(10*time.Millisecond) {
+		bad("request_timeout", "must be at least 10ms")
 	}
 	if c.Relay.Workers < 0 {
 		bad("relay.workers", "must not be negative")
