@@ -239,6 +239,20 @@ type Destination struct {
 	// probe. Zero means DefaultMaxProbeInterval (5 s).
 	MaxProbeInterval time.Duration
 
+	// SingledOutAfter is how long a message must go on failing here with
+	// faults blamed on the destination (5xx, timeouts, refusals), at
+	// least 5 of them met while the destination was delivering other
+	// messages, before those faults are charged to it as attempts: the
+	// destination is up, and fails this message (a receiver that crashes
+	// on its payload). Until then each such fault is released uncharged,
+	// as an outage's are, and the message backs off on its own (1 s
+	// doubling to 5 min) besides the destination's back-off; after it,
+	// the message goes through its retry policy to the dead-letter queue,
+	// its error starting "singled out". A destination failing every
+	// message never singles one out. Zero means DefaultSingledOutAfter
+	// (15 min); negative never charges a fault blamed on the destination.
+	SingledOutAfter time.Duration
+
 	// Concurrency is the most deliveries to this destination in progress
 	// at once. Zero means Workers. With more than one destination, a
 	// quarter of the workers (at least one) are kept for the destinations
@@ -401,6 +415,9 @@ func (d Destination) withDefaults(name string, c *Config) Destination {
 	}
 	if d.Concurrency == 0 {
 		d.Concurrency = c.Workers
+	}
+	if d.SingledOutAfter == 0 {
+		d.SingledOutAfter = DefaultSingledOutAfter
 	}
 	return d
 }

@@ -88,6 +88,7 @@ func (r *Relay) decide(d *destination, m *outbox.Message, last error, completed 
 		if t, ok := r.trackers.Lookup(d.name); ok {
 			t.Success()
 		}
+		r.deliveredSingled(d, m)
 		return o
 	case tries == 0 || (r.deliverCtx.Err() != nil && errors.Is(last, context.Canceled)):
 		// Shutdown cancelled the attempt: nobody is to blame.
@@ -98,7 +99,14 @@ func (r *Relay) decide(d *destination, m *outbox.Message, last error, completed 
 	o.v.RetryAfter = boundRetryAfter(o.v.RetryAfter)
 	switch {
 	case o.v.Retryable && o.v.Blame == errorhandling.BlameDestination:
-		tok := r.trackers.Get(d.name).FaultRetryAfter(o.v.RetryAfter)
+		svc := r.trackers.Get(d.name)
+		own, charge := r.singledOut(d, m, svc.Healthy(), last)
+		if charge != nil {
+			o.kind, o.err = failed, charge
+			o.v.Blame = errorhandling.BlameMessage
+			return o
+		}
+		tok := svc.FaultRetryAfter(o.v.RetryAfter)
 		o.kind, o.cause = released, causeDestination
 		// The tracker paces retries; its back-off is capped at the
 		// breaker's Timeout, and at the next probe while the circuit is
@@ -110,7 +118,7 @@ func (r *Relay) decide(d *destination, m *outbox.Message, last error, completed 
 		if d.isOpen() || d.breaker.State() == circuitbreaker.StateOpen {
 			limit = min(limit, max(d.untilProbeAt(now), d.firstProbe))
 		}
-		o.after = max(min(tok.Remaining(), limit, maxRelease), o.v.RetryAfter, minRelease)
+		o.after = max(min(max(tok.Remaining(), own), limit, maxRelease), o.v.RetryAfter, minRelease)
 		if o.v.RetryAfter > 0 {
 			// Retry-After speaks for the destination, not the message.
 			d.pause(now.Add(o.v.RetryAfter))

@@ -73,6 +73,7 @@ type Relay struct {
 	dests      map[string]*destination
 	destList   []*destination // sorted by name
 	trackers   *tracker.Registry
+	singled    *tracker.Registry // messages' trackers (singledout.go)
 	metrics    *metrics
 	stats      counters
 
@@ -126,7 +127,9 @@ type destination struct {
 
 	firstProbe time.Duration
 	maxProbe   time.Duration
-	gate       gate
+	// singledOutAfter is Destination.SingledOutAfter; negative: never.
+	singledOutAfter time.Duration
+	gate            gate
 
 	running int // tasks in progress; guarded by the scheduler's mutex
 }
@@ -167,6 +170,7 @@ func New(s store.Store, cfg Config) (*Relay, error) {
 		classifier: cfg.Classifier,
 		dests:      make(map[string]*destination, len(cfg.Destinations)),
 		trackers:   tracker.NewRegistry(cfg.Tracker),
+		singled:    newSingledOut(&cfg),
 		wakeCh:     make(chan struct{}, 1),
 		recordCh:   make(chan struct{}, 1),
 		fl:         newFlights(),
@@ -195,15 +199,16 @@ func New(s store.Store, cfg Config) (*Relay, error) {
 
 func (r *Relay) newDestination(name string, cfg Destination) *destination {
 	d := &destination{
-		name:        name,
-		tr:          cfg.Transport,
-		halfOpenMax: cfg.Breaker.HalfOpenMaxRequests,
-		openFor:     cfg.Breaker.Timeout,
-		firstProbe:  cfg.FirstProbe,
-		maxProbe:    cfg.MaxProbeInterval,
-		timeout:     cfg.Timeout,
-		concurrency: cfg.Concurrency,
-		m:           r.metrics.forDestination(name),
+		name:            name,
+		tr:              cfg.Transport,
+		halfOpenMax:     cfg.Breaker.HalfOpenMaxRequests,
+		openFor:         cfg.Breaker.Timeout,
+		firstProbe:      cfg.FirstProbe,
+		singledOutAfter: cfg.SingledOutAfter,
+		maxProbe:        cfg.MaxProbeInterval,
+		timeout:         cfg.Timeout,
+		concurrency:     cfg.Concurrency,
+		m:               r.metrics.forDestination(name),
 	}
 	if d.openFor == 0 {
 		d.openFor = circuitbreaker.DefaultTimeout

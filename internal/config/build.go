@@ -109,8 +109,9 @@ func (c *Config) RelayConfig(ctx context.Context, logger *slog.Logger) (relay.Co
 				Timeout:             d.Breaker.Timeout.D(),
 				HalfOpenMaxRequests: d.Breaker.HalfOpenMaxRequests,
 			},
-			Timeout:     d.Timeout.D(),
-			Concurrency: d.Concurrency,
+			Timeout:         d.Timeout.D(),
+			Concurrency:     d.Concurrency,
+			SingledOutAfter: d.SingledOutAfter.D(),
 		}
 	}
 	return rc, opened, nil

@@ -113,6 +113,10 @@ type Destination struct {
 	Ordering string `yaml:"ordering"`
 	// Concurrency caps deliveries in progress at once. Default: workers.
 	Concurrency int `yaml:"concurrency"`
+	// SingledOutAfter is how long a message the destination fails while
+	// delivering others goes uncharged (relay.Destination.SingledOutAfter).
+	// Default 15m.
+	SingledOutAfter Duration `yaml:"singled_out_after"`
 	// Retry is the durable retry: after a failure charged to the message.
 	Retry Retry `yaml:"retry"`
 	// InnerRetry is the in-process retry of blips inside one attempt.

@@ -251,7 +251,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int, 
 var defaultedOnZero = map[string]bool{
 	"max_body_bytes": true, "request_timeout": true, "relay.workers": true, "relay.poll_interval": true, "relay.shutdown_timeout": true,
 	"store.lease_duration": true, "store.instance_timeout": true,
-	"destinations[].timeout": true, "destinations[].retry.base": true, "destinations[].retry.multiplier": true,
+	"destinations[].timeout": true, "destinations[].singled_out_after": true, "destinations[].retry.base": true, "destinations[].retry.multiplier": true,
 	"destinations[].retry.max": true, "destinations[].retry.max_attempts": true,
 	"destinations[].inner_retry.attempts": true, "destinations[].inner_retry.delay": true,
 	"destinations[].breaker.max_failures": true, "destinations[].breaker.timeout": true,

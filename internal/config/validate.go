@@ -277,6 +277,9 @@ func (d *Destination) validate(p string) []*Error {
 	if d.Concurrency < 0 {
 		bad("concurrency", "must not be negative")
 	}
+	if d.SingledOutAfter < 0 {
+		bad("singled_out_after", "must not be negative")
+	}
 	r := d.Retry
 	oneOf(&errs, p+".retry.strategy", r.Strategy, "exponential", "linear", "fixed")
 	if !(r.Multiplier >= 1) || math.IsInf(r.Multiplier, 0) { // NaN fails every comparison
