@@ -173,7 +173,9 @@ func actor(ctx context.Context) string {
 
 // auth checks the bearer token (in constant time, over hashes so that the
 // lengths leak nothing either) and the role the route needs, and bounds the
-// request by RequestTimeout.
+// request by RequestTimeout. Every answer says Cache-Control: no-store: it
+// holds payloads, headers and error texts that no browser cache or proxy
+// may keep.
 func (s *Server) auth(role string, h http.HandlerFunc) http.HandlerFunc {
 	return s.authPaged(role, func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := s.bounded(r.Context())
@@ -194,6 +196,10 @@ func (s *Server) bounded(ctx context.Context) (context.Context, context.CancelFu
 // bulk action), not the whole request.
 func (s *Server) authPaged(role string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		// the scheme is case-insensitive (RFC 9110 11.1)
 		scheme, given, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || given == "" {
