@@ -2,7 +2,7 @@
 // on one entry, a group or everything the filter matches (bulk actions go
 // through a dry run first).
 import { api, listAll, session } from './api.js';
-import { h, field, fmtTime, fmtNum, plural, badge, shortID, table, errorNotice, notify, escapeInvisible } from './dom.js';
+import { h, field, fmtTime, fmtNum, plural, badge, shortID, table, errorNotice, notify } from './dom.js';
 import { bulkAction } from './dialog.js';
 
 // The most entries a page groups; the API lists 1000 at a time.
@@ -97,9 +97,9 @@ function groupCard(g, filter, after) {
   const gf = g.fingerprint ? { ...filter, fingerprint: g.fingerprint } : null;
   const entries = table('Entries of the group', [
     ['Entry', (e) => h('a', { href: '#/dead-letters/' + encodeURIComponent(e.id) }, shortID(e.id))],
-    ['Destination', (e) => escapeInvisible(e.destination)],
-    ['Stream', (e) => e.stream ? escapeInvisible(e.stream) : '—'],
-    ['Type', (e) => escapeInvisible(e.type), 'hide-narrow'],
+    ['Destination', (e) => e.destination],
+    ['Stream', (e) => e.stream ? e.stream : '—'],
+    ['Type', (e) => e.type, 'hide-narrow'],
     ['Attempts', (e) => fmtNum(e.attempts), 'num'],
     ['Dead-lettered', (e) => fmtTime(e.failure_time)],
     ['Status', (e) => badge(e.status)],
@@ -110,7 +110,7 @@ function groupCard(g, filter, after) {
       badge(g.reason || 'Unknown', 'bad'),
       h('span', { class: 'err' }, g.error)),
     h('p', { class: 'muted small' },
-      `first ${fmtTime(g.first)}, last ${fmtTime(g.last)} · destination ${dests.map(escapeInvisible).join(', ')} · ${plural(g.streams.size, 'stream')}`),
+      `first ${fmtTime(g.first)}, last ${fmtTime(g.last)} · destination ${dests.join(', ')} · ${plural(g.streams.size, 'stream')}`),
     gf ? bulkButtons(gf, `the group of ${plural(n, 'entry', 'entries')}`, after) : null,
     h('details', {}, h('summary', {}, n > 200 ? `Show the first 200 entries` : `Show the ${plural(n, 'entry', 'entries')}`), entries));
 }

@@ -1,6 +1,9 @@
 // DOM building and formatting. Every text from the API goes in through
 // text nodes, never parsed as markup: payloads, errors and names may hold
-// anything, markup included.
+// anything, markup included. h and fill show every text, and every title
+// and aria-label, with its invisible and bidirectional control characters
+// escaped (escapeInvisible): an error text quotes what a webhook endpoint
+// answered, and a name or a note is whatever was written into the store.
 import { pretty } from './json.js';
 
 // h creates an element: h('a', {href: '#/'}, 'text', child, [more]).
@@ -12,18 +15,23 @@ export function h(tag, attrs, ...children) {
     else if (k === 'class') el.className = v;
     else if (k === 'dataset') Object.assign(el.dataset, v);
     else if (v === true) el.setAttribute(k, '');
+    else if (SHOWN.has(k)) el.setAttribute(k, escapeInvisible(String(v)));
     else el.setAttribute(k, String(v));
   }
   append(el, children);
   return el;
 }
 
+// SHOWN are the attributes whose text a person reads (as a tooltip or
+// through a screen reader); h escapes them as it does text.
+const SHOWN = new Set(['title', 'aria-label']);
+
 function append(el, children) {
   for (const c of children) {
     if (c === undefined || c === null || c === false) continue;
     if (Array.isArray(c)) append(el, c);
     else if (c instanceof Node) el.appendChild(c);
-    else el.appendChild(document.createTextNode(String(c)));
+    else el.appendChild(document.createTextNode(escapeInvisible(String(c))));
   }
 }
 
@@ -95,7 +103,7 @@ export function escapeInvisible(text) {
 // JSON as a hex dump (offset, hex, printable ASCII).
 export function payloadView(json, base64) {
   if (json !== undefined) {
-    return h('pre', { class: 'payload', 'aria-label': 'Payload (JSON)' }, escapeInvisible(pretty(json)));
+    return h('pre', { class: 'payload', 'aria-label': 'Payload (JSON)' }, pretty(json));
   }
   if (!base64) return h('p', { class: 'muted' }, 'No payload.');
   const bin = atob(base64);
@@ -125,7 +133,7 @@ export function kvTable(obj, caption) {
   return h('div', { class: 'table-wrap' }, h('table', {},
     h('caption', { class: 'skip' }, caption),
     h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Name'), h('th', { scope: 'col' }, 'Value'))),
-    h('tbody', {}, keys.map((k) => h('tr', {}, h('td', {}, h('code', {}, escapeInvisible(k))), h('td', {}, h('code', {}, escapeInvisible(String(obj[k])))))))));
+    h('tbody', {}, keys.map((k) => h('tr', {}, h('td', {}, h('code', {}, k)), h('td', {}, h('code', {}, String(obj[k]))))))));
 }
 
 // table renders rows under headers: cols are [header, cell(row), class].

@@ -1,12 +1,12 @@
 // One dead letter: what it is, its payload and headers, its failures, its
 // audit trail, and the actions on it.
 import { api, session, seg, rawMember } from './api.js';
-import { h, fill, fmtTime, fmtNum, badge, kvTable, payloadView, shortID, table, errorNotice, notify, escapeInvisible } from './dom.js';
+import { h, fill, fmtTime, fmtNum, badge, kvTable, payloadView, shortID, table, errorNotice, notify } from './dom.js';
 import { confirmAction } from './dialog.js';
 
 export function streamLink(destination, stream) {
   if (!stream) return '—';
-  return h('a', { href: `#/streams/${seg(destination)}/${seg(stream)}` }, escapeInvisible(stream));
+  return h('a', { href: `#/streams/${seg(destination)}/${seg(stream)}` }, stream);
 }
 
 function actions(e, reload) {
@@ -22,7 +22,7 @@ function actions(e, reload) {
     } }, label);
   const pending = e.status === 'pending';
   return h('div', { class: 'actions panel' },
-    pending ? act('replay', 'Replay', { title: 'Replay this dead letter?', confirm: 'Replay', text: `The message goes back to ${escapeInvisible(e.destination)} as a new delivery${e.stream ? ' at the head of its stream' : ''}.` }) : null,
+    pending ? act('replay', 'Replay', { title: 'Replay this dead letter?', confirm: 'Replay', text: `The message goes back to ${e.destination} as a new delivery${e.stream ? ' at the head of its stream' : ''}.` }) : null,
     pending ? act('resolve', 'Resolve', { title: 'Resolve this dead letter?', confirm: 'Resolve', text: 'The entry is marked handled and is never replayed. Say how in the notes.' }) : null,
     act('delete', 'Delete', { title: 'Delete this dead letter?', confirm: 'Delete', danger: true, text: 'The entry is removed for good; the audit log keeps the action.' }));
 }
@@ -41,9 +41,9 @@ export async function entry(main, id) {
     ['Entry', h('code', {}, e.id)],
     ['Status', badge(e.status)],
     ['Message', h('a', { href: '#/messages/' + seg(e.message_id) }, h('code', {}, e.message_id))],
-    ['Destination', escapeInvisible(e.destination)],
+    ['Destination', e.destination],
     ['Stream', streamLink(e.destination, e.stream)],
-    ['Type', escapeInvisible(e.type)],
+    ['Type', e.type],
     ['Reason', e.reason],
     ['Fingerprint', h('code', {}, e.fingerprint || '—')],
     ['Attempts', fmtNum(e.attempts)],

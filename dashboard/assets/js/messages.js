@@ -1,7 +1,7 @@
 // Messages: search by id, destination, stream, type and state; one
 // message's detail and the actions on it.
 import { api, session, seg, rawMember } from './api.js';
-import { h, fill, field, fmtTime, fmtNum, badge, shortID, kvTable, payloadView, table, errorNotice, notify, escapeInvisible } from './dom.js';
+import { h, fill, field, fmtTime, fmtNum, badge, shortID, kvTable, payloadView, table, errorNotice, notify } from './dom.js';
 import { confirmAction } from './dialog.js';
 import { streamLink } from './entry.js';
 
@@ -44,9 +44,9 @@ export function messages(main) {
       results.replaceChildren(h('p', { 'aria-live': 'polite' }, `${fmtNum(rows.length)} message${rows.length === 1 ? '' : 's'}${page.next_cursor ? ' so far' : ''}.`),
         table('Messages', [
           ['Message', (m) => h('a', { href: '#/messages/' + seg(m.id) }, shortID(m.id))],
-          ['Destination', (m) => escapeInvisible(m.destination)],
+          ['Destination', (m) => m.destination],
           ['Stream', (m) => streamLink(m.destination, m.stream)],
-          ['Type', (m) => escapeInvisible(m.type), 'hide-narrow'],
+          ['Type', (m) => m.type, 'hide-narrow'],
           ['State', (m) => badge(stateOf(m).replace('_', ' '), stateOf(m))],
           ['Attempts', (m) => fmtNum(m.attempts), 'num'],
           ['Created', (m) => fmtTime(m.created_at), 'hide-narrow'],
@@ -100,8 +100,8 @@ export async function message(main, id) {
   }
   const fields = [
     ['Message', h('code', {}, m.id)], ['State', badge(st.replace('_', ' '), st)], ['Status flags', m.status],
-    ['Destination', escapeInvisible(m.destination)], ['Stream', streamLink(m.destination, m.stream)], ['Sequence', fmtNum(m.seq)],
-    ['Type', escapeInvisible(m.type)], ['Ordering', m.ordering || '—'], ['Attempts', fmtNum(m.attempts)],
+    ['Destination', m.destination], ['Stream', streamLink(m.destination, m.stream)], ['Sequence', fmtNum(m.seq)],
+    ['Type', m.type], ['Ordering', m.ordering || '—'], ['Attempts', fmtNum(m.attempts)],
     ['Last failure', m.error ? `${m.failure_reason}: ${m.error}` : '—'],
     ['Next try', fmtTime(m.scheduled_for)], ['Created', fmtTime(m.created_at)],
     ['Leased by', m.instance_id ? `${m.instance_id} until ${fmtTime(m.lease_expiry)}` : '—'],

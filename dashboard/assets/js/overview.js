@@ -1,7 +1,7 @@
 // Overview: rates over time, the dead-letter queue, the scheduled backlog,
 // blocked streams and each destination's state, polled live.
 import { api } from './api.js';
-import { h, fmtNum, fmtDuration, fmtTime, badge, table, errorNotice, escapeInvisible } from './dom.js';
+import { h, fmtNum, fmtDuration, fmtTime, badge, table, errorNotice } from './dom.js';
 import { lineChart } from './chart.js';
 
 const WINDOW_MS = 5 * 60 * 1000;
@@ -107,8 +107,7 @@ export function overview(main) {
         tile('Poison candidates', fmtNum((stats.poison_candidates || []).length), 'failing for 3 attempts or more'),
       );
       dests.replaceChildren(h('h2', { id: 'dests-h' }, 'Destinations'), table('Destinations', [
-        // circuits written by hand into the store may name anything
-        ['Destination', (b) => escapeInvisible(b.destination)],
+        ['Destination', (b) => b.destination],
         ['Circuit', (b) => badge(b.state, b.state)],
         ['Paused by Retry-After', (b) => (reportsRelay(b) ? pausedText(b) : h('span', { class: 'muted', title: 'not reported by this server' }, 'n/a'))],
         ['In flight', (b) => fmtNum(flight[b.destination] || 0) + (flight.more ? '+' : ''), 'num'],

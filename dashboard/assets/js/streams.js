@@ -3,7 +3,7 @@
 // one stream's status; the candidates are the streams of pending dead
 // letters and of messages waiting for a retry, each asked for its status.
 import { api, listAll, session, seg } from './api.js';
-import { h, field, fmtTime, fmtNum, plural, badge, shortID, errorNotice, notify, escapeInvisible } from './dom.js';
+import { h, field, fmtTime, fmtNum, plural, badge, shortID, errorNotice, notify } from './dom.js';
 import { confirmAction } from './dialog.js';
 
 // The most streams asked for their status at once.
@@ -36,7 +36,7 @@ const named = (destination, stream) => ({ destination, stream });
 
 function streamActions(st, after) {
   if (!session.canOperate) return null;
-  const where = `${escapeInvisible(st.destination)} / ${escapeInvisible(st.stream)}`;
+  const where = `${st.destination} / ${st.stream}`;
   const release = h('button', { type: 'button', class: 'primary', dataset: { action: 'release' }, onclick: async () => {
     const res = await confirmAction({ title: `Release ${where}?`, confirm: 'Release',
       text: 'The later messages go past the failed and dead-lettered ones (the dead letters stay in the queue to replay or resolve).',
@@ -67,12 +67,12 @@ function streamActions(st, after) {
 function streamCard(st, after) {
   return h('article', { class: 'group stream-card', dataset: { stream: st.stream, destination: st.destination } },
     h('div', { class: 'head' },
-      h('strong', {}, `${escapeInvisible(st.destination)} / ${escapeInvisible(st.stream)}`),
+      h('strong', {}, `${st.destination} / ${st.stream}`),
       st.blocked ? badge('blocked', 'bad') : badge('flowing', 'ok'),
       h('span', { class: 'muted' }, plural(st.pending, 'message') + ' undelivered')),
     h('p', { class: 'why' }, st.why || 'Nothing holds this stream back.'),
     st.head ? h('p', { class: 'small' }, 'Head: ', h('a', { href: '#/messages/' + seg(st.head.id) }, shortID(st.head.id)),
-      ` (${escapeInvisible(st.head.type)}, ${plural(st.head.attempts, 'attempt')}${st.head.scheduled_for ? ', next try ' + fmtTime(st.head.scheduled_for) : ''})`) : null,
+      ` (${st.head.type}, ${plural(st.head.attempts, 'attempt')}${st.head.scheduled_for ? ', next try ' + fmtTime(st.head.scheduled_for) : ''})`) : null,
     streamActions(st, after));
 }
 
