@@ -14,14 +14,17 @@ import (
 
 // Entry is a dead letter as the API shows it.
 type Entry struct {
-	ID               string            `json:"id"`
-	MessageID        string            `json:"message_id"`
-	Destination      string            `json:"destination"`
-	Stream           string            `json:"stream"`
-	Type             string            `json:"type"`
-	Seq              int64             `json:"seq"`
-	Payload          json.RawMessage   `json:"payload,omitempty"`
-	PayloadBase64    string            `json:"payload_base64,omitempty"`
+	ID            string          `json:"id"`
+	MessageID     string          `json:"message_id"`
+	Destination   string          `json:"destination"`
+	Stream        string          `json:"stream"`
+	Type          string          `json:"type"`
+	Seq           int64           `json:"seq"`
+	Payload       json.RawMessage `json:"payload,omitempty"`
+	PayloadBase64 string          `json:"payload_base64,omitempty"`
+	// PayloadOmitted is set on a listing asked for without payloads
+	// (?payload=false).
+	PayloadOmitted   bool              `json:"payload_omitted,omitempty"`
 	Headers          map[string]string `json:"headers"`
 	TaskID           string            `json:"task_id,omitempty"`
 	DAGID            string            `json:"dag_id,omitempty"`
@@ -122,7 +125,11 @@ func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	df.Limit, df.Cursor = limit, q.Get("cursor")
+	omit, ok := omitPayload(w, q.Get("payload"))
+	if !ok {
+		return
+	}
+	df.Limit, df.Cursor, df.OmitPayload = limit, q.Get("cursor"), omit
 	if !textFields(w, [2]string{"cursor", df.Cursor}) {
 		return
 	}
@@ -138,6 +145,7 @@ func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) {
 	out := List[Entry]{Items: make([]Entry, len(entries))}
 	for i, e := range entries {
 		out.Items[i] = toEntry(e)
+		out.Items[i].PayloadOmitted = omit
 	}
 	if len(entries) == limit {
 		out.NextCursor = dlq.NextCursor(entries[len(entries)-1])

@@ -24,13 +24,16 @@ import (
 
 // Message is an outbox message as the API shows it.
 type Message struct {
-	ID             string            `json:"id"`
-	Seq            int64             `json:"seq"`
-	Destination    string            `json:"destination"`
-	Stream         string            `json:"stream"`
-	Type           string            `json:"type"`
-	Payload        json.RawMessage   `json:"payload,omitempty"`
-	PayloadBase64  string            `json:"payload_base64,omitempty"`
+	ID            string          `json:"id"`
+	Seq           int64           `json:"seq"`
+	Destination   string          `json:"destination"`
+	Stream        string          `json:"stream"`
+	Type          string          `json:"type"`
+	Payload       json.RawMessage `json:"payload,omitempty"`
+	PayloadBase64 string          `json:"payload_base64,omitempty"`
+	// PayloadOmitted is set on a listing asked for without payloads
+	// (?payload=false).
+	PayloadOmitted bool              `json:"payload_omitted,omitempty"`
 	Headers        map[string]string `json:"headers"`
 	Ordering       string            `json:"ordering"`
 	Status         string            `json:"status"`
@@ -56,6 +59,20 @@ func timePtr(t time.Time) *time.Time {
 }
 
 // payloadFields shows a payload as JSON when it is JSON, else in base64.
+// omitPayload reads a listing's payload parameter: "false" lists without
+// payloads (a page that shows none need not carry a megabyte per item),
+// "true" or nothing with them.
+func omitPayload(w http.ResponseWriter, v string) (omit, ok bool) {
+	switch v {
+	case "", "true":
+		return false, true
+	case "false":
+		return true, true
+	}
+	badField(w, "payload", "payload must be true or false")
+	return false, false
+}
+
 func payloadFields(b []byte) (json.RawMessage, string) {
 	if len(b) == 0 {
 		return nil, ""
@@ -370,6 +387,9 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.Limit = limit
+	if f.OmitPayload, ok = omitPayload(w, q.Get("payload")); !ok {
+		return
+	}
 	if c := q.Get("cursor"); c != "" {
 		n, err := strconv.ParseInt(c, 10, 64)
 		if err != nil || n < 0 {
@@ -386,6 +406,7 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) {
 	out := List[Message]{Items: make([]Message, len(msgs))}
 	for i, m := range msgs {
 		out.Items[i] = toMessage(m)
+		out.Items[i].PayloadOmitted = f.OmitPayload
 	}
 	if len(msgs) == limit {
 		out.NextCursor = strconv.FormatInt(msgs[len(msgs)-1].Seq, 10)

@@ -69,7 +69,7 @@ func listOf(item string) schema {
 func components() schema {
 	message := schema{
 		"id": str(), "seq": integer(), "destination": str(), "stream": str(), "type": str(),
-		"payload": anyJSON(), "payload_base64": str(), "headers": strMap(), "ordering": str(), "status": str(),
+		"payload": anyJSON(), "payload_base64": str(), "payload_omitted": boolean(), "headers": strMap(), "ordering": str(), "status": str(),
 		"attempts": integer(), "failure_reason": str(), "error": str(), "fingerprint": str(),
 		"scheduled_for": timeN(), "instance_id": str(), "lease_expiry": timeN(), "created_at": timeT(),
 		"dead_lettered_at": timeN(), "history": arrayOf(ref("AuditRecord")),
@@ -78,7 +78,7 @@ func components() schema {
 		"filter": str(), "count": integer(), "notes": str()}
 	entry := schema{
 		"id": str(), "message_id": str(), "destination": str(), "stream": str(), "type": str(), "seq": integer(),
-		"payload": anyJSON(), "payload_base64": str(), "headers": strMap(), "task_id": str(), "dag_id": str(),
+		"payload": anyJSON(), "payload_base64": str(), "payload_omitted": boolean(), "headers": strMap(), "task_id": str(), "dag_id": str(),
 		"dag_run_id": str(), "reason": str(), "error": str(), "fingerprint": str(), "attempts": integer(),
 		"failure_time": timeT(), "first_failure_time": timeN(), "last_attempt_time": timeN(),
 		"metadata": schema{"type": "object"}, "status": enum("pending", "replayed", "resolved"),
@@ -94,7 +94,7 @@ func components() schema {
 	return schema{
 		"Problem": object(schema{"type": str(), "title": str(), "status": integer(), "detail": str(), "field": str()},
 			"type", "title", "status"),
-		"Message":     closed(message, "payload", "payload_base64", "history"),
+		"Message":     closed(message, "payload", "payload_base64", "payload_omitted", "history"),
 		"MessageList": listOf("Message"),
 		"EnqueueRequest": object(schema{
 			"destination": str(), "topic": str(), "type": str(), "payload": anyJSON(), "payload_base64": str(),
@@ -106,7 +106,7 @@ func components() schema {
 		"ActionResult":    closed(schema{"action": str(), "target": str(), "count": integer(), "audit_id": integer()}),
 		"Stream": closed(schema{"destination": str(), "stream": str(), "pending": integer(), "blocked": boolean(),
 			"why": str(), "head": schema{"oneOf": []schema{ref("Message"), {"type": "null"}}}}),
-		"Entry":          closed(entry, "payload", "payload_base64", "task_id", "dag_id", "dag_run_id", "history"),
+		"Entry":          closed(entry, "payload", "payload_base64", "payload_omitted", "task_id", "dag_id", "dag_run_id", "history"),
 		"EntryList":      listOf("Entry"),
 		"BulkRequest":    object(bulkReq),
 		"BulkResult":     closed(schema{"action": str(), "dry_run": boolean(), "count": integer(), "sample": arrayOf(ref("Entry")), "audit_id": integer()}, "audit_id"),
@@ -193,7 +193,7 @@ func Document() map[string]any {
 			"/v1/messages": schema{
 				"post": op("enqueue", "Enqueue a message (202), or find the one written under its idempotency key (200)", nil,
 					"EnqueueRequest", map[string]string{"202": "EnqueueResponse", "200": "EnqueueResponse"}, "400", "403", "413", "422"),
-				"get": op("listMessages", "List messages in stream order", query("destination", "stream", "type", "state", "cursor", "limit"),
+				"get": op("listMessages", "List messages in stream order", query("destination", "stream", "type", "state", "cursor", "limit", "payload"),
 					"", one("200", "MessageList"), "400", "403"),
 			},
 			"/v1/messages/{id}":             schema{"get": op("getMessage", "Show a message", path("id"), "", one("200", "Message"), "400", "404")},
@@ -210,7 +210,7 @@ func Document() map[string]any {
 			"/v1/stream/release": schema{"post": op("releaseStreamByQuery", "Release a stream named in the query (for streams named . or ..)",
 				query("destination", "stream"), "ActionRequest", one("200", "ActionResult"), "400", "403", "413")},
 			"/v1/dlq": schema{"get": op("listDeadLetters", "List dead letters",
-				query("destination", "stream", "reason", "fingerprint", "status", "after", "before", "cursor", "limit"), "",
+				query("destination", "stream", "reason", "fingerprint", "status", "after", "before", "cursor", "limit", "payload"), "",
 				one("200", "EntryList"), "400", "403")},
 			"/v1/dlq/{id}": schema{
 				"get":    op("getDeadLetter", "Show a dead letter with its history", path("id"), "", one("200", "Entry"), "404"),

@@ -158,6 +158,10 @@ type Filters struct {
 	Replayed *bool
 	// Limit caps the number of entries returned; 0 means no cap.
 	Limit int
+	// OmitPayload lists the entries without their payloads (Payload nil):
+	// a listing that shows none need not read one, and a page of 1,000
+	// entries of 1 MiB each otherwise held a gigabyte at once.
+	OmitPayload bool
 	// Cursor continues a listing after the last entry of the previous
 	// page: NextCursor of that entry (its failure time and ID, which go on
 	// working once the entry is gone), or the entry's ID (which must still

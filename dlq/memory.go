@@ -112,7 +112,13 @@ func (q *MemoryQueue) Get(ctx context.Context, id string) (*Entry, error) {
 func (q *MemoryQueue) List(ctx context.Context, filters *Filters) ([]*Entry, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.selectLocked(filters, nil)
+	out, err := q.selectLocked(filters, nil)
+	if err == nil && filters != nil && filters.OmitPayload {
+		for _, e := range out {
+			e.Payload = nil
+		}
+	}
+	return out, err
 }
 
 // selectLocked returns copies of the matching entries that keep accepts

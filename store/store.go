@@ -140,6 +140,9 @@ type MessageFilter struct {
 	AfterSeq int64
 	// Limit caps the messages returned; 0 means 100.
 	Limit int
+	// OmitPayload lists the messages without their payloads (Payload
+	// nil), as dlq.Filters.OmitPayload does.
+	OmitPayload bool
 }
 
 // MessageState is what a message is doing, for listing.

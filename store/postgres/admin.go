@@ -101,7 +101,11 @@ func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]*out
 		limit = 100
 	}
 	args = append(args, limit)
-	rows, err := s.pool.Query(ctx, `SELECT `+msgCols+` FROM `+s.n.outbox+` WHERE (`+strings.Join(where, ") AND (")+
+	cols := msgCols
+	if f.OmitPayload {
+		cols = withoutPayload(cols)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+cols+` FROM `+s.n.outbox+` WHERE (`+strings.Join(where, ") AND (")+
 		fmt.Sprintf(`) ORDER BY seq LIMIT $%d`, len(args)), args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list messages: %w", err)

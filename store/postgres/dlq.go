@@ -265,7 +265,11 @@ func (q *deadLetters) list(ctx context.Context, db querier, f *dlq.Filters, forR
 
 // listSQL is the statement of a page of entries matching where.
 func (q *deadLetters) listSQL(where []string, f *dlq.Filters, lock bool) string {
-	sql := `SELECT ` + dlCols + ` FROM ` + q.s.n.deadLetters
+	cols := dlCols
+	if f != nil && f.OmitPayload {
+		cols = withoutPayload(cols)
+	}
+	sql := `SELECT ` + cols + ` FROM ` + q.s.n.deadLetters
 	if len(where) > 0 {
 		sql += ` WHERE ` + strings.Join(where, ` AND `)
 	}

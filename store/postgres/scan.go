@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,6 +22,12 @@ import (
 const msgCols = `seq, id, destination, stream, type, payload, headers, ordering,
 	status, attempts, failure_reason, error, fingerprint, scheduled_for,
 	instance_id, lease_expiry, created_at, dead_lettered_at`
+
+// withoutPayload is a column list (msgCols, dlCols) that reads an empty
+// payload instead of the stored one.
+func withoutPayload(cols string) string {
+	return strings.Replace(cols, "payload,", "''::bytea AS payload,", 1)
+}
 
 // msgColsOf is msgCols qualified with a table alias.
 func msgColsOf(alias string) string {

@@ -105,7 +105,11 @@ func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]*out
 		limit = 100
 	}
 	args = append(args, limit)
-	rows, err := s.r.QueryContext(ctx, s.sql(`SELECT `+messageColumns+` FROM {{prefix}}outbox WHERE `+
+	cols := messageColumns
+	if f.OmitPayload {
+		cols = withoutPayload(cols)
+	}
+	rows, err := s.r.QueryContext(ctx, s.sql(`SELECT `+cols+` FROM {{prefix}}outbox WHERE `+
 		strings.Join(where, " AND ")+` ORDER BY seq LIMIT ?`), args...)
 	if err != nil {
 		return nil, wrap("list messages", err)

@@ -310,7 +310,11 @@ func (s *Store) listEntries(ctx context.Context, q querier, f *dlq.Filters, repl
 	if err != nil {
 		return nil, err
 	}
-	rows, err := q.QueryContext(ctx, s.sql(`SELECT `+entryColumns+` FROM {{prefix}}dead_letters`+tail), args...)
+	cols := entryColumns
+	if f != nil && f.OmitPayload {
+		cols = withoutPayload(cols)
+	}
+	rows, err := q.QueryContext(ctx, s.sql(`SELECT `+cols+` FROM {{prefix}}dead_letters`+tail), args...)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,6 +18,12 @@ import (
 // messageColumns are the outbox columns scanMessage reads, in its order.
 const messageColumns = `seq, id, destination, stream, type, payload, headers, ordering, status, attempts,
 	failure_reason, error, fingerprint, scheduled_for, instance_id, lease_expiry, created_at, dead_lettered_at`
+
+// withoutPayload is a column list (messageColumns, entryColumns) that
+// reads an empty payload instead of the stored one.
+func withoutPayload(cols string) string {
+	return strings.Replace(cols, "payload,", "X'' AS payload,", 1)
+}
 
 // columnNames are messageColumns one by one.
 var columnNames = []string{"seq", "id", "destination", "stream", "type", "payload", "headers", "ordering", "status",

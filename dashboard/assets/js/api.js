@@ -102,12 +102,14 @@ export async function signIn(token) {
   return role;
 }
 
-// listAll pages through a list route until limit items or the end.
+// listAll pages through a list route until limit items or the end,
+// without the items' payloads: no listing shows one, and a page of 1,000
+// with them could weigh a gigabyte.
 export async function listAll(path, params, limit) {
   const items = [];
   let cursor = '';
   for (;;) {
-    const page = await api('GET', path, { params: { ...params, limit: Math.min(1000, limit - items.length), cursor } });
+    const page = await api('GET', path, { params: { ...params, payload: 'false', limit: Math.min(1000, limit - items.length), cursor } });
     items.push(...page.items);
     cursor = page.next_cursor || '';
     if (!cursor || items.length >= limit) return { items, more: !!cursor };

@@ -39,7 +39,7 @@ export function messages(main) {
     if (search.id) { location.hash = '#/messages/' + seg(search.id); return; }
     try {
       const { id, ...params } = search;
-      const page = await api('GET', '/messages', { params: { ...params, limit: 100, cursor } });
+      const page = await api('GET', '/messages', { params: { ...params, payload: 'false', limit: 100, cursor } });
       rows = cursor ? rows.concat(page.items) : page.items;
       results.replaceChildren(h('p', { 'aria-live': 'polite' }, `${fmtNum(rows.length)} message${rows.length === 1 ? '' : 's'}${page.next_cursor ? ' so far' : ''}.`),
         table('Messages', [
@@ -93,7 +93,7 @@ export async function message(main, id) {
   // stream's (the API has no lookup by message id).
   let entryLink = '';
   if (st === 'dead_lettered') {
-    const page = await api('GET', '/dlq', { params: { destination: m.destination, stream: m.stream, status: 'pending', limit: 1000 } }).catch(() => ({ items: [] }));
+    const page = await api('GET', '/dlq', { params: { destination: m.destination, stream: m.stream, status: 'pending', payload: 'false', limit: 1000 } }).catch(() => ({ items: [] }));
     const e = page.items.find((x) => x.message_id === m.id);
     entryLink = h('p', { class: 'notice info' }, 'This message is in the dead-letter queue: ',
       e ? h('a', { href: '#/dead-letters/' + seg(e.id), dataset: { entry: e.id } }, 'act on its entry') : h('a', { href: '#/dead-letters' }, 'see the dead letters'), '.');

@@ -54,7 +54,7 @@ async function inFlight(breakers) {
   if (breakers.length && breakers.every((b) => typeof b.in_flight === 'number')) {
     return Object.fromEntries(breakers.map((b) => [b.destination, b.in_flight]));
   }
-  const page = await api('GET', '/messages', { params: { state: 'leased', limit: 1000 } });
+  const page = await api('GET', '/messages', { params: { state: 'leased', payload: 'false', limit: 1000 } });
   const out = {};
   for (const m of page.items) out[m.destination] = (out[m.destination] || 0) + 1;
   out.more = !!page.next_cursor;

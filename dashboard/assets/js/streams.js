@@ -25,7 +25,7 @@ async function candidates() {
 
 // headEntry finds the pending dead letter of a stream's head message.
 async function headEntry(st) {
-  const page = await api('GET', '/dlq', { params: { destination: st.destination, stream: st.stream, status: 'pending', limit: 1000 } });
+  const page = await api('GET', '/dlq', { params: { destination: st.destination, stream: st.stream, status: 'pending', payload: 'false', limit: 1000 } });
   return page.items.find((e) => e.message_id === st.head.id) || null;
 }
 
