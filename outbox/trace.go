@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"maps"
 	"strings"
 )
 
@@ -32,7 +33,10 @@ func TraceParentFromContext(ctx context.Context) (string, bool) {
 }
 
 // AttachTraceParent gives each message without a traceparent header the
-// one ctx carries. The stores call it when they enqueue.
+// one ctx carries. The stores call it when they enqueue. The message gets
+// a new Headers map, a copy of its own with the traceparent added: the map
+// it had is the application's, which may share it between messages (and
+// requests), and is left as it was.
 func AttachTraceParent(ctx context.Context, msgs ...*Message) {
 	tp, ok := TraceParentFromContext(ctx)
 	if !ok {
@@ -42,10 +46,10 @@ func AttachTraceParent(ctx context.Context, msgs ...*Message) {
 		if m == nil || hasHeader(m.Headers, TraceParentHeader) {
 			continue
 		}
-		if m.Headers == nil {
-			m.Headers = make(map[string]string, 1)
-		}
-		m.Headers[TraceParentHeader] = tp
+		h := make(map[string]string, len(m.Headers)+1)
+		maps.Copy(h, m.Headers)
+		h[TraceParentHeader] = tp
+		m.Headers = h
 	}
 }
 

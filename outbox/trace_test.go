@@ -66,3 +66,42 @@ func FuzzValidTraceParent(f *testing.F) {
 		}
 	})
 }
+
+// Messages built from one headers map of the application's (defaults it
+// shares) each get the traceparent of the context they are enqueued with,
+// and the map is left as it was. The traceparent used to be written into
+// that map: every later message built from it carried the first request's
+// trace, and two requests enqueueing at once wrote to the map together
+// (a fatal "concurrent map writes").
+func TestAttachTraceParentLeavesASharedHeadersMapAlone(t *testing.T) {
+	shared := map[string]string{"X-Source": "billing"}
+	other := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	first := &outbox.Message{Destination: "d", Type: "t", Headers: shared}
+	outbox.AttachTraceParent(outbox.ContextWithTraceParent(context.Background(), sampleTP), first)
+	second := &outbox.Message{Destination: "d", Type: "t", Headers: shared}
+	outbox.AttachTraceParent(outbox.ContextWithTraceParent(context.Background(), other), second)
+	if got := first.Headers[outbox.TraceParentHeader]; got != sampleTP {
+		t.Errorf("first message: traceparent %q, want %q", got, sampleTP)
+	}
+	if got := second.Headers[outbox.TraceParentHeader]; got != other {
+		t.Errorf("second message: traceparent %q, want its own context's %q", got, other)
+	}
+	if len(shared) != 1 || shared["X-Source"] != "billing" {
+		t.Errorf("the application's map was changed: %v", shared)
+	}
+
+	// At once, from two requests (the race detector watches the map).
+	shared = map[string]string{"X-Source": "billing"}
+	done := make(chan struct{})
+	for _, tp := range []string{sampleTP, other} {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			ctx := outbox.ContextWithTraceParent(context.Background(), tp)
+			for range 100 {
+				outbox.AttachTraceParent(ctx, &outbox.Message{Destination: "d", Type: "t", Headers: shared})
+			}
+		}()
+	}
+	<-done
+	<-done
+}
