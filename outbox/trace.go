@@ -36,14 +36,17 @@ func TraceParentFromContext(ctx context.Context) (string, bool) {
 // one ctx carries. The stores call it when they enqueue. The message gets
 // a new Headers map, a copy of its own with the traceparent added: the map
 // it had is the application's, which may share it between messages (and
-// requests), and is left as it was.
+// requests), and is left as it was. A message whose headers have no room
+// left under the default Limits (DefaultMaxHeaders entries, or too few of
+// DefaultMaxHeaderBytes for the traceparent) is left without it: the
+// trace is extra, and must not make a valid message invalid.
 func AttachTraceParent(ctx context.Context, msgs ...*Message) {
 	tp, ok := TraceParentFromContext(ctx)
 	if !ok {
 		return
 	}
 	for _, m := range msgs {
-		if m == nil || hasHeader(m.Headers, TraceParentHeader) {
+		if m == nil || hasHeader(m.Headers, TraceParentHeader) || !roomFor(m.Headers, TraceParentHeader, tp) {
 			continue
 		}
 		h := make(map[string]string, len(m.Headers)+1)
@@ -51,6 +54,19 @@ func AttachTraceParent(ctx context.Context, msgs ...*Message) {
 		h[TraceParentHeader] = tp
 		m.Headers = h
 	}
+}
+
+// roomFor reports whether h can take one more header, name with value,
+// within the default Limits.
+func roomFor(h map[string]string, name, value string) bool {
+	if len(h) >= DefaultMaxHeaders {
+		return false
+	}
+	total := len(name) + len(value)
+	for k, v := range h {
+		total += len(k) + len(v)
+	}
+	return total <= DefaultMaxHeaderBytes
 }
 
 func hasHeader(h map[string]string, name string) bool {

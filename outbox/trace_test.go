@@ -2,6 +2,8 @@ package outbox_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/backstophq/backstop/outbox"
@@ -104,4 +106,32 @@ func TestAttachTraceParentLeavesASharedHeadersMapAlone(t *testing.T) {
 	}
 	<-done
 	<-done
+}
+
+// A message whose headers are at the limits is enqueued without the
+// traceparent, not refused for it: it was refused ("headers hold 65
+// entries, over the limit of 64") only when a trace context was present,
+// for a header the application never wrote.
+func TestAttachTraceParentLeavesAFullMessageValid(t *testing.T) {
+	ctx := outbox.ContextWithTraceParent(context.Background(), sampleTP)
+	many := map[string]string{}
+	for i := range outbox.DefaultMaxHeaders {
+		many[fmt.Sprintf("X-H%d", i)] = "v"
+	}
+	big := map[string]string{"X-Big": strings.Repeat("b", outbox.DefaultMaxHeaderBytes-len("X-Big")-10)}
+	for name, h := range map[string]map[string]string{"64 headers": many, "16 KiB of headers": big} {
+		m := &outbox.Message{Destination: "d", Type: "t", Headers: h}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		outbox.AttachTraceParent(ctx, m)
+		if err := m.Validate(); err != nil {
+			t.Errorf("%s: after the traceparent was attached: %v", name, err)
+		}
+	}
+	roomy := &outbox.Message{Destination: "d", Type: "t", Headers: map[string]string{"X-Big": strings.Repeat("b", outbox.DefaultMaxHeaderBytes-len("X-Big")-len(outbox.TraceParentHeader)-len(sampleTP))}}
+	outbox.AttachTraceParent(ctx, roomy)
+	if roomy.Headers[outbox.TraceParentHeader] != sampleTP {
+		t.Errorf("a message with just the room for it did not get the traceparent")
+	}
 }
