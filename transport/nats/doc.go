@@ -41,8 +41,10 @@
 //	Config.Limits (a control character in its
 //	stream or type, a header name that is not a
 //	token, a header value with a line break, a
-//	payload over 1 MiB by default); an empty
-//	payload with a Status header                 invalid_message    permanent, message
+//	payload over 1 MiB by default); a stream,
+//	type or header value that starts or ends
+//	with a blank; an empty payload with a
+//	Status header                                invalid_message    permanent, message
 //	message larger than the stream or the
 //	server allow (a stream's max_msg_size; its
 //	whole max_bytes, with a discard-new policy)  message_too_large  permanent, message
@@ -50,6 +52,11 @@
 //	token, white space, over MaxSubjectLen)      invalid_subject    permanent, message
 //	other JetStream 4xx (such as a message's
 //	own Nats-Expected-* header not met)          jetstream_<code>   permanent, message
+//
+// The NATS client trims the blanks (spaces, tabs) that start or end a
+// header value as it publishes: a message whose stream, type or header
+// value starts or ends with one would reach consumers altered, and is
+// refused instead, as the webhook transport refuses it.
 //
 // NATS clients take a message with an empty payload and a Status header
 // for a status message of the server (nats.go's JetStream consumers drop

@@ -1,6 +1,7 @@
 package natstransport
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -68,4 +69,37 @@ func setHeaders(h nats.Header, m *outbox.Message, allowReserved, expectStream bo
 	if m.Stream != "" {
 		h.Set(HeaderStream, m.Stream)
 	}
+}
+
+// checkBlankEdges refuses a message whose stream, type or a header value
+// it sends (h, filled by setHeaders) starts or ends with a blank: the
+// NATS client trims such blanks as it publishes (as HTTP drops them), so
+// consumers would read another value than the message's. When several
+// headers are bad, the one with the smallest name is reported.
+func checkBlankEdges(m *outbox.Message, h nats.Header) error {
+	for _, f := range []struct{ field, value string }{{"type", m.Type}, {"stream", m.Stream}} {
+		if blankEdged(f.value) {
+			return &outbox.FieldError{Field: f.field, Problem: "starts or ends with a blank, which NATS clients drop"}
+		}
+	}
+	bad := ""
+	for name, values := range h {
+		if isBackstopHeader(name) || (bad != "" && name >= bad) {
+			continue
+		}
+		for _, v := range values {
+			if blankEdged(v) {
+				bad = name
+			}
+		}
+	}
+	if bad != "" {
+		return &outbox.FieldError{Field: fmt.Sprintf("header %q", bad), Problem: "value starts or ends with a blank, which NATS clients drop"}
+	}
+	return nil
+}
+
+// blankEdged reports whether s starts or ends with a space or a tab.
+func blankEdged(s string) bool {
+	return s != "" && (s[0] == ' ' || s[0] == '\t' || s[len(s)-1] == ' ' || s[len(s)-1] == '\t')
 }

@@ -181,6 +181,10 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 	msg.Data = m.Payload
 	id := m.ID.String()
 	setHeaders(msg.Header, m, t.cfg.AllowReservedHeaders, t.cfg.Stream != "")
+	if err := checkBlankEdges(m, msg.Header); err != nil {
+		return transport.Unsendable(fmt.Errorf("natstransport: message %s cannot be published: %w", m.ID, err),
+			errorhandling.ReasonValidationFailure, "invalid_message")
+	}
 	if len(msg.Data) == 0 && msg.Header.Get(statusHeader) != "" {
 		return transport.Unsendable(fmt.Errorf("natstransport: message %s cannot be published: an empty payload with a %s header (%.40q) is a server status message to NATS clients: JetStream consumers would never receive it",
 			m.ID, statusHeader, msg.Header.Get(statusHeader)), errorhandling.ReasonValidationFailure, "invalid_message")

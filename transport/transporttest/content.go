@@ -93,3 +93,58 @@ func testReservedHeaders(t *testing.T, h Harness) {
 		}
 	}
 }
+
+// blankEdged lists messages holding text that starts or ends with a blank
+// (a space or a tab), which outbox validation allows and some protocols
+// drop: HTTP trims a header value's blanks, NATS clients trim a header
+// value's leading ones.
+var blankEdged = map[string]func(m *outbox.Message){
+	"stream with a leading space":        func(m *outbox.Message) { m.Stream = " order-42" },
+	"stream with a trailing tab":         func(m *outbox.Message) { m.Stream = "order-42\t" },
+	"type with a leading tab":            func(m *outbox.Message) { m.Type = "\ttransporttest.event" },
+	"header value with a leading space":  func(m *outbox.Message) { m.Headers = map[string]string{"X-Note": " padded"} },
+	"header value with a trailing space": func(m *outbox.Message) { m.Headers = map[string]string{"X-Note": "padded "} },
+}
+
+// testBlankEdges: a message whose stream, type or header value starts or
+// ends with a blank either arrives with that text as it was sent, or is
+// refused as a permanent fault of the message and does not arrive; it is
+// never delivered altered.
+func testBlankEdges(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	classifier := errorhandling.NewErrorClassifier()
+	sent := map[string]*outbox.Message{}
+	for name, change := range blankEdged {
+		m := e.message("blank-edges", 1)
+		change(m)
+		if m.Headers != nil && !h.Features.Headers {
+			continue
+		}
+		if err := e.tr.Deliver(e.ctx, m); err != nil {
+			if v := classifier.Classify(err); v.Class != errorhandling.ClassPermanent || v.Blame != errorhandling.BlameMessage {
+				t.Errorf("%s: Deliver = %v, classified %s/%s; want nil or a permanent fault of the message", name, err, v.Class, v.Blame)
+			}
+			m.Payload = nil // refused: must not arrive
+		}
+		sent[name] = m
+	}
+	got := e.fence()
+	for name, m := range sent {
+		n := count(got, m.ID)
+		switch {
+		case m.Payload == nil && n != 0:
+			t.Errorf("%s: refused, yet arrived %d times", name, n)
+		case m.Payload == nil:
+		case n == 0:
+			t.Errorf("%s: delivered, yet did not arrive", name)
+		default:
+			d := find(t, got, m.ID)
+			sameMessage(t, d, m)
+			for k, v := range m.Headers {
+				if got, ok := header(d.Headers, k); !ok || got != v {
+					t.Errorf("%s: header %s = %q (present %v), want %q", name, k, got, ok, v)
+				}
+			}
+		}
+	}
+}

@@ -46,6 +46,9 @@
 //   - Close returns nil; a second Close must not panic (its error is not
 //     checked).
 //   - Printable Unicode in the stream and header values arrives intact.
+//   - A stream, type or header value that starts or ends with a blank
+//     arrives as it was sent, or Deliver refuses it as a permanent fault
+//     of the message and it does not arrive: never altered.
 //   - When Features.ValidatesMessages, a message outbox validation refuses
 //     fails as a permanent fault of the message and nothing arrives.
 //   - A message's value for a header of Harness.ReservedHeaders never
@@ -152,6 +155,7 @@ var cases = []testCase{
 	{"Close", testClose},
 	{"Unicode", testUnicode},
 	{"Unsendable", testUnsendable},
+	{"BlankEdges", testBlankEdges},
 	{"ReservedHeaders", testReservedHeaders},
 }
 
