@@ -24,11 +24,15 @@ import (
 
 // Message is an outbox message as the API shows it.
 type Message struct {
-	ID            string          `json:"id"`
-	Seq           int64           `json:"seq"`
-	Destination   string          `json:"destination"`
-	Stream        string          `json:"stream"`
-	Type          string          `json:"type"`
+	ID          string `json:"id"`
+	Seq         int64  `json:"seq"`
+	Destination string `json:"destination"`
+	Stream      string `json:"stream"`
+	Type        string `json:"type"`
+	// Payload is a payload that is JSON, written as the request carries
+	// it. Client sends it through encoding/json, which compacts it and
+	// escapes "<", ">", "&", U+2028 and U+2029: PayloadBase64 keeps any
+	// payload byte for byte.
 	Payload       json.RawMessage `json:"payload,omitempty"`
 	PayloadBase64 string          `json:"payload_base64,omitempty"`
 	// PayloadOmitted is set on a listing asked for without payloads
@@ -108,9 +112,13 @@ func toMessage(m *outbox.Message) Message {
 
 // EnqueueRequest is the body of POST /v1/messages.
 type EnqueueRequest struct {
-	Destination    string            `json:"destination,omitempty"`
-	Topic          string            `json:"topic,omitempty"`
-	Type           string            `json:"type"`
+	Destination string `json:"destination,omitempty"`
+	Topic       string `json:"topic,omitempty"`
+	Type        string `json:"type"`
+	// Payload is a payload that is JSON, written as the request carries
+	// it. Client sends it through encoding/json, which compacts it and
+	// escapes "<", ">", "&", U+2028 and U+2029: PayloadBase64 keeps any
+	// payload byte for byte.
 	Payload        json.RawMessage   `json:"payload,omitempty"`
 	PayloadBase64  string            `json:"payload_base64,omitempty"`
 	Stream         string            `json:"stream,omitempty"`

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -44,11 +45,7 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 				payload = string(b)
 			}
 			if payload != "" {
-				if json.Valid([]byte(payload)) {
-					req.Payload = json.RawMessage(payload)
-				} else {
-					req.PayloadBase64 = encodeBase64([]byte(payload))
-				}
+				req.Payload, req.PayloadBase64 = payloadOf([]byte(payload))
 			}
 			for _, h := range headers {
 				k, v, ok := strings.Cut(h, "=")
@@ -87,12 +84,26 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 	f.StringVar(&req.Topic, "topic", "", "a topic, routed by the config's routes (instead of --destination)")
 	f.StringVar(&req.Type, "type", "", "the message type, such as order.created (required)")
 	f.StringVar(&req.Stream, "stream", "", "the stream: messages of one stream are delivered in order")
-	f.StringVar(&payload, "payload", "", "the payload (JSON, or any text)")
-	f.StringVar(&payloadFile, "payload-file", "", "read the payload from a file")
+	f.StringVar(&payload, "payload", "", "the payload (JSON, or any text), written byte for byte")
+	f.StringVar(&payloadFile, "payload-file", "", "read the payload from a file, written byte for byte")
 	f.StringArrayVar(&headers, "header", nil, "a header Name=value (repeatable)")
 	f.StringVar(&req.IdempotencyKey, "idempotency-key", "", "write once per key: a repeat returns the first ids")
 	f.StringVar(&scheduled, "scheduled-for", "", "first delivery no earlier than this (RFC 3339 or a duration from now)")
 	return cmd
+}
+
+// payloadOf returns how an enqueue request carries p so that the message
+// holds p byte for byte: as the JSON value when p is JSON that encoding/json
+// sends unchanged, else in base64. encoding/json compacts a JSON value and
+// escapes "<", ">", "&", U+2028 and U+2029 in it, so a pretty-printed file,
+// or JSON holding any of those, would be written altered.
+func payloadOf(p []byte) (json.RawMessage, string) {
+	if json.Valid(p) {
+		if sent, err := json.Marshal(json.RawMessage(p)); err == nil && bytes.Equal(sent, p) {
+			return json.RawMessage(p), ""
+		}
+	}
+	return nil, encodeBase64(p)
 }
 
 // parseTime reads an RFC 3339 time, or a duration ago (for --since) or
