@@ -94,7 +94,7 @@ func checkBlankEdges(m *outbox.Message, h nats.Header) error {
 		}
 	}
 	if bad != "" {
-		return &outbox.FieldError{Field: fmt.Sprintf("header %q", bad), Problem: "value starts or ends with a blank, which NATS clients drop"}
+		return &outbox.FieldError{Field: fmt.Sprintf("header %.40q", bad), Problem: "value starts or ends with a blank, which NATS clients drop"}
 	}
 	return nil
 }

@@ -96,15 +96,15 @@ func checkMessage(m *outbox.Message, limits outbox.Limits) error {
 	seen := make(map[string]string, len(m.Headers))
 	for name, value := range m.Headers {
 		if blankEdged(value) {
-			return &outbox.FieldError{Field: fmt.Sprintf("header %q", name), Problem: "value starts or ends with a blank, which HTTP drops"}
+			return &outbox.FieldError{Field: fmt.Sprintf("header %.40q", name), Problem: "value starts or ends with a blank, which HTTP drops"}
 		}
 		canonical := http.CanonicalHeaderKey(name)
 		if managedByHTTP[canonical] {
-			return &outbox.FieldError{Field: fmt.Sprintf("header %q", name), Problem: "is managed by HTTP itself and cannot be sent"}
+			return &outbox.FieldError{Field: fmt.Sprintf("header %.40q", name), Problem: "is managed by HTTP itself and cannot be sent"}
 		}
 		if other, dup := seen[canonical]; dup {
 			a, b := min(name, other), max(name, other)
-			return &outbox.FieldError{Field: fmt.Sprintf("headers %q and %q", a, b), Problem: "are one HTTP header"}
+			return &outbox.FieldError{Field: fmt.Sprintf("headers %.40q and %.40q", a, b), Problem: "are one HTTP header"}
 		}
 		seen[canonical] = name
 	}
