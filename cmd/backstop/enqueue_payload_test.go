@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -52,5 +53,26 @@ func TestEnqueueWritesThePayloadAsGiven(t *testing.T) {
 		if string(m.Payload) != c.want {
 			t.Errorf("%s: payload written %q, want %q", c.name, m.Payload, c.want)
 		}
+	}
+}
+
+// A --payload-file larger than a message may hold is refused at once,
+// naming the flag and the limit, without being read: it was read whole
+// into memory (a multi-gigabyte file by mistake took that much), encoded
+// and sent, for the server to answer "request body too large".
+func TestEnqueueRefusesAPayloadFileOverTheLimit(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "huge.bin")
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(8 << 20); err != nil { // sparse: nothing written
+		t.Fatal(err)
+	}
+	f.Close()
+	_, err = cli(t, "--db", "sqlite:"+filepath.Join(dir, "p.db"), "enqueue", "--destination", "d", "--type", "t", "--payload-file", file)
+	if err == nil || !strings.Contains(err.Error(), "--payload-file") || !strings.Contains(err.Error(), "1048576") {
+		t.Fatalf("enqueue of an 8 MiB payload file: %v, want a refusal naming --payload-file and the limit of 1048576 bytes", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/backstophq/backstop/admin"
+	"github.com/backstophq/backstop/outbox"
 )
 
 // action wraps an operator command: connect, run, explain failures.
@@ -38,7 +40,7 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: g.action(func(ctx context.Context, c *admin.Client, p printer, _ []string) error {
 			if payloadFile != "" {
-				b, err := os.ReadFile(payloadFile)
+				b, err := readPayloadFile(payloadFile)
 				if err != nil {
 					return err
 				}
@@ -90,6 +92,25 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 	f.StringVar(&req.IdempotencyKey, "idempotency-key", "", "write once per key: a repeat returns the first ids")
 	f.StringVar(&scheduled, "scheduled-for", "", "first delivery no earlier than this (RFC 3339 or a duration from now)")
 	return cmd
+}
+
+// readPayloadFile reads the payload in path, refusing one larger than a
+// message may hold (outbox.DefaultMaxPayloadBytes) after reading at most a
+// byte more, not the whole file.
+func readPayloadFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--payload-file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, outbox.DefaultMaxPayloadBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("--payload-file: %w", err)
+	}
+	if len(b) > outbox.DefaultMaxPayloadBytes {
+		return nil, fmt.Errorf("--payload-file %s: larger than the %d bytes a message's payload may hold", path, outbox.DefaultMaxPayloadBytes)
+	}
+	return b, nil
 }
 
 // payloadOf returns how an enqueue request carries p so that the message
