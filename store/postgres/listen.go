@@ -84,12 +84,19 @@ func (s *Store) listen(ctx context.Context) (<-chan string, error) {
 	}
 	out := make(chan string, listenBuffer)
 	go func() {
-		defer close(out)
+		// The subscriber hears of the end first: closing a dead connection
+		// waits closeConn's 5 s.
 		defer closeConn(conn)
+		defer close(out)
 		for {
-			n, err := conn.WaitForNotification(ctx)
+			wctx, cancel := context.WithTimeout(ctx, listenCheck)
+			n, err := conn.WaitForNotification(wctx)
+			cancel()
 			if err != nil {
-				return
+				if ctx.Err() != nil || wctx.Err() == nil || !alive(ctx, conn) {
+					return
+				}
+				continue
 			}
 			select {
 			case out <- n.Payload:
@@ -98,6 +105,25 @@ func (s *Store) listen(ctx context.Context) (<-chan string, error) {
 		}
 	}()
 	return out, nil
+}
+
+// listenCheck is how long a listening connection waits for a notification
+// before it makes sure the database is still there (alive): one lost to a
+// partition without a reset or a close, or whose database vanished, would
+// otherwise be waited on for ever, and the subscriber never woken again.
+const listenCheck = 5 * time.Second
+
+// listenPingTimeout bounds alive's ping. A live database answers one in
+// milliseconds; one that misses it costs a new listening connection and a
+// wake-up, no more.
+const listenPingTimeout = 2 * time.Second
+
+// alive pings a listening connection and reports whether it answered
+// within listenPingTimeout.
+func alive(ctx context.Context, c *pgx.Conn) bool {
+	ctx, cancel := context.WithTimeout(ctx, listenPingTimeout)
+	defer cancel()
+	return c.Ping(ctx) == nil
 }
 
 func closeConn(c *pgx.Conn) {
