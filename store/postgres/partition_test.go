@@ -188,3 +188,29 @@ func TestSubscribeWakesAfterAPartitionHeals(t *testing.T) {
 		t.Fatalf("no wake-up within %v of an enqueue after the listening connection was lost to a partition", limit)
 	}
 }
+
+// TestIdleConnectionsLostToAPartitionAreReplaced: a partition silently
+// killed the pool's idle connections, and healed. pgxpool pings a
+// connection idle for over a second before handing it out, but with no
+// limit of its own: each call waited out its whole context (the relay's
+// 30 s) on a dead connection, one call per dead connection. The ping now
+// gives up after pingTimeout and the pool dials afresh.
+func TestIdleConnectionsLostToAPartitionAreReplaced(t *testing.T) {
+	s, _, px := openBehindProxy(t, store.Config{})
+	ctx := context.Background()
+	if err := s.Enqueue(ctx, &outbox.Message{Destination: "partition", Type: "before"}); err != nil {
+		t.Fatal(err)
+	}
+	// pgxpool pings only a connection idle for over a second: this waits
+	// for that, not for something to happen.
+	<-time.After(1200 * time.Millisecond)
+	px.cutOff()
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := s.Enqueue(cctx, &outbox.Message{Destination: "partition", Type: "after"})
+	const limit = 3 * pingTimeout
+	if took := time.Since(start); err != nil || took > limit {
+		t.Fatalf("enqueue after the partition: %v after %v, want success within %v", err, took, limit)
+	}
+}

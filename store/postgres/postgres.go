@@ -51,12 +51,19 @@ func WithSchema(schema string) Option {
 
 // Open connects to the database at connString (a PostgreSQL URL or DSN, as
 // pgxpool.ParseConfig takes it) and returns a Store that owns the pool.
-// It does not migrate: call Migrate.
+// It does not migrate: call Migrate. Its connections probe a silent
+// database with TCP keep-alives and give up on one that stops
+// acknowledging (TCP_USER_TIMEOUT, on Linux) within about 11 s, and a
+// connection idle for over a second is pinged, for at most 2 s
+// (pool_ping_timeout overrides it), before it is handed out: after a
+// partition, calls fail or find a new connection in seconds rather than
+// at their context's limit.
 func Open(ctx context.Context, connString string, cfg store.Config, opts ...Option) (*Store, error) {
 	pcfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse connection string: %w", err)
 	}
+	detectDeadConnections(pcfg)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
