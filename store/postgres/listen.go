@@ -138,8 +138,8 @@ func closeConn(c *pgx.Conn) {
 // just before it waits), or an operator makes messages due again
 // (RetryNow, ReleaseStream, a replay), coalesced. When the listening connection fails, Subscribe sends one
 // wake-up (notifications may have been missed) and listens again, backing
-// off while the database is unreachable. The channel is closed when ctx is
-// done.
+// off while the database is unreachable, and sends another once it
+// listens again. The channel is closed when ctx is done.
 func (s *Store) Subscribe(ctx context.Context) (<-chan struct{}, error) {
 	names, err := s.listen(ctx)
 	if err != nil {
@@ -168,6 +168,10 @@ func (s *Store) Subscribe(ctx context.Context) (<-chan struct{}, error) {
 					return
 				}
 				if names, err = s.listen(ctx); err == nil {
+					// The database is back: a relay whose calls failed
+					// meanwhile claims now rather than after its
+					// back-off, and finds what was written meanwhile.
+					wake()
 					break
 				}
 			}

@@ -24,6 +24,10 @@ type blackholeProxy struct {
 	ln     net.Listener
 	conns  map[net.Conn]*bool // each connection's dead flag, shared by both halves
 	closed bool
+	// refuse closes new connections at once, counting them in refused:
+	// the database is still out of reach.
+	refuse  bool
+	refused int
 }
 
 func newBlackholeProxy(t *testing.T, target string) *blackholeProxy {
@@ -47,6 +51,14 @@ func newBlackholeProxy(t *testing.T, target string) *blackholeProxy {
 }
 
 func (p *blackholeProxy) pipe(c net.Conn) {
+	p.mu.Lock()
+	if p.refuse {
+		p.refused++
+		p.mu.Unlock()
+		c.Close()
+		return
+	}
+	p.mu.Unlock()
 	u, err := net.Dial("tcp", p.target)
 	if err != nil {
 		c.Close()
@@ -95,6 +107,20 @@ func (p *blackholeProxy) cutOff() {
 	for _, dead := range p.conns {
 		*dead = true
 	}
+}
+
+// refuseNew sets whether new connections are closed at once.
+func (p *blackholeProxy) refuseNew(refuse bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refuse = refuse
+}
+
+// refusedCount is how many connections were closed at once.
+func (p *blackholeProxy) refusedCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refused
 }
 
 func (p *blackholeProxy) close() {
@@ -212,5 +238,43 @@ func TestIdleConnectionsLostToAPartitionAreReplaced(t *testing.T) {
 	const limit = 3 * pingTimeout
 	if took := time.Since(start); err != nil || took > limit {
 		t.Fatalf("enqueue after the partition: %v after %v, want success within %v", err, took, limit)
+	}
+}
+
+// TestSubscribeWakesWhenItListensAgain: the listening connection failed
+// and the database stayed out of reach for a while. Subscribe woke the
+// subscriber when the connection failed, while the database was still
+// away, and not when it listened again: a relay whose store calls had
+// failed meanwhile slept out its back-off (up to MaxPollInterval) after
+// the database came back, with whatever was written meanwhile waiting. It
+// now wakes the subscriber once more when it listens again.
+func TestSubscribeWakesWhenItListensAgain(t *testing.T) {
+	s, _, px := openBehindProxy(t, store.Config{TablePrefix: "relisten_"}) // a channel no other test notifies
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	wake, err := s.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px.refuseNew(true)
+	px.cutOff()
+	select {
+	case <-wake: // the listening connection is found dead
+	case <-ctx.Done():
+		t.Fatal("no wake-up after the listening connection was lost")
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for px.refusedCount() < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("Subscribe did not try to listen again")
+		}
+		<-time.After(10 * time.Millisecond)
+	}
+	px.refuseNew(false)
+	const limit = 10 * time.Second // the listener's back-off is at most 5 s
+	select {
+	case <-wake:
+	case <-time.After(limit):
+		t.Fatalf("no wake-up within %v of the database coming back", limit)
 	}
 }
