@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
@@ -38,7 +39,16 @@ func (in *Inbox) deliverTx(ctx context.Context, h Handler, m *outbox.Message, ms
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 		}
 	}()
-	if err := h(ctx, tx, msg); err != nil {
+	htx := &handlerTx{Tx: tx}
+	err = h(ctx, htx, msg)
+	if err == nil && htx.rolledBack.Load() {
+		// Nothing the handler wrote is kept, and the completion cannot be
+		// written in the ended transaction: taken for the database's
+		// fault, the message was handled again and again, never charged.
+		err = fmt.Errorf("inbox %q: the handler rolled back its transaction and returned nil, so nothing it wrote is kept: "+
+			"return an error to roll back", in.name)
+	}
+	if err != nil {
 		ended = true
 		rerr := tx.Rollback(context.WithoutCancel(ctx))
 		if !timedOut(ctx) && (errors.Is(err, store.ErrUnavailable) || errors.Is(rerr, store.ErrUnavailable)) {
@@ -75,6 +85,29 @@ func (in *Inbox) deliverTx(ctx context.Context, h Handler, m *outbox.Message, ms
 		in.afterCommit(msg)
 	}
 	return nil
+}
+
+// ErrTxManaged is returned by the Commit of the transaction a handler is
+// given: the inbox commits it, with the message's completion, when the
+// handler returns nil.
+var ErrTxManaged = errors.New("inbox: the handler's transaction is committed by the inbox when the handler returns nil; do not commit it")
+
+// handlerTx is the transaction a handler is given. Its Commit is refused:
+// a handler that committed its effects itself left the message
+// uncompleted, and the completion failed on the ended transaction as if
+// the database had, so the message ran again, uncharged, committing its
+// effects each time. Its Rollback rolls back, as before; a handler that
+// rolls back and returns nil fails its attempt (deliverTx).
+type handlerTx struct {
+	store.Tx
+	rolledBack atomic.Bool
+}
+
+func (t *handlerTx) Commit(context.Context) error { return ErrTxManaged }
+
+func (t *handlerTx) Rollback(ctx context.Context) error {
+	t.rolledBack.Store(true)
+	return t.Tx.Rollback(ctx)
 }
 
 // attemptError is handlerError, except for an attempt that ran out of its

@@ -18,8 +18,11 @@ import (
 // Handler handles a message inside a transaction on the store's database.
 // What it writes with tx (and the outbox messages it enqueues with
 // tx.Enqueue) is committed together with the message's completion, or not
-// at all: the handler must not commit or roll back tx itself. An error
-// rolls tx back and is classified as a failed attempt.
+// at all: the inbox commits tx when the handler returns nil, and rolls it
+// back when it returns an error, which is classified as a failed attempt.
+// tx's Commit returns ErrTxManaged and commits nothing; a handler that
+// rolls tx back itself and returns nil fails its attempt, since nothing
+// it did is kept (Driver's transaction is the same one: leave it open).
 //
 // On SQLite, tx holds the store's single writer connection while the
 // handler runs: the relay's own writes wait for it (at most the store's
