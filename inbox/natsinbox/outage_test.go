@@ -22,7 +22,7 @@ import (
 // stored nowhere.
 func TestStoreOutageDoesNotUseUpMaxDeliver(t *testing.T) {
 	t.Parallel()
-	o := newOutage(t, 2)
+	o := newOutage(t, 2, 30*time.Second)
 	o.e.Go("receiver", o.r.Run)
 	o.p.Refuse()
 	o.src.publish(t, o.e.Ctx, "m1", "s")
@@ -46,7 +46,7 @@ func TestStoreOutageDoesNotUseUpMaxDeliver(t *testing.T) {
 // came AckWait later.
 func TestStopDuringAStoreOutageGivesBackAtOnce(t *testing.T) {
 	t.Parallel()
-	o := newOutage(t, 0)
+	o := newOutage(t, 0, 30*time.Second)
 	stop := o.e.Start("receiver", o.r.Run)
 	o.p.Refuse()
 	o.src.publish(t, o.e.Ctx, "m1", "s")
@@ -70,8 +70,61 @@ func TestStopDuringAStoreOutageGivesBackAtOnce(t *testing.T) {
 	})
 }
 
+// TestHungStoreDoesNotUseUpMaxDeliver freezes the inbox's PostgreSQL
+// store (a proxy that holds every byte: a server that hangs, a network
+// that drops packets) while a message arrives on a consumer with AckWait
+// 500 ms and MaxDeliver 2, and thaws it after four AckWaits: the message
+// is then stored and handled, delivered once. Before, the receiver sent
+// nothing to JetStream while its try to store the message hung, so the
+// message was redelivered every AckWait, spending MaxDeliver: a hang
+// longer than MaxDeliver × AckWait left a message JetStream had given up
+// on, held only in the receiver's memory.
+func TestHungStoreDoesNotUseUpMaxDeliver(t *testing.T) {
+	t.Parallel()
+	const ackWait = 500 * time.Millisecond
+	o := newOutage(t, 2, ackWait)
+	e, in, cons := o.e, o.in, o.cons
+	e.Go("receiver", o.r.Run)
+	o.p.Freeze()
+	o.src.publish(t, e.Ctx, "m1", "s")
+	delivered := func() uint64 {
+		info, err := cons.Info(e.Ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Delivered.Consumer
+	}
+	// Polled every 50 ms, not at WaitFor's pace: each look asks the server.
+	poll := func(what string, cond func() bool) {
+		t.Helper()
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for !cond() {
+			select {
+			case <-e.Ctx.Done():
+				t.Fatalf("waiting for %s: %v", what, e.Ctx.Err())
+			case <-tick.C:
+			}
+		}
+	}
+	poll("m1 delivered to the receiver", func() bool { return delivered() == 1 })
+	hung := time.Now()
+	poll("four AckWaits of the hung store", func() bool {
+		if n := delivered(); n > 1 {
+			t.Fatalf("m1 delivered %d times while the store hung: the receiver let its AckWait run out", n)
+		}
+		return time.Since(hung) > 4*ackWait
+	})
+	o.p.Thaw()
+	e.Go("inbox", in.Run)
+	e.WaitHandled(in, "s", "m1@1")
+	if n := delivered(); n != 1 {
+		t.Errorf("m1 delivered %d times, want once", n)
+	}
+}
+
 // outage is a receiver whose inbox stores in PostgreSQL through a proxy
-// the test can make refuse connections, on a consumer with AckWait 30 s,
+// the test can make refuse connections, on a consumer with ackWait,
 // MaxAckPending 1 and maxDeliver (0: no limit); failures signals each
 // failed try to store a message.
 type outage struct {
@@ -84,7 +137,7 @@ type outage struct {
 	failures <-chan struct{}
 }
 
-func newOutage(t *testing.T, maxDeliver int) *outage {
+func newOutage(t *testing.T, maxDeliver int, ackWait time.Duration) *outage {
 	t.Helper()
 	_, js := connect(t)
 	o := &outage{e: inboxtest.NewEnv(t, inboxtest.Kinds[1])}
@@ -93,7 +146,7 @@ func newOutage(t *testing.T, maxDeliver int) *outage {
 	o.src = newSource(t, o.e.Ctx, js, 30*time.Second)
 	var err error
 	o.cons, err = js.CreateOrUpdateConsumer(o.e.Ctx, o.src.stream, jetstream.ConsumerConfig{Durable: "inbox",
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxAckPending: 1, MaxDeliver: maxDeliver})
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait, MaxAckPending: 1, MaxDeliver: maxDeliver})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,8 @@
 // acknowledgement or a crash is recognised and dropped. A message the
 // inbox cannot store at the moment (its database is down) is held and
 // tried again every NakDelay until it is stored, its AckWait restarted
-// meanwhile, so that the outage does not spend the consumer's MaxDeliver
+// meanwhile (every NakDelay too while a try hangs, a database that stopped
+// answering), so that the outage does not spend the consumer's MaxDeliver
 // (JetStream drops a message that has used it up); a message it can
 // never store (ErrInvalid: no type, a control character in its type or
 // stream, over the size limit) is terminated; a header it cannot carry is
@@ -81,8 +82,9 @@ type Config struct {
 	// NakDelay is how long the receiver waits before it tries again to
 	// store a message the inbox could not store at the moment (its
 	// database down). It holds the message meanwhile, restarting its
-	// AckWait, so that an outage does not use up the consumer's
-	// MaxDeliver. Zero means DefaultNakDelay.
+	// AckWait then and every NakDelay while a try hangs, so that an
+	// outage does not use up the consumer's MaxDeliver: keep it well
+	// under the consumer's AckWait. Zero means DefaultNakDelay.
 	NakDelay time.Duration
 	// RetryDelay is the first wait before reading the consumer again once
 	// it went away under the receiver (an operator deleted it, the stream

@@ -20,6 +20,9 @@ type Proxy struct {
 	mu       sync.Mutex
 	conns    []net.Conn
 	refusing bool
+	// frozen, while not nil, holds every byte the proxy would forward
+	// until Thaw closes it.
+	frozen chan struct{}
 }
 
 // NewProxy listens on a loopback port and forwards every connection to
@@ -45,6 +48,7 @@ func NewProxy(t *testing.T, upstream string) *Proxy {
 	t.Cleanup(func() {
 		ln.Close()
 		<-done
+		p.Thaw()
 		p.Cut()
 	})
 	return p
@@ -69,8 +73,52 @@ func (p *Proxy) pipe(c net.Conn) {
 	p.mu.Lock()
 	p.conns = append(p.conns, c, u)
 	p.mu.Unlock()
-	go func() { _, _ = io.Copy(u, c); u.Close() }()
-	go func() { _, _ = io.Copy(c, u); c.Close() }()
+	go func() { p.copy(u, c); u.Close() }()
+	go func() { p.copy(c, u); c.Close() }()
+}
+
+// copy forwards from src to dst until either fails, holding each chunk
+// while the proxy is frozen.
+func (p *Proxy) copy(dst io.Writer, src io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			frozen := p.frozen
+			p.mu.Unlock()
+			if frozen != nil {
+				<-frozen
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Freeze holds every byte through the proxy, both ways, until Thaw: the
+// connections stay open and nothing arrives, as a server that hangs or
+// a network that drops packets without a reset.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.frozen == nil {
+		p.frozen = make(chan struct{})
+	}
+}
+
+// Thaw ends Freeze: what was held is forwarded.
+func (p *Proxy) Thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.frozen != nil {
+		close(p.frozen)
+		p.frozen = nil
+	}
 }
 
 // Cut closes every connection through the proxy, both ends.

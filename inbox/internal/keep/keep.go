@@ -19,13 +19,14 @@ import (
 // with where (the broker's name for the message), at WARN on the 1st,
 // 2nd, 4th, 8th... try and DEBUG between, so that a store that stays down
 // keeps saying so, less and less often; then it calls held, when not nil
-// (JetStream's InProgress, restarting the message's AckWait). It returns
-// nil, an error matching inbox.ErrInvalid, or the last error once ctx is
-// done.
+// (JetStream's InProgress, restarting the message's AckWait). It calls
+// held every `every` too while a try has not returned (a database that
+// hangs), with a warning at the first. It returns nil, an error matching
+// inbox.ErrInvalid, or the last error once ctx is done.
 func Store(ctx context.Context, in *inbox.Inbox, msg inbox.Received, every time.Duration, log *slog.Logger,
 	where slog.Attr, held func()) error {
 	for tries := 1; ; tries++ {
-		_, err := in.Receive(ctx, msg)
+		err := try(ctx, in, msg, every, log, where, held)
 		if err == nil || errors.Is(err, inbox.ErrInvalid) || ctx.Err() != nil {
 			return err
 		}
@@ -46,4 +47,39 @@ func Store(ctx context.Context, in *inbox.Inbox, msg inbox.Received, every time.
 		case <-t.C:
 		}
 	}
+}
+
+// try makes one try to store msg, calling held every `every` while it has
+// not returned: a try that hangs (a database that stopped answering, a
+// network that drops its packets) said nothing to the broker before, and
+// JetStream delivered the message again each AckWait, spending its
+// MaxDeliver, until it gave up on a message held only in memory.
+func try(ctx context.Context, in *inbox.Inbox, msg inbox.Received, every time.Duration, log *slog.Logger,
+	where slog.Attr, held func()) error {
+	if held == nil {
+		_, err := in.Receive(ctx, msg)
+		return err
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for beats := 1; ; beats++ {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			if beats == 1 {
+				log.LogAttrs(ctx, slog.LevelWarn, "storing a received message is taking long; holding it",
+					where, slog.Duration("after", every))
+			}
+			held()
+		}
+	}()
+	_, err := in.Receive(ctx, msg)
+	close(stop)
+	<-done
+	return err
 }
