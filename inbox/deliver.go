@@ -119,10 +119,28 @@ func (t *handlerTx) Rollback(ctx context.Context) error {
 // on one message was retried for ever, and held its stream. A handler
 // that wants a destination's treatment (an outage of what it calls) says
 // so with errorhandling.WithBlame.
+//
+// So is a handler's context.Canceled while the attempt's context is not
+// done: the classifier takes a cancellation for the relay's shutdown and
+// blames the destination, but this one is of the handler's own making (a
+// call it cancelled itself), and it failed the same way on every try,
+// never charged, holding its stream for ever. It is the message's fault,
+// reason HandlerException.
 func (in *Inbox) attemptError(ctx context.Context, err error) error {
-	if err == nil || !timedOut(ctx) {
-		return in.handlerError(err)
+	switch {
+	case err == nil:
+		return nil
+	case timedOut(ctx):
+		return messageFault(err, errorhandling.ReasonTimeoutExceeded)
+	case ctx.Err() == nil && errors.Is(err, context.Canceled):
+		return messageFault(err, errorhandling.ReasonHandlerException)
 	}
+	return in.handlerError(err)
+}
+
+// messageFault marks err, where the handler did not say otherwise, as a
+// transient fault of the message with reason.
+func messageFault(err error, reason errorhandling.FailureReason) error {
 	if _, ok := errorhandling.MarkedClass(err); !ok {
 		err = errorhandling.Transient(err)
 	}
@@ -130,7 +148,7 @@ func (in *Inbox) attemptError(ctx context.Context, err error) error {
 		err = errorhandling.WithBlame(err, errorhandling.BlameMessage)
 	}
 	if _, ok := errorhandling.ReasonOf(err); !ok {
-		err = errorhandling.WithReason(err, errorhandling.ReasonTimeoutExceeded)
+		err = errorhandling.WithReason(err, reason)
 	}
 	return err
 }
