@@ -14,8 +14,9 @@
 // acknowledgement or a crash is recognised and dropped. A message the
 // inbox cannot store at the moment (its database is down) is held and
 // tried again every NakDelay until it is stored, its AckWait restarted
-// meanwhile (every NakDelay too while a try hangs, a database that stopped
-// answering), so that the outage does not spend the consumer's MaxDeliver
+// meanwhile (every NakDelay, or a third of the AckWait when sooner, also
+// while a try hangs on a database that stopped answering), so that the
+// outage does not spend the consumer's MaxDeliver
 // (JetStream drops a message that has used it up); a message it can
 // never store (ErrInvalid: no type, a control character in its type or
 // stream, over the size limit) is terminated; a header it cannot carry is
@@ -39,6 +40,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -82,9 +84,10 @@ type Config struct {
 	// NakDelay is how long the receiver waits before it tries again to
 	// store a message the inbox could not store at the moment (its
 	// database down). It holds the message meanwhile, restarting its
-	// AckWait then and every NakDelay while a try hangs, so that an
-	// outage does not use up the consumer's MaxDeliver: keep it well
-	// under the consumer's AckWait. Zero means DefaultNakDelay.
+	// AckWait every NakDelay, or every third of the consumer's AckWait
+	// (or shortest BackOff step) when that is sooner, also while a try
+	// hangs, so that an outage does not use up the consumer's
+	// MaxDeliver. Zero means DefaultNakDelay.
 	NakDelay time.Duration
 	// RetryDelay is the first wait before reading the consumer again once
 	// it went away under the receiver (an operator deleted it, the stream
@@ -118,6 +121,9 @@ type Receiver struct {
 	ack        func(m jetstream.Msg) bool
 	reading    func()
 	retrying   func()
+
+	// beat is heldBeat's for the consumer as read last.
+	beat atomic.Int64
 }
 
 // New returns a Receiver; the error names a missing field.
@@ -170,9 +176,11 @@ func (r *Receiver) Run(ctx context.Context) error {
 func (r *Receiver) read(ctx context.Context) (started bool, err error) {
 	// An iterator over a consumer that is not there does not fail: it
 	// waits out its pull (30 s). Asking first makes a retry quick.
-	if _, err := r.cfg.Consumer.Info(ctx); err != nil {
+	info, err := r.cfg.Consumer.Info(ctx)
+	if err != nil {
 		return false, fmt.Errorf("natsinbox: consumer: %w", err)
 	}
+	r.beat.Store(int64(heldBeat(r.cfg.NakDelay, info.Config)))
 	it, err := r.cfg.Consumer.Messages(jetstream.PullMaxMessages(64))
 	if err != nil {
 		return false, fmt.Errorf("natsinbox: %w", err)
@@ -293,7 +301,23 @@ func (r *Receiver) store(ctx context.Context, m jetstream.Msg, msg inbox.Receive
 		if err := m.InProgress(); err != nil {
 			r.log.LogAttrs(ctx, slog.LevelDebug, "in-progress ack failed", slog.String("error", err.Error()))
 		}
-	})
+	}, time.Duration(r.beat.Load()))
+}
+
+// heldBeat is how often the receiver restarts the AckWait of a message it
+// holds (store): every NakDelay, or a third of the consumer's shortest
+// wait for an acknowledgement (AckWait, or a BackOff step) when that is
+// sooner. Once per NakDelay, a consumer whose AckWait was not longer saw
+// it run out between two tries and delivered the message again, spending
+// MaxDeliver through a store outage.
+func heldBeat(nakDelay time.Duration, c jetstream.ConsumerConfig) time.Duration {
+	beat := nakDelay
+	for _, wait := range append([]time.Duration{c.AckWait}, c.BackOff...) {
+		if wait > 0 {
+			beat = min(beat, wait/3)
+		}
+	}
+	return max(beat, time.Millisecond)
 }
 
 // received maps a JetStream message to the inbox's form, and names the

@@ -224,7 +224,7 @@ func (r *Receiver) receive(ctx context.Context, d *amqp.Delivery) {
 // past its x-delivery-limit. It returns nil, an error matching
 // inbox.ErrInvalid, or the last error once ctx is done.
 func (r *Receiver) store(ctx context.Context, d *amqp.Delivery, msg inbox.Received) error {
-	return keep.Store(ctx, r.cfg.Inbox, msg, r.cfg.RetryDelay, r.log, slog.String("routing_key", d.RoutingKey), nil)
+	return keep.Store(ctx, r.cfg.Inbox, msg, r.cfg.RetryDelay, r.log, slog.String("routing_key", d.RoutingKey), nil, 0)
 }
 
 // received maps a delivery to the inbox's form, and names the headers it

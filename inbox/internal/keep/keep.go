@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/backstophq/backstop/inbox"
@@ -18,27 +19,40 @@ import (
 // cannot store it at the moment. Before each wait it logs the failure,
 // with where (the broker's name for the message), at WARN on the 1st,
 // 2nd, 4th, 8th... try and DEBUG between, so that a store that stays down
-// keeps saying so, less and less often; then it calls held, when not nil
-// (JetStream's InProgress, restarting the message's AckWait). It calls
-// held every `every` too while a try has not returned (a database that
-// hangs), with a warning at the first. It returns nil, an error matching
-// inbox.ErrInvalid, or the last error once ctx is done.
+// keeps saying so, less and less often. held, when not nil, is called
+// every beat until Store returns (JetStream's InProgress, restarting the
+// message's AckWait): while a try hangs (a database that stopped
+// answering), with a warning at the first beat, and between tries, at its
+// own pace rather than every `every`, which may be longer than the
+// broker's wait. It returns nil, an error matching inbox.ErrInvalid, or
+// the last error once ctx is done.
 func Store(ctx context.Context, in *inbox.Inbox, msg inbox.Received, every time.Duration, log *slog.Logger,
-	where slog.Attr, held func()) error {
+	where slog.Attr, held func(), beat time.Duration) error {
+	var failed atomic.Bool
+	if beat <= 0 {
+		beat = every
+	}
+	if held != nil {
+		stop := heartbeat(ctx, beat, held, func() {
+			if !failed.Load() {
+				log.LogAttrs(ctx, slog.LevelWarn, "storing a received message is taking long; holding it",
+					where, slog.Duration("after", beat))
+			}
+		})
+		defer stop()
+	}
 	for tries := 1; ; tries++ {
-		err := try(ctx, in, msg, every, log, where, held)
+		_, err := in.Receive(ctx, msg)
 		if err == nil || errors.Is(err, inbox.ErrInvalid) || ctx.Err() != nil {
 			return err
 		}
+		failed.Store(true)
 		level := slog.LevelDebug
 		if tries&(tries-1) == 0 {
 			level = slog.LevelWarn
 		}
 		log.LogAttrs(ctx, level, "cannot store a received message; trying again",
 			where, slog.Int("tries", tries), slog.Duration("after", every), slog.String("error", err.Error()))
-		if held != nil {
-			held()
-		}
 		t := time.NewTimer(every)
 		select {
 		case <-ctx.Done():
@@ -49,37 +63,34 @@ func Store(ctx context.Context, in *inbox.Inbox, msg inbox.Received, every time.
 	}
 }
 
-// try makes one try to store msg, calling held every `every` while it has
-// not returned: a try that hangs (a database that stopped answering, a
-// network that drops its packets) said nothing to the broker before, and
-// JetStream delivered the message again each AckWait, spending its
-// MaxDeliver, until it gave up on a message held only in memory.
-func try(ctx context.Context, in *inbox.Inbox, msg inbox.Received, every time.Duration, log *slog.Logger,
-	where slog.Attr, held func()) error {
-	if held == nil {
-		_, err := in.Receive(ctx, msg)
-		return err
-	}
-	stop, done := make(chan struct{}), make(chan struct{})
+// heartbeat calls held every beat (first, then held, at the first beat)
+// until stop, which waits for it to end, or ctx is done. A message held only by the
+// receiver's memory said nothing to the broker before while a try to
+// store it hung, and only once per retry delay during an outage: JetStream
+// delivered it again each AckWait that ran out, spending its MaxDeliver,
+// and gave up on it.
+func heartbeat(ctx context.Context, beat time.Duration, held, first func()) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(every)
+		t := time.NewTicker(beat)
 		defer t.Stop()
 		for beats := 1; ; beats++ {
 			select {
-			case <-stop:
+			case <-quit:
+				return
+			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
 			if beats == 1 {
-				log.LogAttrs(ctx, slog.LevelWarn, "storing a received message is taking long; holding it",
-					where, slog.Duration("after", every))
+				first()
 			}
 			held()
 		}
 	}()
-	_, err := in.Receive(ctx, msg)
-	close(stop)
-	<-done
-	return err
+	return func() {
+		close(quit)
+		<-done
+	}
 }
