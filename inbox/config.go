@@ -23,6 +23,15 @@ const (
 	MaxNameLen = 100
 	// MaxIDLen is the longest source message id, in bytes.
 	MaxIDLen = 512
+	// MinDedupWindow is the shortest DedupWindow New accepts: a source
+	// redelivers after its own wait for an acknowledgement (seconds at
+	// least), and a window written as a bare number (3600, meaning an
+	// hour) is nanoseconds, which remembered no id at all.
+	MinDedupWindow = time.Minute
+	// MinSweepInterval is the shortest positive SweepInterval New
+	// accepts, so that a typo cannot turn the sweep into a busy loop
+	// against the database.
+	MinSweepInterval = time.Second
 )
 
 // DestinationPrefix starts the destination of every inbox's rows.
@@ -57,12 +66,14 @@ type Config struct {
 	// DedupWindow is how long a source message id is remembered after it
 	// was received: a redelivery within the window is dropped as a
 	// duplicate. It must be longer than the longest time the source may
-	// redeliver a message. Zero means DefaultDedupWindow (7 days).
+	// redeliver a message. Zero means DefaultDedupWindow (7 days); at
+	// least MinDedupWindow (1 min).
 	DedupWindow time.Duration
 
 	// SweepInterval is how often Run deletes the records older than
 	// DedupWindow. Zero means DefaultSweepInterval (1 min); negative
-	// disables the sweep (call Sweep yourself).
+	// disables the sweep (call Sweep yourself); positive, at least
+	// MinSweepInterval (1 s).
 	SweepInterval time.Duration
 
 	// SweepBatch is the most records one delete statement removes; a
@@ -120,8 +131,10 @@ func (c Config) validate() error {
 		return bad("Relay.Destinations must be empty: the inbox sets its own")
 	case c.Handling.Transport != nil:
 		return bad("Handling.Transport must be nil: the inbox's handlers are the transport")
-	case c.DedupWindow < 0:
-		return bad("DedupWindow must not be negative, got %s", c.DedupWindow)
+	case c.DedupWindow < MinDedupWindow:
+		return bad("DedupWindow must be at least %s, got %s", MinDedupWindow, c.DedupWindow)
+	case c.SweepInterval > 0 && c.SweepInterval < MinSweepInterval:
+		return bad("SweepInterval must be at least %s (or negative, to disable the sweep), got %s", MinSweepInterval, c.SweepInterval)
 	case c.SweepBatch < 0:
 		return bad("SweepBatch must not be negative, got %d", c.SweepBatch)
 	}

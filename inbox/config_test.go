@@ -37,6 +37,11 @@ func TestNewRefuses(t *testing.T) {
 		{"transport", e.s, func(c *Config) { c.Handling.Transport = noop }, "Handling.Transport"},
 		{"negative window", e.s, func(c *Config) { c.DedupWindow = -time.Second }, "DedupWindow"},
 		{"negative batch", e.s, func(c *Config) { c.SweepBatch = -1 }, "SweepBatch"},
+		// Durations written as bare numbers are nanoseconds: 3600 meant
+		// an hour and remembered ids for 3.6 µs (every redelivery handled
+		// again); 60 meant a minute and swept in a busy loop.
+		{"window in nanoseconds", e.s, func(c *Config) { c.DedupWindow = 3600 }, "DedupWindow"},
+		{"sweep interval in nanoseconds", e.s, func(c *Config) { c.SweepInterval = 60 }, "SweepInterval"},
 		{"negative limit", e.s, func(c *Config) { c.Limits.MaxHeaders = -1 }, "Limits"},
 		{"bad relay config", e.s, func(c *Config) { c.Relay.PollInterval = time.Nanosecond }, "PollInterval"},
 	}

@@ -110,6 +110,9 @@ func (s *Source) validate(p string) []*Error {
 			bad(k.key, "is not a setting of %s (only of %s sources)", aSource(s.Type), strings.ReplaceAll(k.types, " ", ", "))
 		}
 	}
+	if d := s.DedupWindow.D(); d != 0 && d < inbox.MinDedupWindow {
+		bad("dedup_window", "must be at least %v (a source redelivers after its own wait for an acknowledgement), got %v", inbox.MinDedupWindow, d)
+	}
 	required := func(key string, v string) {
 		if v == "" {
 			bad(key, "is required for %s", aSource(s.Type))
