@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/backstophq/backstop/clock"
 	"github.com/backstophq/backstop/outbox"
@@ -127,6 +128,11 @@ func (in *Inbox) Destination() relay.Destination {
 // MaxHeaders and MaxHeaderBytes rather than have Receive refuse the whole
 // message.
 func (in *Inbox) Limits() outbox.Limits { return in.cfg.Limits }
+
+// DedupWindow returns how long the inbox remembers a source message id
+// (Config.DedupWindow, default applied): a receiver whose source may
+// deliver a message again later than that refuses to start.
+func (in *Inbox) DedupWindow() time.Duration { return in.cfg.DedupWindow }
 
 // Relay returns the relay Run starts (for Stats and Breaker).
 func (in *Inbox) Relay() *relay.Relay { return in.relay }

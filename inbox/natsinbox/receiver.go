@@ -79,7 +79,9 @@ type Config struct {
 	// Consumer is the JetStream consumer to read, with explicit acks
 	// (jetstream.AckExplicitPolicy); a durable one so that a restart
 	// resumes where it stopped. Its AckWait is how soon a message whose
-	// receiver died unacknowledged is delivered again. Required.
+	// receiver died unacknowledged is delivered again; it, and each
+	// BackOff step, must be shorter than the inbox's DedupWindow (Run
+	// refuses the consumer otherwise). Required.
 	Consumer jetstream.Consumer
 	// NakDelay is how long the receiver waits before it tries again to
 	// store a message the inbox could not store at the moment (its
@@ -179,6 +181,11 @@ func (r *Receiver) read(ctx context.Context) (started bool, err error) {
 	info, err := r.cfg.Consumer.Info(ctx)
 	if err != nil {
 		return false, fmt.Errorf("natsinbox: consumer: %w", err)
+	}
+	if wait, window := longestAckWait(info.Config), r.cfg.Inbox.DedupWindow(); wait >= window {
+		return false, fmt.Errorf("natsinbox: consumer %q waits up to %s for an acknowledgement (AckWait, BackOff), not less than the inbox's DedupWindow (%s): "+
+			"a message whose acknowledgement was lost would come again after its id was forgotten, and be handled twice",
+			info.Name, wait, window)
 	}
 	r.beat.Store(int64(heldBeat(r.cfg.NakDelay, info.Config)))
 	it, err := r.cfg.Consumer.Messages(jetstream.PullMaxMessages(64))
@@ -302,6 +309,13 @@ func (r *Receiver) store(ctx context.Context, m jetstream.Msg, msg inbox.Receive
 			r.log.LogAttrs(ctx, slog.LevelDebug, "in-progress ack failed", slog.String("error", err.Error()))
 		}
 	}, time.Duration(r.beat.Load()))
+}
+
+// longestAckWait is the longest the consumer waits for an acknowledgement
+// before it delivers a message again: its AckWait, or its longest BackOff
+// step.
+func longestAckWait(c jetstream.ConsumerConfig) time.Duration {
+	return max(c.AckWait, slices.Max(append([]time.Duration{0}, c.BackOff...)))
 }
 
 // heldBeat is how often the receiver restarts the AckWait of a message it

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -224,4 +225,43 @@ func startResuming(t *testing.T, k inboxtest.Kind, js jetstream.JetStream) *resu
 	publish("m0")
 	e.WaitFor("m0 handled", func() bool { return in.Relay().Stats().Delivered == 1 })
 	return &resuming{e: e, src: src, in: in, publish: publish, retries: retries}
+}
+
+// TestAckWaitOverTheDedupWindowIsRefused: a consumer that waits longer
+// for an acknowledgement (AckWait, or a BackOff step) than the inbox
+// remembers an id delivers a message whose acknowledgement was lost (a
+// connection dropped mid-ack) again after its id was forgotten: it was
+// stored and handled a second time. Run now refuses such a consumer,
+// naming both settings.
+func TestAckWaitOverTheDedupWindowIsRefused(t *testing.T) {
+	t.Parallel()
+	_, js := connect(t)
+	e := inboxtest.NewEnv(t, inboxtest.Kinds[0])
+	src := newSource(t, e.Ctx, js, 30*time.Second)
+	cfg := e.Config()
+	cfg.DedupWindow = time.Minute
+	in, err := inbox.New(e.S, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []jetstream.ConsumerConfig{
+		{Durable: "long-wait", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * time.Minute},
+		{Durable: "long-backoff", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second, MaxDeliver: 3,
+			BackOff: []time.Duration{time.Second, 5 * time.Minute}},
+	} {
+		cons, err := js.CreateOrUpdateConsumer(e.Ctx, src.stream, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := New(Config{Inbox: in, Consumer: cons, Logger: inboxtest.Quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(e.Ctx, 3*time.Second)
+		err = r.Run(ctx)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "DedupWindow") || !strings.Contains(err.Error(), "AckWait") {
+			t.Errorf("%s: Run = %v, want an error naming AckWait and DedupWindow", c.Durable, err)
+		}
+	}
 }

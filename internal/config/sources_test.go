@@ -116,6 +116,7 @@ func TestParseRefusesSources(t *testing.T) {
 		{"forwarded twice", nats + "  - {inbox: b, type: rabbitmq, url: 'amqp://x/', queue: q, forward: {to: [warehouse, warehouse]}}\n", []string{"sources[1].forward.to[1]", "named twice"}},
 		{"dedup window under the tolerance", hook + "    path: /in\n    dedup_window: 1s\n", []string{"sources[0].dedup_window", "twice the tolerance (5m0s)"}},
 		{"dedup window under a longer tolerance", hook + "    path: /in\n    dedup_window: 90m\n    tolerance: 1h\n", []string{"sources[0].dedup_window", "replayed"}},
+		{"ack wait over the dedup window", nats + "    ack_wait: 2h\n    dedup_window: 1h\n", []string{"sources[0].ack_wait", "dedup_window (1h0m0s)"}},
 		{"dedup window under a minute", nats + "    dedup_window: 30s\n", []string{"sources[0].dedup_window", "at least 1m0s"}},
 		{"prefetch over an AMQP short", sourcesBase + "sources:\n  - {inbox: a, type: rabbitmq, url: 'amqp://x/', queue: q, prefetch: 65536, forward: {to: [warehouse]}}\n", []string{"sources[0].prefetch", "65535"}},
 		{"inbox's destination taken", "destinations:\n  - {name: 'inbox:a', type: webhook, url: 'http://x/'}\nsources:\n  - {inbox: a, type: rabbitmq, url: 'amqp://x/', queue: q, forward: {to: ['inbox:a']}}\n", []string{"sources[0].inbox", "rename the destination"}},

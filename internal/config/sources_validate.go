@@ -137,6 +137,12 @@ func (s *Source) validate(p string) []*Error {
 		if strings.ContainsAny(s.Consumer, ".*> \t") {
 			bad("consumer", "%q: a durable name may not hold '.', '*', '>' or spaces", s.Consumer)
 		}
+		// A message whose ack was lost comes again after ack_wait: its id
+		// must still be remembered then.
+		if wait, window := cmp.Or(s.AckWait.D(), DefaultAckWait), cmp.Or(s.DedupWindow.D(), DefaultDedupWindow); wait >= window {
+			bad("ack_wait", "%v is not shorter than dedup_window (%v): a message whose acknowledgement was lost would come again after its id was forgotten, and be handled twice",
+				wait, window)
+		}
 	case "rabbitmq":
 		required("queue", s.Queue)
 		if s.Prefetch < 0 || s.Prefetch > 65535 {
