@@ -124,25 +124,25 @@ func TestHungStoreDoesNotUseUpMaxDeliver(t *testing.T) {
 }
 
 // TestStoreOutageWithAShortAckWait takes the inbox's store away while a
-// message arrives on a consumer whose AckWait (300 ms) is shorter than
-// the receiver's NakDelay (500 ms), with MaxDeliver 2, and brings it back
-// after four failed tries: the message is stored and handled, delivered
+// message arrives on a consumer whose AckWait (1 s) is shorter than the
+// receiver's NakDelay (1.5 s), with MaxDeliver 2, and brings it back
+// after three failed tries: the message is stored and handled, delivered
 // once. The receiver restarted the message's AckWait only once per
 // NakDelay, so with such a consumer every wait let it run out: JetStream
 // delivered the message again each time and gave up on it after
 // MaxDeliver, as if the receiver had not held it at all.
 func TestStoreOutageWithAShortAckWait(t *testing.T) {
 	t.Parallel()
-	o := newOutage(t, 2, 300*time.Millisecond)
+	o := newOutage(t, 2, time.Second)
 	e, in, cons := o.e, o.in, o.cons
-	r, err := New(Config{Inbox: in, Consumer: cons, Logger: o.r.cfg.Logger, NakDelay: 500 * time.Millisecond})
+	r, err := New(Config{Inbox: in, Consumer: cons, Logger: o.r.cfg.Logger, NakDelay: 1500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.Go("receiver", r.Run)
 	o.p.Refuse()
 	o.src.publish(t, e.Ctx, "m1", "s")
-	if !inboxtest.Within(15*time.Second, o.failures, 4) {
+	if !inboxtest.Within(15*time.Second, o.failures, 3) {
 		t.Fatal("the receiver stopped trying to store the message")
 	}
 	info, err := cons.Info(e.Ctx)
