@@ -183,6 +183,11 @@ func (in *Inbox) handler(typ string) (handler, bool) {
 // error is the store's, and the source should deliver r again later.
 func (in *Inbox) Receive(ctx context.Context, r Received) (duplicate bool, err error) {
 	source := r.source()
+	if checkPrintable(source, MaxSourceLen) != "" {
+		// Not a label the metrics can carry (invalid UTF-8 made their
+		// client panic), and refused below.
+		source = invalidSource
+	}
 	m, err := r.row(in.name, in.cfg.Limits)
 	if err != nil {
 		in.metrics.rejected(source)
@@ -206,6 +211,10 @@ func (in *Inbox) Receive(ctx context.Context, r Received) (duplicate bool, err e
 	in.metrics.received(source)
 	return false, nil
 }
+
+// invalidSource labels the metrics of a message whose Received.Source
+// is not one (row refuses it).
+const invalidSource = "invalid"
 
 // Run runs the inbox's handlers until ctx is done: the relay over the
 // inbox's destination and, unless Config.SweepInterval is negative, the

@@ -110,6 +110,9 @@ func TestIDsAndSourcesArePrintable(t *testing.T) {
 		received("a\u0085b", "t", ""),
 		{ID: "ok-1", Type: "t", Source: "cust\x1bom"},
 		{ID: "ok-2", Type: "t", Source: strings.Repeat("s", MaxSourceLen+1)},
+		// Counted as rejected under its source, it made the metrics'
+		// client panic (a label must be UTF-8).
+		{ID: "ok-3", Type: "t", Source: "bad\xffsource"},
 	} {
 		if _, err := in.Receive(e.ctx, r); !errors.Is(err, ErrInvalid) {
 			t.Errorf("id %q, source %q: %v, want ErrInvalid", r.ID, r.Source, err)
@@ -117,6 +120,9 @@ func TestIDsAndSourcesArePrintable(t *testing.T) {
 	}
 	if n := e.count(`SELECT count(*) FROM ` + e.k.outbox(e.spec)); n != 0 {
 		t.Fatalf("%d rows stored, want none", n)
+	}
+	if n := counter(t, e.reg, "backstop_inbox_rejected_total", "source", "invalid"); n != 3 {
+		t.Errorf("rejected_total{source=\"invalid\"} = %d, want the 3 messages with a bad source", n)
 	}
 }
 

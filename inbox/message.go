@@ -41,7 +41,8 @@ type Received struct {
 	// Headers are the source's headers worth keeping (see each receiver).
 	Headers map[string]string
 	// Source names the receiver, such as "nats"; it labels the metrics.
-	// Empty means "custom".
+	// Empty means "custom". Like ID, 1 to MaxSourceLen bytes of printable
+	// UTF-8; a message with another is refused, counted under "invalid".
 	Source string
 }
 

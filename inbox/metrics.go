@@ -14,6 +14,9 @@ import (
 //	backstop_inbox_rejected_total{inbox,source}    counter  messages refused as invalid (ErrInvalid), or unsigned (http)
 //	backstop_inbox_swept_total{inbox}              counter  de-duplication records deleted by sweeps
 //
+// A message whose Received.Source is not a valid one (see MaxSourceLen) is
+// counted as rejected under the source "invalid".
+//
 // The handlers' outcomes are the relay's metrics under the destination
 // "inbox:<name>" (Config.Relay.Metrics).
 type metrics struct {
