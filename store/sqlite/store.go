@@ -48,6 +48,7 @@ type Store struct {
 	lockWait time.Duration
 	turns    *semaphore.Weighted // the store's writes take the writer in turn (awaitTurn)
 	readOnly bool                // ReadOnly: every write fails with ErrReadOnly
+	relaxed  bool                // WithRelaxedDurability: synchronous=NORMAL
 
 	// badCircuits logs the circuits rows Circuits reads past.
 	badCircuits store.CircuitWarnings
@@ -84,6 +85,18 @@ func WithLockWait(d time.Duration) Option {
 			s.lockWait = d
 		}
 	}
+}
+
+// WithRelaxedDurability makes a commit wait for its write to the file,
+// not for the disk (SQLite's synchronous=NORMAL in WAL mode): a commit
+// then survives a crash of the process, but one of the machine (a power
+// loss, a kernel panic) may take back the last commits. That loses
+// messages: an application told its Enqueue committed, an inbox message
+// whose broker was told it was stored. Single-row writes are faster;
+// writes in batches (the relay's) barely change. By default every commit
+// reaches the disk before it returns (synchronous=FULL).
+func WithRelaxedDurability() Option {
+	return func(s *Store) { s.relaxed = true }
 }
 
 // ReadOnly opens the database for reading only, for inspecting one this
@@ -133,8 +146,15 @@ func Open(ctx context.Context, path string, cfg store.Config, opts ...Option) (*
 	for _, o := range opts {
 		o(s)
 	}
-	params := fmt.Sprintf("_txlock=immediate&_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)",
-		s.lockWait.Milliseconds())
+	// synchronous=FULL: in WAL mode NORMAL syncs only at checkpoints, and
+	// a power loss took back commits that had returned (an inbox message
+	// acknowledged to its broker, then gone).
+	level := "FULL"
+	if s.relaxed {
+		level = "NORMAL"
+	}
+	params := fmt.Sprintf("_txlock=immediate&_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(%s)",
+		s.lockWait.Milliseconds(), level)
 	memory := path == ":memory:"
 	if s.readOnly {
 		if memory {

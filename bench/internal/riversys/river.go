@@ -98,7 +98,7 @@ func Open(ctx context.Context, env scenario.Env, set Settings, logger *slog.Logg
 // SQLitePragmas are the pragmas of River's SQLite database: WAL, as River's
 // own tests set it, and the busy timeout and synchronous level Backstop's
 // SQLite store uses, so both write with the same durability.
-const SQLitePragmas = "_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)"
+const SQLitePragmas = "_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(FULL)"
 
 // openSQLite opens River's SQLite file with one connection, as River's
 // CLI and tests do (riversqlite's package documentation asks for it).
