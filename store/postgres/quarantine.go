@@ -135,16 +135,21 @@ func refused(err error) bool {
 // Unavailable reports whether err says nothing of the statements' data:
 // the connection could not be made, was closed or killed (SQLSTATE class
 // 08, 57P01 to 57P03 when an administrator or a restart ends it), the
-// server has no connection left (53300), or the call timed out. The store
-// wraps such errors with store.ErrUnavailable; the workflow store
-// (workflow/wfpostgres) classifies its own statements' errors with it.
+// server ran short of a resource (class 53: no connection left, disk full,
+// out of memory), or the call timed out: on the client, or on the server
+// (57014, a statement_timeout or a cancel; 55P03, a lock another session
+// held past lock_timeout), which the same call waiting past its context's
+// deadline would have been. The store wraps such errors with
+// store.ErrUnavailable; the workflow store (workflow/wfpostgres)
+// classifies its own statements' errors with it.
 func Unavailable(err error) bool {
 	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
 		return true
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P") || pe.Code == "53300"
+		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P") || strings.HasPrefix(pe.Code, "53") ||
+			pe.Code == "57014" || pe.Code == "55P03"
 	}
 	var ce *pgconn.ConnectError
 	var ne net.Error

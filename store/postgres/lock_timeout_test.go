@@ -1,0 +1,86 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
+)
+
+// A lock_timeout (or statement_timeout) set on the role or database turns
+// a row lock held by another session into an error of the store's call.
+// It says nothing about the outcomes the call carried: it matches
+// store.ErrUnavailable, as the same lock held past the call's own timeout
+// does, so that the relay keeps the outcomes and records them once the
+// lock is gone. Before, the relay took it for a refusal, dropped the
+// outcome ("the store refused to record an outcome") and delivered the
+// message again when its lease lapsed.
+func TestRowLockPastLockTimeoutIsUnavailable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	schema := newSchema(t)
+	pcfg, err := pgxpool.ParseConfig(testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcfg.ConnConfig.RuntimeParams["search_path"] = schema
+	pcfg.ConnConfig.RuntimeParams["lock_timeout"] = "100ms"
+	pcfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s, err := New(pool, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := &outbox.Message{Destination: "d", Type: "t", Payload: []byte("x")}
+	if err := s.Enqueue(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	in := store.Instance{ID: "relay-1"}
+	res, err := s.ProcessBatch(ctx, &store.Batch{Instance: in, Claim: store.ClaimRequest{Limit: 1}})
+	if err != nil || len(res.Claimed) != 1 {
+		t.Fatalf("claim: %v, %d claimed", err, len(res.Claimed))
+	}
+
+	// Another session holds the message's row.
+	locker, err := admin(t).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Rollback(context.WithoutCancel(ctx))
+	if _, err := locker.Exec(ctx, `SELECT 1 FROM `+schema+"."+s.OutboxTable()+` WHERE id = $1 FOR UPDATE`, pgUUID(m.ID)); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []*store.Batch{
+		{Instance: in, Completions: []store.Completion{{ID: m.ID}}},
+		{Instance: in, Failures: []store.Failure{{ID: m.ID, Error: "boom"}}},
+	} {
+		_, err = s.ProcessBatch(ctx, b)
+		if err == nil {
+			t.Fatal("ProcessBatch went through a row lock held by another session")
+		}
+		if !errors.Is(err, store.ErrUnavailable) || !s.Unreachable(err) {
+			t.Fatalf("ProcessBatch under a lock past lock_timeout: %v; want it to match store.ErrUnavailable", err)
+		}
+	}
+
+	// The lock ends: the outcome kept is recorded.
+	if err := locker.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err = s.ProcessBatch(ctx, &store.Batch{Instance: in, Completions: []store.Completion{{ID: m.ID}}})
+	if err != nil || len(res.Stale) != 0 {
+		t.Fatalf("recording after the lock ended: %v, stale %v", err, res.Stale)
+	}
+}
