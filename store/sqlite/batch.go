@@ -68,6 +68,10 @@ func (s *Store) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result
 		return s.quarantine(ctx, tx, b.Instance.ID, rows, res, now)
 	})
 	if err != nil {
+		if isExhausted(err) {
+			// Not the outcomes' fault: the relay keeps them for the next call.
+			return nil, fmt.Errorf("sqlite: process batch: %w: %w", store.ErrUnavailable, err)
+		}
 		return nil, fmt.Errorf("sqlite: process batch: %w", err)
 	}
 	s.logOutcomes(ctx, b.Instance.ID, res, bad)
@@ -76,8 +80,10 @@ func (s *Store) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result
 
 // savepoint runs fn in a savepoint of tx. An error the database raised for
 // this outcome alone (a constraint, a trigger) rolls the savepoint back and
-// is returned as rejected, for the caller to report; a busy database or a
-// done context fails the whole transaction.
+// is returned as rejected, for the caller to report; a busy database, one
+// out of a resource (a full disk: it may have rolled the transaction back,
+// and would refuse every outcome alike) or a done context fails the whole
+// transaction.
 func (s *Store) savepoint(ctx context.Context, tx *sql.Tx, fn func() error) (rejected, fatal error) {
 	if err := s.execCached(ctx, tx, `SAVEPOINT outcome`); err != nil {
 		return nil, err
@@ -86,7 +92,7 @@ func (s *Store) savepoint(ctx context.Context, tx *sql.Tx, fn func() error) (rej
 	if err == nil {
 		return nil, s.execCached(ctx, tx, `RELEASE outcome`)
 	}
-	if isBusy(err) || ctx.Err() != nil {
+	if isBusy(err) || isExhausted(err) || ctx.Err() != nil {
 		return nil, err
 	}
 	if rerr := s.execCached(ctx, tx, `ROLLBACK TO outcome`); rerr != nil {

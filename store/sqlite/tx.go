@@ -32,6 +32,15 @@ func isBusy(err error) bool {
 	return hasCode(err, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 }
 
+// isExhausted reports whether err is the database out of a resource
+// (SQLITE_FULL: the disk, or max_page_count; SQLITE_IOERR; SQLITE_NOMEM,
+// any extended code): it says nothing of the statement's data, may have
+// rolled the whole transaction back, and the call may be made again once
+// the resource is back.
+func isExhausted(err error) bool {
+	return hasCode(err, sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_NOMEM)
+}
+
 // isReadOnly reports whether err says the database cannot be written
 // (SQLITE_READONLY), or could not be opened for writing (SQLITE_CANTOPEN:
 // a read-only directory where the -wal and -shm files would be).
@@ -173,9 +182,11 @@ func commit(tx *sql.Tx) error {
 }
 
 // Unreachable reports whether err, from one of the store's calls, came of
-// another connection holding the database's lock past the store's wait
-// (store.Reachability): ErrBusy, SQLITE_BUSY or SQLITE_LOCKED, or
-// store.ErrUnavailable. The call may be made again as it is.
+// another connection holding the database's lock past the store's wait,
+// or of the database out of a resource, rather than of the call's data
+// (store.Reachability): ErrBusy, SQLITE_BUSY or SQLITE_LOCKED, SQLITE_FULL
+// (a full disk), SQLITE_IOERR or SQLITE_NOMEM, or store.ErrUnavailable.
+// The call may be made again as it is.
 func (s *Store) Unreachable(err error) bool {
-	return errors.Is(err, ErrBusy) || isBusy(err) || errors.Is(err, store.ErrUnavailable)
+	return errors.Is(err, ErrBusy) || isBusy(err) || isExhausted(err) || errors.Is(err, store.ErrUnavailable)
 }
