@@ -91,7 +91,8 @@ func (p *pipeline) query(read func(pgx.Rows) error, sql string, args ...any) {
 	})
 }
 
-// run reads every result in order and closes br.
+// run reads every result in order and closes br. Close returns the error
+// a statement failed with again, which is said once.
 func (p *pipeline) run(br pgx.BatchResults) error {
 	var err error
 	for _, r := range p.readers {
@@ -99,7 +100,10 @@ func (p *pipeline) run(br pgx.BatchResults) error {
 			break
 		}
 	}
-	return errors.Join(err, br.Close())
+	if cerr := br.Close(); cerr != nil && (err == nil || !errors.Is(err, cerr)) {
+		err = errors.Join(err, cerr)
+	}
+	return err
 }
 
 func (s *Store) processBatch(ctx context.Context, b *store.Batch) (*store.Result, []badMessage, error) {

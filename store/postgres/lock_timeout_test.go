@@ -3,9 +3,11 @@ package postgres
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/backstophq/backstop/outbox"
@@ -20,9 +22,11 @@ import (
 // lock is gone. Before, the relay took it for a refusal, dropped the
 // outcome ("the store refused to record an outcome") and delivered the
 // message again when its lease lapsed.
-func TestRowLockPastLockTimeoutIsUnavailable(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// lockedMessage returns a store whose sessions have a lock_timeout of
+// 100 ms, and a message it leased to in, whose row another session holds
+// until the returned transaction ends.
+func lockedMessage(t *testing.T, ctx context.Context) (*Store, *outbox.Message, store.Instance, pgx.Tx) {
+	t.Helper()
 	schema := newSchema(t)
 	pcfg, err := pgxpool.ParseConfig(testURL())
 	if err != nil {
@@ -52,21 +56,26 @@ func TestRowLockPastLockTimeoutIsUnavailable(t *testing.T) {
 	if err != nil || len(res.Claimed) != 1 {
 		t.Fatalf("claim: %v, %d claimed", err, len(res.Claimed))
 	}
-
-	// Another session holds the message's row.
 	locker, err := admin(t).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer locker.Rollback(context.WithoutCancel(ctx))
+	t.Cleanup(func() { _ = locker.Rollback(context.Background()) })
 	if _, err := locker.Exec(ctx, `SELECT 1 FROM `+schema+"."+s.OutboxTable()+` WHERE id = $1 FOR UPDATE`, pgUUID(m.ID)); err != nil {
 		t.Fatal(err)
 	}
+	return s, m, in, locker
+}
+
+func TestRowLockPastLockTimeoutIsUnavailable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, m, in, locker := lockedMessage(t, ctx)
 	for _, b := range []*store.Batch{
 		{Instance: in, Completions: []store.Completion{{ID: m.ID}}},
 		{Instance: in, Failures: []store.Failure{{ID: m.ID, Error: "boom"}}},
 	} {
-		_, err = s.ProcessBatch(ctx, b)
+		_, err := s.ProcessBatch(ctx, b)
 		if err == nil {
 			t.Fatal("ProcessBatch went through a row lock held by another session")
 		}
@@ -79,8 +88,25 @@ func TestRowLockPastLockTimeoutIsUnavailable(t *testing.T) {
 	if err := locker.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res, err = s.ProcessBatch(ctx, &store.Batch{Instance: in, Completions: []store.Completion{{ID: m.ID}}})
+	res, err := s.ProcessBatch(ctx, &store.Batch{Instance: in, Completions: []store.Completion{{ID: m.ID}}})
 	if err != nil || len(res.Stale) != 0 {
 		t.Fatalf("recording after the lock ended: %v, stale %v", err, res.Stale)
+	}
+}
+
+// TestBatchErrorSaysItOnce: a statement of a batch sent in one pipeline
+// fails; the error says so once. Before, it said it twice, on two lines
+// (the statement's error and the pipeline's close, the same error), in the
+// relay's log and the admin API's.
+func TestBatchErrorSaysItOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, m, in, _ := lockedMessage(t, ctx)
+	_, err := s.ProcessBatch(ctx, &store.Batch{Instance: in, Completions: []store.Completion{{ID: m.ID}}})
+	if err == nil {
+		t.Fatal("ProcessBatch went through a row lock held by another session")
+	}
+	if n := strings.Count(err.Error(), "lock timeout"); n != 1 {
+		t.Fatalf("the error says %d times that the lock timed out: %q", n, err)
 	}
 }
