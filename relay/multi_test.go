@@ -92,7 +92,10 @@ func twoRelays(t *testing.T, shared bool) {
 	select {
 	case <-all:
 	case <-ctx.Done():
-		t.Fatalf("delivered %d of %d", len(log), len(msgs))
+		mu.Lock()
+		n := len(log)
+		mu.Unlock()
+		t.Fatalf("delivered %d of %d", n, len(msgs))
 	}
 
 	mu.Lock()
