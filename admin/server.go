@@ -66,7 +66,8 @@ type Config struct {
 	Route func(topic string) []string
 	// Breakers reports the relay's breakers; nil reports none.
 	Breakers func() []Breaker
-	// MaxBodyBytes bounds request bodies. Zero means 1 MiB.
+	// MaxBodyBytes bounds request bodies. Zero means DefaultMaxBodyBytes
+	// (2 MiB).
 	MaxBodyBytes int64
 	// RequestTimeout bounds the store work of one request: a request the
 	// store has not answered by then (a row another transaction holds
@@ -86,6 +87,12 @@ type Config struct {
 	// /v1/workflows/runs); nil answers those routes with 404.
 	Workflows *Workflows
 }
+
+// DefaultMaxBodyBytes is Config.MaxBodyBytes's default: room for a
+// payload at the outbox's default limit (1 MiB) sent in base64, which
+// makes it 1.33 MiB, with its headers. At 1 MiB, the limit itself, such a
+// payload could not be enqueued through the API.
+const DefaultMaxBodyBytes = 2 << 20
 
 // DefaultRequestTimeout is Config.RequestTimeout's default.
 const DefaultRequestTimeout = 30 * time.Second
@@ -126,7 +133,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	if cfg.MaxBodyBytes == 0 {
-		cfg.MaxBodyBytes = 1 << 20
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if cfg.BulkPage == 0 {
 		cfg.BulkPage = 500

@@ -13,7 +13,7 @@ import "time"
 const (
 	DefaultListen       = "127.0.0.1:8080"
 	DefaultDB           = "sqlite:./backstop.db"
-	DefaultMaxBodyBytes = 1 << 20
+	DefaultMaxBodyBytes = 2 << 20 // admin.DefaultMaxBodyBytes
 	// DefaultRequestTimeout is request_timeout's default
 	// (admin.DefaultRequestTimeout).
 	DefaultRequestTimeout = 30 * time.Second
@@ -44,7 +44,7 @@ type Config struct {
 	// DB is the store: sqlite:PATH or a postgres:// URL. Default
 	// sqlite:./backstop.db.
 	DB string `yaml:"db"`
-	// MaxBodyBytes bounds a request body of the admin API. Default 1 MiB.
+	// MaxBodyBytes bounds a request body of the admin API. Default 2 MiB.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// RequestTimeout bounds the store work of one admin API request (a
 	// bulk action's, of each page): past it the request gets 503.
