@@ -8,15 +8,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/store"
+	"github.com/backstophq/backstop/store/postgres"
 )
 
 func TestWithConnectTimeout(t *testing.T) {
 	for in, want := range map[string]string{
 		"postgres://u@h:5432/db":                "postgres://u@h:5432/db?connect_timeout=10",
-		"postgres://u@h/db?sslmode=disable":     "postgres://u@h/db?connect_timeout=10&sslmode=disable",
+		"postgres://u@h/db?sslmode=disable":     "postgres://u@h/db?sslmode=disable&connect_timeout=10",
 		"postgres://u@h/db?connect_timeout=3":   "postgres://u@h/db?connect_timeout=3",
-		"postgresql://u@h/db?search_path=a%2Cb": "postgresql://u@h/db?connect_timeout=10&search_path=a%2Cb",
+		"postgresql://u@h/db?search_path=a%2Cb": "postgresql://u@h/db?search_path=a%2Cb&connect_timeout=10",
+		"postgres://u@h/db?options=-c%20x%3Dy":  "postgres://u@h/db?options=-c%20x%3Dy&connect_timeout=10",
 	} {
 		if got := withConnectTimeout(in); got != want {
 			t.Errorf("withConnectTimeout(%q) = %q, want %q", in, got, want)
@@ -64,5 +67,38 @@ func TestAddSaturating(t *testing.T) {
 	}
 	if got := addSaturating(3*time.Second, 5*time.Second); got != 8*time.Second {
 		t.Errorf("addSaturating(3s, 5s) = %v", got)
+	}
+}
+
+// A URL whose parameters hold a space (libpq's options=-c%20search_path%3D...,
+// the usual way to pick a schema) opens the store as it says. Adding
+// connect_timeout re-encoded the query, the space became a '+' that pgx
+// reads as a '+', and the server refused the connection (unrecognized
+// configuration parameter "+search_path"); a search_path of a quoted name
+// with a space named another schema.
+func TestOpenStoreKeepsTheURLsParameters(t *testing.T) {
+	schema := testenv.NewSchema(t, "cli_url_")
+	u := testenv.PostgresURL()
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	ctx := context.Background()
+	st, err := openStore(ctx, u+sep+"options=-c%20search_path%3D"+schema+"&application_name=backstop%20migrate", store.Config{})
+	if err != nil {
+		t.Fatalf("openStore with options=-c search_path=...: %v", err)
+	}
+	defer st.Close()
+	var app string
+	if err := st.(*postgres.Store).Pool().QueryRow(ctx, `SELECT current_setting('application_name')`).Scan(&app); err != nil {
+		t.Fatal(err)
+	}
+	if app != "backstop migrate" {
+		t.Fatalf("application_name %q, want %q", app, "backstop migrate")
+	}
+	var n int
+	if err := st.(*postgres.Store).Pool().QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename = 'backstop_outbox'`,
+		schema).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d outbox tables in %s (%v), want 1", n, schema, err)
 	}
 }

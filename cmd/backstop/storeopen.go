@@ -97,17 +97,20 @@ func checkTables(ctx context.Context, db, prefix string) error {
 const defaultConnectTimeout = "10"
 
 // withConnectTimeout adds connect_timeout to a postgres:// URL that has
-// none.
+// none. It appends it to the query as written: encoding the query again
+// turned a space (%20, as in options=-c%20search_path%3D...) into a '+',
+// which pgx keeps as a '+'.
 func withConnectTimeout(db string) string {
 	u, err := url.Parse(db)
 	if err != nil {
 		return db // pgx says what is wrong with it
 	}
-	q := u.Query()
-	if q.Has("connect_timeout") {
+	if u.Query().Has("connect_timeout") {
 		return db
 	}
-	q.Set("connect_timeout", defaultConnectTimeout)
-	u.RawQuery = q.Encode()
+	if u.RawQuery != "" {
+		u.RawQuery += "&"
+	}
+	u.RawQuery += "connect_timeout=" + defaultConnectTimeout
 	return u.String()
 }
