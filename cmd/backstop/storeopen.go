@@ -75,8 +75,12 @@ func checkTables(ctx context.Context, db, prefix string) error {
 			return nil
 		}
 		defer conn.Close(ctx)
+		// The schema is found by its name as it is: a cast to regnamespace
+		// reads the name as SQL, folding "Upper" to upper and failing,
+		// and a failed check refused nothing.
 		err = conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE c.relname = $1), count(*) FROM pg_class c
-			WHERE c.relkind IN ('r', 'p') AND c.relnamespace = current_schema()::regnamespace`, outbox).Scan(&ours, &others)
+			JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE c.relkind IN ('r', 'p') AND n.nspname = current_schema()`, outbox).Scan(&ours, &others)
 		if err != nil {
 			return nil
 		}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -80,6 +82,35 @@ func TestDBCommandsRefuseADatabaseWithoutTheirTables(t *testing.T) {
 	}
 	if _, err := cli(t, "--db", db, "dlq", "list"); err == nil || !strings.Contains(err.Error(), "--table-prefix") {
 		t.Fatalf("dlq list on a schema without Backstop's tables: %v, want a refusal", err)
+	}
+	mustCLI(t, "migrate", "--db", db)
+	mustCLI(t, "--db", db, "dlq", "list")
+}
+
+// The refusal holds in a schema whose name needs quoting (upper case, a
+// space), as a search_path may name it: the check cast the schema's name
+// to regnamespace, which folds it to lower case and fails, and a failed
+// check let the command create a second set of tables beside the others.
+func TestDBCommandsRefuseASchemaWithoutTheirTablesWhateverItsName(t *testing.T) {
+	a := testenv.PostgresAdmin(t)
+	ctx := context.Background()
+	schema := "Prefix Upper_" + rand.Text()[:12]
+	ident := pgx.Identifier{schema}.Sanitize()
+	if _, err := a.Exec(ctx, "CREATE SCHEMA "+ident+"; CREATE TABLE "+ident+".orders (id int)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := a.Exec(context.Background(), "DROP SCHEMA "+ident+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", ident, err)
+		}
+	})
+	db := withSearchPath(testenv.PostgresURL(), url.PathEscape(ident))
+	if _, err := cli(t, "--db", db, "dlq", "list"); err == nil || !strings.Contains(err.Error(), "--table-prefix") {
+		t.Fatalf("dlq list on a schema without Backstop's tables: %v, want a refusal", err)
+	}
+	var n int
+	if err := a.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1`, schema).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d tables in %q (%v), want only orders", n, schema, err)
 	}
 	mustCLI(t, "migrate", "--db", db)
 	mustCLI(t, "--db", db, "dlq", "list")
