@@ -5,9 +5,12 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/backstophq/backstop/store"
 )
@@ -15,19 +18,51 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
+// migrationLockTimeout bounds each wait of a migration for a lock on a
+// table (its lock_timeout). While a migration waits for a table that
+// another transaction holds, every new statement on that table waits
+// behind it: without a bound, an application transaction left open
+// stopped every insert into the outbox for as long as it stayed open.
+const migrationLockTimeout = time.Second
+
 // Migrate brings the schema to the latest version. It runs in one
 // transaction under a transaction-scoped advisory lock keyed by the
 // schema and table prefix, so instances starting together apply each
 // migration once; running it again is a no-op. Applied versions are
 // recorded in the <prefix>migrations table.
+//
+// A migration that changes a table waits at most migrationLockTimeout
+// for another transaction to let go of it, so that the application's
+// writes queue behind it no longer than that; it then rolls back, logs a
+// warning and tries again, waiting a little longer between tries (at most
+// 5 s), until it applies or ctx ends.
 func (s *Store) Migrate(ctx context.Context) error {
 	ms, err := store.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		return err
 	}
-	return retryTx(ctx, func() error {
-		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.migrate(ctx, tx, ms) })
-	})
+	pause := 100 * time.Millisecond
+	for try := 1; ; try++ {
+		err := retryTx(ctx, func() error {
+			return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.migrate(ctx, tx, ms) })
+		})
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "55P03" { // lock_not_available
+			return err
+		}
+		s.cfg.Log().LogAttrs(ctx, slog.LevelWarn, "migration waits for a table another transaction holds "+
+			"(an open transaction on Backstop's tables); trying again",
+			slog.String("store", "postgres"), slog.Int("attempt", try),
+			slog.Duration("lock_timeout", migrationLockTimeout), slog.String("error", err.Error()))
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
 }
 
 func (s *Store) migrate(ctx context.Context, tx pgx.Tx, ms []store.Migration) error {
@@ -38,6 +73,11 @@ func (s *Store) migrate(ctx context.Context, tx pgx.Tx, ms []store.Migration) er
 	lock := fmt.Sprintf("SELECT pg_advisory_xact_lock(hashtextextended(%s || '.%smigrations', 0))", schema, s.n.prefix)
 	if _, err := tx.Exec(ctx, lock); err != nil {
 		return fmt.Errorf("postgres: migration lock: %w", err)
+	}
+	// Set once the advisory lock is held: another instance's migration
+	// is waited for to the end.
+	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", migrationLockTimeout.Milliseconds())); err != nil {
+		return fmt.Errorf("postgres: migration lock timeout: %w", err)
 	}
 	create := `CREATE TABLE IF NOT EXISTS ` + s.n.migrations + ` (
 		version    integer PRIMARY KEY,
