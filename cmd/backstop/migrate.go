@@ -8,6 +8,7 @@ import (
 	"github.com/backstophq/backstop/internal/config"
 	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/store/postgres"
+	"github.com/backstophq/backstop/store/sqlite"
 )
 
 func newMigrateCmd(g *globals) *cobra.Command {
@@ -43,21 +44,25 @@ again changes nothing. The store is --db, else the config's db.`,
 				return err
 			}
 			defer st.Close()
-			if pg, ok := st.(*postgres.Store); ok {
-				v, err := pg.SchemaVersion(cmd.Context())
-				if err != nil {
-					return err
-				}
-				if known := postgres.LatestSchemaVersion(); v > known {
-					// a newer backstop migrated it: say so, not "migrated"
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: schema version %d is newer than this backstop's %d: nothing applied; run the newer backstop\n",
-						redactDB(db), v, known)
-					return nil
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "migrated %s: schema version %d\n", redactDB(db), v)
+			var v, known int
+			switch st := st.(type) {
+			case *postgres.Store:
+				v, err = st.SchemaVersion(cmd.Context())
+				known = postgres.LatestSchemaVersion()
+			case *sqlite.Store:
+				v, err = st.SchemaVersion(cmd.Context())
+				known = sqlite.LatestSchemaVersion()
+			}
+			if err != nil {
+				return err
+			}
+			if v > known {
+				// a newer backstop migrated it: say so, not "migrated"
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: schema version %d is newer than this backstop's %d: nothing applied; run the newer backstop\n",
+					redactDB(db), v, known)
 				return nil
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "migrated %s\n", db)
+			fmt.Fprintf(cmd.OutOrStdout(), "migrated %s: schema version %d\n", redactDB(db), v)
 			return nil
 		},
 	}

@@ -85,3 +85,28 @@ func appliedVersions(ctx context.Context, q interface {
 	}
 	return versions, rows.Err()
 }
+
+// SchemaVersion returns the latest applied migration version, 0 when none.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	versions, err := appliedVersions(ctx, s.r, s.cfg.TablePrefix+"migrations")
+	if err != nil {
+		if strings.Contains(err.Error(), "no such table") {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("sqlite: schema version: %w", err)
+	}
+	v := 0
+	for _, x := range versions {
+		v = max(v, x)
+	}
+	return v, nil
+}
+
+// LatestSchemaVersion is the newest schema version this Backstop knows.
+func LatestSchemaVersion() int {
+	ms, err := store.LoadMigrations(migrationFiles, "migrations")
+	if err != nil || len(ms) == 0 {
+		return 0
+	}
+	return ms[len(ms)-1].Version
+}
