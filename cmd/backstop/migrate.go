@@ -17,8 +17,9 @@ func newMigrateCmd(g *globals) *cobra.Command {
 		Use:   "migrate",
 		Short: "Create or upgrade the store's tables (versioned, idempotent)",
 		Long: `migrate applies the store's versioned migrations that have not been applied
-yet, in one transaction (under an advisory lock on PostgreSQL). Running it
-again changes nothing. The store is --db, else the config's db.`,
+yet, in one transaction (under an advisory lock on PostgreSQL), and those of
+the workflow store. Running it again changes nothing. The store is --db, else
+the config's db.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			db := g.db
@@ -44,6 +45,12 @@ again changes nothing. The store is --db, else the config's db.`,
 				return err
 			}
 			defer st.Close()
+			// serve opens the workflow store too: its tables are made
+			// here, so that serve may run as a role that cannot create
+			// tables.
+			if _, err := workflowsOf(cmd.Context(), st); err != nil {
+				return err
+			}
 			var v, known int
 			switch st := st.(type) {
 			case *postgres.Store:

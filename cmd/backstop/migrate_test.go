@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"fmt"
 	"path/filepath"
@@ -56,4 +57,39 @@ func TestMigrateSaysTheSchemaVersion(t *testing.T) {
 	if !strings.Contains(out, "schema version 9999 is newer than this backstop's") || strings.Contains(out, "migrated") {
 		t.Fatalf("migrate on a newer PostgreSQL schema: %q", out)
 	}
+}
+
+// Once migrate has run as the tables' owner, serve and the --db commands
+// work as a role that may use the tables but not create any (PostgreSQL):
+// each opened the store by creating its version tables IF NOT EXISTS,
+// which needs the right to create in the schema even when they exist,
+// and migrate did not make the workflow tables, which serve opens.
+func TestDBCommandsAsARoleThatMayNotChangeTheSchema(t *testing.T) {
+	a := testenv.PostgresAdmin(t)
+	ctx := context.Background()
+	schema := testenv.NewSchema(t, "dml_")
+	owner := withSearchPath(testenv.PostgresURL(), schema)
+	mustCLI(t, "migrate", "--db", owner)
+
+	role := "backstop_dml_" + strings.ToLower(rand.Text()[:12])
+	if _, err := a.Exec(ctx, `CREATE ROLE `+role+` NOLOGIN`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := a.Exec(context.Background(), `DROP OWNED BY `+role+`; DROP ROLE `+role); err != nil {
+			t.Errorf("drop role %s: %v", role, err)
+		}
+	})
+	if _, err := a.Exec(ctx, `GRANT USAGE ON SCHEMA `+schema+` TO `+role+`;
+		GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA `+schema+` TO `+role+`;
+		GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA `+schema+` TO `+role); err != nil {
+		t.Fatal(err)
+	}
+	app := owner + "&options=-c%20role%3D" + role // the session takes the role
+	mustCLI(t, "--db", app, "enqueue", "--destination", "hook", "--type", "t")
+	if out := mustCLI(t, "--db", app, "messages", "list"); !strings.Contains(out, "hook") {
+		t.Fatalf("messages list as the role:\n%s", out)
+	}
+	mustCLI(t, "--db", app, "workflows", "runs", "list")
+	mustCLI(t, "migrate", "--db", app)
 }

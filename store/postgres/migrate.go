@@ -79,12 +79,21 @@ func (s *Store) migrate(ctx context.Context, tx pgx.Tx, ms []store.Migration) er
 	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", migrationLockTimeout.Milliseconds())); err != nil {
 		return fmt.Errorf("postgres: migration lock timeout: %w", err)
 	}
-	create := `CREATE TABLE IF NOT EXISTS ` + s.n.migrations + ` (
-		version    integer PRIMARY KEY,
-		name       text NOT NULL,
-		applied_at timestamptz NOT NULL DEFAULT now())`
-	if _, err := tx.Exec(ctx, create); err != nil {
-		return fmt.Errorf("postgres: create migrations table: %w", err)
+	// Created only when missing: CREATE TABLE IF NOT EXISTS needs the
+	// right to create in the schema even when the table exists, and the
+	// role of an application that only uses the tables has none.
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.n.migrations).Scan(&exists); err != nil {
+		return fmt.Errorf("postgres: read migrations: %w", err)
+	}
+	if !exists {
+		create := `CREATE TABLE ` + s.n.migrations + ` (
+			version    integer PRIMARY KEY,
+			name       text NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT now())`
+		if _, err := tx.Exec(ctx, create); err != nil {
+			return fmt.Errorf("postgres: create migrations table%s: %w", needsOwner(err), err)
+		}
 	}
 	rows, err := tx.Query(ctx, `SELECT version FROM `+s.n.migrations)
 	if err != nil {
@@ -124,13 +133,24 @@ func (s *Store) migrate(ctx context.Context, tx pgx.Tx, ms []store.Migration) er
 			continue
 		}
 		if _, err := tx.Exec(ctx, r.Replace(m.SQL)); err != nil {
-			return fmt.Errorf("postgres: migration %04d_%s: %w", m.Version, m.Name, err)
+			return fmt.Errorf("postgres: migration %04d_%s%s: %w", m.Version, m.Name, needsOwner(err), err)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO `+s.n.migrations+` (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
 			return fmt.Errorf("postgres: record migration %d: %w", m.Version, err)
 		}
 	}
 	return nil
+}
+
+// needsOwner says, for an error of insufficient privilege, what a
+// migration needs; otherwise it returns "".
+func needsOwner(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42501" {
+		return " (this needs a role that may change the schema, such as the tables' owner: " +
+			"run backstop migrate as that role)"
+	}
+	return ""
 }
 
 // SchemaVersion returns the latest applied migration version, 0 when none.

@@ -111,10 +111,19 @@ const createVersionTable = `CREATE TABLE IF NOT EXISTS {{T}}wf_migrations (
 	name       text NOT NULL,
 	applied_at timestamptz NOT NULL DEFAULT now())`
 
-// Applied implements wfstore.MigrationTx.
+// Applied implements wfstore.MigrationTx. The version table is created
+// only when missing: CREATE TABLE IF NOT EXISTS needs the right to create
+// in the schema even when the table exists, which the role of an
+// application that only uses the tables does not have.
 func (m migrator) Applied(ctx context.Context) (map[int]bool, error) {
-	if _, err := m.tx.Exec(ctx, m.s.q(createVersionTable)); err != nil {
+	var exists bool
+	if err := m.tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, m.s.q(`{{T}}wf_migrations`)).Scan(&exists); err != nil {
 		return nil, err
+	}
+	if !exists {
+		if _, err := m.tx.Exec(ctx, m.s.q(createVersionTable)); err != nil {
+			return nil, err
+		}
 	}
 	rows, err := m.tx.Query(ctx, m.s.q(`SELECT version FROM {{T}}wf_migrations`))
 	if err != nil {
