@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -18,52 +19,78 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
+// migrationLockWait bounds how long a migration waits for the database's
+// write lock. Another process may hold it migrating the same database
+// (two servers started together), which takes seconds to minutes on a
+// large one: the store's lock wait, 5 s, made the second fail.
+const migrationLockWait = 10 * time.Minute
+
 // migrate brings the schema of the tables named with prefix up to the
 // latest version, in one transaction, and returns the versions it applied.
-// Running it again applies nothing.
+// Running it again applies nothing. While another connection holds the
+// write lock it waits, at most migrationLockWait, logging once that it
+// waits.
 func migrate(ctx context.Context, db *sql.DB, prefix string, now time.Time, log *slog.Logger) ([]int, error) {
 	ms, err := store.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		return nil, err
 	}
 	var applied []int
-	err = withTx(ctx, db, func(tx *sql.Tx) error {
-		applied = applied[:0]
-		table := prefix + "migrations"
-		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (
-			version    INTEGER PRIMARY KEY,
-			name       TEXT    NOT NULL,
-			applied_at INTEGER NOT NULL)`); err != nil {
-			return fmt.Errorf("create %s: %w", table, err)
+	waiting := false
+	err = retryBusyFor(ctx, migrationLockWait, func() error {
+		err := inTx(ctx, db, func(tx *sql.Tx) error { return migrateTx(ctx, tx, prefix, now, log, ms, &applied) })
+		if isBusy(err) && !waiting {
+			waiting = true
+			log.LogAttrs(ctx, slog.LevelWarn, "migration waits for the database's write lock, which another "+
+				"connection holds (another process migrating it, or a transaction left open)",
+				slog.String("store", "sqlite"), slog.Duration("max_wait", migrationLockWait))
 		}
-		versions, err := appliedVersions(ctx, tx, table)
-		if err != nil {
-			return err
-		}
-		done := map[int]bool{}
-		for _, v := range versions {
-			done[v] = true
-		}
-		store.WarnNewerSchema(ctx, log, "sqlite", versions, ms)
-		for _, m := range ms {
-			if done[m.Version] {
-				continue
-			}
-			if _, err := tx.ExecContext(ctx, strings.ReplaceAll(m.SQL, "{{prefix}}", prefix)); err != nil {
-				return fmt.Errorf("migration %s: %w", m.Name, err)
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO `+table+` (version, name, applied_at) VALUES (?, ?, ?)`,
-				m.Version, m.Name, now.UnixMilli()); err != nil {
-				return err
-			}
-			applied = append(applied, m.Version)
-		}
-		return nil
+		return err
 	})
+	if errors.Is(err, ErrBusy) {
+		return nil, fmt.Errorf("%w: sqlite: migrate: another connection held the database's write lock for %s "+
+			"(another process migrating it, or a transaction left open)", ErrBusy, migrationLockWait)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: migrate: %w", err)
 	}
 	return applied, nil
+}
+
+// migrateTx applies, in tx, the migrations of ms not yet applied, and
+// sets *applied to their versions.
+func migrateTx(ctx context.Context, tx *sql.Tx, prefix string, now time.Time, log *slog.Logger, ms []store.Migration, applied *[]int) error {
+	*applied = (*applied)[:0]
+	table := prefix + "migrations"
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (
+		version    INTEGER PRIMARY KEY,
+		name       TEXT    NOT NULL,
+		applied_at INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("create %s: %w", table, err)
+	}
+	versions, err := appliedVersions(ctx, tx, table)
+	if err != nil {
+		return err
+	}
+	done := map[int]bool{}
+	for _, v := range versions {
+		done[v] = true
+	}
+	store.WarnNewerSchema(ctx, log, "sqlite", versions, ms)
+	for _, m := range ms {
+		if done[m.Version] {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, strings.ReplaceAll(m.SQL, "{{prefix}}", prefix)); err != nil {
+			return fmt.Errorf("migration %s: %w", m.Name, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO `+table+` (version, name, applied_at) VALUES (?, ?, ?)`,
+			m.Version, m.Name, now.UnixMilli()); err != nil {
+			return err
+		}
+		*applied = append(*applied, m.Version)
+	}
+	return nil
 }
 
 // appliedVersions reads the schema versions recorded in table.

@@ -93,24 +93,22 @@ func busyError(waited time.Duration, cause error) error {
 		"write with EnqueueTx: %w", ErrBusy, waited.Round(time.Millisecond), cause)
 }
 
-// withTx runs fn in a transaction on db (BEGIN IMMEDIATE through the DSN)
-// and commits it; a busy database makes it start over, so fn must reset any
-// state it builds.
-func withTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
-	return retryBusy(ctx, func() error {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		if err := fn(tx); err != nil {
-			_ = tx.Rollback()
-			return err
-		}
-		return commit(tx)
-	})
+// inTx runs fn in a transaction on db (BEGIN IMMEDIATE through the DSN)
+// and commits it, once: a caller that starts over when the database is
+// busy (retryBusyFor) must have fn reset any state it builds.
+func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return commit(tx)
 }
 
-// withWriter is withTx on the store's writer connection, waiting at most
+// withWriter is inTx on the store's writer connection, waiting at most
 // the store's lock wait for its turn among the store's writes, for the
 // connection (an application transaction begun on DB() holds it until it
 // ends) and for the write lock (another process's); past that it fails
