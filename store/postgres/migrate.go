@@ -125,6 +125,12 @@ func (s *Store) migrate(ctx context.Context, tx pgx.Tx, ms []store.Migration) er
 				"create one, set search_path to it, or use WithSchema")
 		}
 		sch = *cur
+		// The migrations name the schema inside string literals and
+		// dollar-quoted function bodies, where a ' or a $ ends them.
+		if strings.ContainsAny(sch, `'$`) {
+			return fmt.Errorf("postgres: migrate: the connection's schema %q holds a ' or a $, which the migrations "+
+				"cannot name; put Backstop's tables in a schema named with a-z, 0-9 and _ (search_path, or WithSchema)", sch)
+		}
 	}
 	id := pgx.Identifier{sch}.Sanitize()
 	r := strings.NewReplacer("{{T}}", id+"."+s.n.prefix, "{{P}}", s.n.prefix)
