@@ -52,7 +52,7 @@ func openSQLite(t *testing.T) *sqlite.Store {
 	return st
 }
 
-func openPostgres(t *testing.T) *postgres.Store {
+func openPostgres(t *testing.T, params ...string) *postgres.Store {
 	t.Helper()
 	testenv.PostgresAdmin(t)
 	schema := testenv.NewSchema(t, "adm_")
@@ -62,7 +62,7 @@ func openPostgres(t *testing.T) *postgres.Store {
 	if strings.Contains(u, "?") {
 		sep = "&"
 	}
-	st, err := postgres.Open(context.Background(), u+sep+"search_path="+schema, store.Config{})
+	st, err := postgres.Open(context.Background(), u+sep+strings.Join(append([]string{"search_path=" + schema}, params...), "&"), store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,4 +271,39 @@ func (s *specDoc) check(method, path string, status int, ctype string, body []by
 		return err.Error()
 	}
 	return ""
+}
+
+// send makes a request with the operate token, and a JSON body unless body
+// is empty, and returns the response, its body, and the problem it
+// carries when its status is 400 or more.
+func (a *api) send(method, path, body string) (*http.Response, []byte, admin.Problem) {
+	a.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, a.srv.URL+path, rd)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+operateToken)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := a.op.HTTPClient.Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	var p admin.Problem
+	if resp.StatusCode >= 400 {
+		if err := json.Unmarshal(b, &p); err != nil {
+			a.t.Fatalf("%s %s: %d with a body that is not a problem: %v", method, path, resp.StatusCode, err)
+		}
+	}
+	return resp, b, p
 }

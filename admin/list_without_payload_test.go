@@ -3,7 +3,6 @@ package admin_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -41,20 +40,7 @@ func TestListsWithoutPayloads(t *testing.T) {
 		}
 		get := func(path string) []byte {
 			t.Helper()
-			req, err := http.NewRequest(http.MethodGet, a.srv.URL+path, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("Authorization", "Bearer "+readToken)
-			resp, err := a.rd.HTTPClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp, body, _ := a.send(http.MethodGet, path, "")
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("GET %s: %d %s", path, resp.StatusCode, body)
 			}

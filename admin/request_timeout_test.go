@@ -2,7 +2,6 @@ package admin_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,10 +9,7 @@ import (
 
 	"github.com/backstophq/backstop/admin"
 	"github.com/backstophq/backstop/dlq"
-	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/outbox"
-	"github.com/backstophq/backstop/store"
-	"github.com/backstophq/backstop/store/postgres"
 )
 
 // TestRequestWaitingOnALockTimesOut: an admin request whose store call
@@ -24,25 +20,11 @@ import (
 // shares: a few such requests took every connection, and the relay
 // claimed nothing. A bulk action is bounded page by page.
 func TestRequestWaitingOnALockTimesOut(t *testing.T) {
-	testenv.PostgresAdmin(t)
-	schema := testenv.NewSchema(t, "adm_")
-	u := testenv.PostgresURL()
-	sep := "?"
-	if strings.Contains(u, "?") {
-		sep = "&"
-	}
 	// Two connections: the lock holder takes one, so any request that
 	// succeeds while it holds it proves the timed-out ones gave theirs
 	// back.
-	st, err := postgres.Open(context.Background(), u+sep+"search_path="+schema+"&pool_max_conns=2", store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openPostgres(t, "pool_max_conns=2")
 	ctx := context.Background()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	a := newAPI(t, st, func(c *admin.Config) { c.RequestTimeout = 200 * time.Millisecond })
 
 	m := &outbox.Message{Destination: "billing", Stream: "s", Type: "order.created", Payload: []byte(`{}`)}
@@ -70,23 +52,7 @@ func TestRequestWaitingOnALockTimesOut(t *testing.T) {
 
 	post := func(path, body string) (*http.Response, admin.Problem) {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, a.srv.URL+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+operateToken)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := a.op.HTTPClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var p admin.Problem
-		if resp.StatusCode >= 400 {
-			if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
-				t.Fatal(err)
-			}
-		}
+		resp, _, p := a.send(http.MethodPost, path, body)
 		return resp, p
 	}
 	// More requests than the pool has connections.

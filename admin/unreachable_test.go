@@ -3,7 +3,6 @@ package admin_test
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -103,23 +102,7 @@ func outOfReach(t *testing.T, st store.Store, setGone func(bool)) {
 	}
 	do := func(method, path string) (*http.Response, admin.Problem) {
 		t.Helper()
-		req, err := http.NewRequest(method, a.srv.URL+path, strings.NewReader("{}"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+operateToken)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := a.op.HTTPClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var p admin.Problem
-		if resp.StatusCode >= 400 {
-			if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
-				t.Fatal(err)
-			}
-		}
+		resp, _, p := a.send(method, path, "{}")
 		return resp, p
 	}
 	action := "/v1/messages/" + m.ID.String() + "/retry-now"

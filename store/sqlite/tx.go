@@ -93,10 +93,15 @@ func busyError(waited time.Duration, cause error) error {
 		"write with EnqueueTx: %w", ErrBusy, waited.Round(time.Millisecond), cause)
 }
 
+// beginner is a *sql.DB or a *sql.Conn.
+type beginner interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
 // inTx runs fn in a transaction on db (BEGIN IMMEDIATE through the DSN)
 // and commits it, once: a caller that starts over when the database is
 // busy (retryBusyFor) must have fn reset any state it builds.
-func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+func inTx(ctx context.Context, db beginner, fn func(tx *sql.Tx) error) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -135,15 +140,7 @@ func (s *Store) withWriter(ctx context.Context, fn func(tx *sql.Tx) error) error
 			return err
 		}
 		defer conn.Close()
-		tx, err := conn.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		if err := fn(tx); err != nil {
-			_ = tx.Rollback()
-			return err
-		}
-		return commit(tx)
+		return inTx(ctx, conn, fn)
 	})
 }
 
