@@ -77,7 +77,8 @@ type Config struct {
 	// Inbox is where messages go. Required.
 	Inbox *inbox.Inbox
 	// Consumer is the JetStream consumer to read, with explicit acks
-	// (jetstream.AckExplicitPolicy); a durable one so that a restart
+	// (jetstream.AckExplicitPolicy: Run refuses AckNone and AckAll, which
+	// lose a message taken and not yet stored); a durable one so that a restart
 	// resumes where it stopped. Its AckWait is how soon a message whose
 	// receiver died unacknowledged is delivered again; it, and each
 	// BackOff step, must be shorter than the inbox's DedupWindow (Run
@@ -181,6 +182,14 @@ func (r *Receiver) read(ctx context.Context) (started bool, err error) {
 	info, err := r.cfg.Consumer.Info(ctx)
 	if err != nil {
 		return false, fmt.Errorf("natsinbox: consumer: %w", err)
+	}
+	if p := info.Config.AckPolicy; p != jetstream.AckExplicitPolicy {
+		// AckNone takes a message for acknowledged once sent: one held
+		// through a store outage, given back at a stop or in hand at a
+		// crash would never come again. AckAll acknowledges, with a later
+		// message, the earlier ones given back and not yet stored.
+		return false, fmt.Errorf("natsinbox: consumer %q has AckPolicy %s, want %s: a message taken and not yet stored "+
+			"(held through a store outage, given back at a stop, in hand at a crash) would be lost", info.Name, p, jetstream.AckExplicitPolicy)
 	}
 	if wait, window := longestAckWait(info.Config), r.cfg.Inbox.DedupWindow(); wait >= window {
 		return false, fmt.Errorf("natsinbox: consumer %q waits up to %s for an acknowledgement (AckWait, BackOff), not less than the inbox's DedupWindow (%s): "+
