@@ -78,7 +78,8 @@ type Config struct {
 	Inbox *inbox.Inbox
 	// Consumer is the JetStream consumer to read, with explicit acks
 	// (jetstream.AckExplicitPolicy: Run refuses AckNone and AckAll, which
-	// lose a message taken and not yet stored); a durable one so that a restart
+	// lose a message taken and not yet stored), delivering payloads (Run
+	// refuses HeadersOnly); a durable one so that a restart
 	// resumes where it stopped. Its AckWait is how soon a message whose
 	// receiver died unacknowledged is delivered again; it, and each
 	// BackOff step, must be shorter than the inbox's DedupWindow (Run
@@ -190,6 +191,10 @@ func (r *Receiver) read(ctx context.Context) (started bool, err error) {
 		// message, the earlier ones given back and not yet stored.
 		return false, fmt.Errorf("natsinbox: consumer %q has AckPolicy %s, want %s: a message taken and not yet stored "+
 			"(held through a store outage, given back at a stop, in hand at a crash) would be lost", info.Name, p, jetstream.AckExplicitPolicy)
+	}
+	if info.Config.HeadersOnly {
+		return false, fmt.Errorf("natsinbox: consumer %q is HeadersOnly: it delivers no payload, and every message would be stored "+
+			"and acknowledged without its content", info.Name)
 	}
 	if wait, window := longestAckWait(info.Config), r.cfg.Inbox.DedupWindow(); wait >= window {
 		return false, fmt.Errorf("natsinbox: consumer %q waits up to %s for an acknowledgement (AckWait, BackOff), not less than the inbox's DedupWindow (%s): "+
