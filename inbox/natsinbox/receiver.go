@@ -202,7 +202,11 @@ func (r *Receiver) read(ctx context.Context) (started bool, err error) {
 			info.Name, wait, window)
 	}
 	r.beat.Store(int64(heldBeat(r.cfg.NakDelay, info.Config)))
-	it, err := r.cfg.Consumer.Messages(jetstream.PullMaxMessages(64))
+	opts, err := pullOpts(info.Name, info.Config)
+	if err != nil {
+		return false, err
+	}
+	it, err := r.cfg.Consumer.Messages(opts...)
 	if err != nil {
 		return false, fmt.Errorf("natsinbox: %w", err)
 	}
@@ -238,6 +242,36 @@ func (r *Receiver) read(ctx context.Context) (started bool, err error) {
 		}
 	}
 }
+
+// pullBatch is how many messages a pull asks for, unless the consumer
+// takes fewer (MaxRequestBatch).
+const pullBatch = 64
+
+// pullOpts are the options of the iterator over consumer name, whose
+// configuration is c. Its pulls keep within the consumer's limits on
+// them: the server refuses a pull asking for more messages than
+// MaxRequestBatch or waiting longer than MaxRequestExpires, and the
+// iterator, told only that the pull failed, sent the same one again for
+// ever: the receiver read nothing, with nothing said above debug level.
+// A MaxRequestExpires under the client's shortest pull (1 s) is an error
+// naming it.
+func pullOpts(name string, c jetstream.ConsumerConfig) ([]jetstream.PullMessagesOpt, error) {
+	batch := pullBatch
+	if c.MaxRequestBatch > 0 {
+		batch = min(batch, c.MaxRequestBatch)
+	}
+	opts := []jetstream.PullMessagesOpt{jetstream.PullMaxMessages(batch)}
+	if exp := c.MaxRequestExpires; exp > 0 && exp < jetstream.DefaultExpires {
+		if exp < minPullExpiry {
+			return nil, fmt.Errorf("natsinbox: consumer %q has MaxRequestExpires %s: a pull waits at least %s", name, exp, minPullExpiry)
+		}
+		opts = append(opts, jetstream.PullExpiry(exp))
+	}
+	return opts, nil
+}
+
+// minPullExpiry is the shortest wait of a pull the client sends.
+const minPullExpiry = time.Second
 
 // drainWait bounds the wait for each message the iterator still holds
 // when the receiver stops (a server gone away never ends the drain).
