@@ -26,8 +26,12 @@ type Config struct {
 	MaxConcurrentTasks int
 	// LeaseDuration is how long an instance's hold on a run lasts without
 	// renewal; it renews every third of it. Another instance may take the
-	// run over once it lapses. 0 means 30 s; a value below
-	// MinLeaseDuration is an error.
+	// run over once it lapses. A lease expiring further ahead than twice
+	// the LeaseDuration of the instance that looks for abandoned runs was
+	// taken before the clock was stepped back and is moved to one lease
+	// from now: instances sharing a store should not differ in it by more
+	// than twice. 0 means 30 s; a value below MinLeaseDuration is an
+	// error.
 	LeaseDuration time.Duration
 	// PollInterval is how often Work looks for abandoned runs and for
 	// workflow dead letters replayed through the dead-letter queue. 0

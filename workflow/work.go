@@ -53,7 +53,7 @@ func (e *Engine) Work(ctx context.Context) error {
 
 // pass takes the abandoned runs and the pending replays once.
 func (e *Engine) pass(ctx context.Context, wg *sync.WaitGroup) {
-	ids, err := e.st.Abandoned(ctx, e.cfg.Clock.Now(), abandonedBatch, e.shapes())
+	ids, err := e.st.Abandoned(ctx, e.lease(), abandonedBatch, e.shapes())
 	if err != nil {
 		if ctx.Err() == nil {
 			e.log.LogAttrs(ctx, slog.LevelWarn, "looking for abandoned runs failed", slog.String("error", err.Error()))

@@ -131,7 +131,7 @@ func TestLeasesAreJudgedOnTheDatabaseClock(t *testing.T) {
 	if err := ws.AcquireRun(ctx, "r", ahead); !errors.Is(err, wfstore.ErrLeased) {
 		t.Fatalf("an instance with its clock ahead took a live run: %v, want ErrLeased", err)
 	}
-	if ids, err := ws.Abandoned(ctx, ahead.Now.Add(time.Hour), 10, nil); err != nil || len(ids) != 0 {
+	if ids, err := ws.Abandoned(ctx, wfstore.Lease{Now: ahead.Now.Add(time.Hour), TTL: ahead.TTL}, 10, nil); err != nil || len(ids) != 0 {
 		t.Fatalf("Abandoned with a clock ahead = %v, %v; want none", ids, err)
 	}
 	// The holder, its clock behind, still holds it: renewing and starting

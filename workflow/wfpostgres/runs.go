@@ -23,6 +23,9 @@ import (
 const (
 	leaseUntil2 = `coalesce($2::timestamptz, now()) + $4::bigint * interval '1 microsecond'`
 	leaseUntil6 = `coalesce($6::timestamptz, now()) + $9::bigint * interval '1 microsecond'`
+	// stepLimit4 is the latest live lease expiry from the time in $1 and
+	// the limit in $4 (wfstore.Lease.StepLimit; NULL: none).
+	stepLimit4 = `coalesce($1::timestamptz, now()) + $4::bigint * interval '1 microsecond'`
 )
 
 const (
@@ -47,10 +50,16 @@ const (
 	runState = `SELECT state, coalesce(owner, ''), nullif(lease_expiry, '-infinity') FROM {{T}}wf_runs WHERE id = $1`
 
 	// selectAbandoned is served by the partial index wf_runs_abandoned_idx.
-	selectAbandoned = `SELECT id FROM {{T}}wf_runs
-		WHERE state = 'running' AND lease_expiry < coalesce($1::timestamptz, now())
+	selectAbandoned = `SELECT id, coalesce(lease_expiry > ` + stepLimit4 + `, false) FROM {{T}}wf_runs
+		WHERE state = 'running' AND (lease_expiry < coalesce($1::timestamptz, now())
+		    OR (lease_expiry > ` + stepLimit4 + ` AND owner IS NOT NULL))
 		  AND ($3::text[] IS NULL OR dag_hash || ':' || dag_id = ANY($3::text[]))
 		ORDER BY lease_expiry, id LIMIT $2`
+	// rebaseRun moves a lease taken before a clock step back to one lease
+	// from now, by primary key.
+	rebaseRun = `UPDATE {{T}}wf_runs SET lease_expiry = coalesce($1::timestamptz, now()) + $2::bigint * interval '1 microsecond'
+		WHERE id = $3 AND state = 'running' AND owner IS NOT NULL
+		  AND lease_expiry > coalesce($1::timestamptz, now()) + $4::bigint * interval '1 microsecond'`
 
 	// postponeRun is by primary key; the new lease_expiry moves the run
 	// within wf_runs_abandoned_idx.
@@ -156,16 +165,41 @@ func (s *Store) EndRun(ctx context.Context, runID string, l wfstore.Lease, state
 }
 
 // Abandoned implements wfstore.Store.
-func (s *Store) Abandoned(ctx context.Context, now time.Time, limit int, shapes []string) ([]string, error) {
-	rows, err := s.pool.Query(ctx, s.q(selectAbandoned), s.leaseNow(now), limit, shapes)
+func (s *Store) Abandoned(ctx context.Context, l wfstore.Lease, limit int, shapes []string) ([]string, error) {
+	now, limitUS := s.leaseNow(l.Now), stepLimit(l)
+	rows, err := s.pool.Query(ctx, s.q(selectAbandoned), now, limit, shapes, limitUS)
 	if err != nil {
 		return nil, fmt.Errorf("wfpostgres: abandoned runs: %w", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
+	var ids, stepped []string
+	var id string
+	var ahead bool
+	if _, err := pgx.ForEachRow(rows, []any{&id, &ahead}, func() error {
+		if ahead {
+			stepped = append(stepped, id)
+		} else {
+			ids = append(ids, id)
+		}
+		return nil
+	}); err != nil {
 		return nil, fmt.Errorf("wfpostgres: abandoned runs: %w", err)
+	}
+	for _, id := range stepped {
+		if _, err := s.exec(ctx, rebaseRun, now, l.TTL.Microseconds(), id, limitUS); err != nil {
+			return nil, fmt.Errorf("wfpostgres: abandoned runs: rebase the lease of run %q: %w", id, err)
+		}
 	}
 	return ids, nil
+}
+
+// stepLimit is wfstore.Lease.StepLimit in microseconds, or nil (no
+// limit: the comparison with NULL takes nothing).
+func stepLimit(l wfstore.Lease) *int64 {
+	if d := l.StepLimit(); d > 0 {
+		us := d.Microseconds()
+		return &us
+	}
+	return nil
 }
 
 // PostponeRun implements wfstore.Store.

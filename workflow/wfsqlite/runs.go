@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/backstophq/backstop/workflow/models"
@@ -29,11 +30,16 @@ const (
 		WHERE id = ? AND state = 'running' AND owner = ?`
 	runState = `SELECT state, coalesce(owner, ''), lease_expiry FROM {{prefix}}wf_runs WHERE id = ?`
 
-	// selectAbandoned is served by the partial index wf_runs_abandoned.
-	selectAbandoned = `SELECT id FROM {{prefix}}wf_runs
-		WHERE state = 'running' AND lease_expiry < ?
-		  AND (? OR dag_hash || ':' || dag_id IN (SELECT value FROM json_each(?)))
-		ORDER BY lease_expiry, id LIMIT ?`
+	// selectAbandoned is served by the partial index wf_runs_abandoned
+	// (two ranges of it: lapsed, and stamped before a clock step back).
+	selectAbandoned = `SELECT id, lease_expiry > ?2 FROM {{prefix}}wf_runs
+		WHERE state = 'running' AND (lease_expiry < ?1 OR (lease_expiry > ?2 AND owner IS NOT NULL))
+		  AND (?3 OR dag_hash || ':' || dag_id IN (SELECT value FROM json_each(?4)))
+		ORDER BY lease_expiry, id LIMIT ?5`
+	// rebaseRun moves a lease taken before a clock step back to one lease
+	// from now, by primary key.
+	rebaseRun = `UPDATE {{prefix}}wf_runs SET lease_expiry = ?
+		WHERE id = ? AND state = 'running' AND owner IS NOT NULL AND lease_expiry > ?`
 
 	// postponeRun is by primary key; the new lease_expiry moves the run
 	// within wf_runs_abandoned.
@@ -144,25 +150,48 @@ func (s *Store) EndRun(ctx context.Context, runID string, l wfstore.Lease, state
 }
 
 // Abandoned implements wfstore.Store.
-func (s *Store) Abandoned(ctx context.Context, now time.Time, limit int, shapes []string) ([]string, error) {
+func (s *Store) Abandoned(ctx context.Context, l wfstore.Lease, limit int, shapes []string) ([]string, error) {
 	list, err := json.Marshal(shapes)
 	if err != nil {
 		return nil, fmt.Errorf("wfsqlite: abandoned runs: %w", err)
 	}
-	rows, err := s.db.QueryContext(ctx, s.q(selectAbandoned), now.UnixMilli(), shapes == nil, string(list), limit)
+	rows, err := s.db.QueryContext(ctx, s.q(selectAbandoned), l.Now.UnixMilli(), stepLimit(l), shapes == nil, string(list), limit)
 	if err != nil {
 		return nil, fmt.Errorf("wfsqlite: abandoned runs: %w", err)
 	}
-	defer rows.Close()
-	var ids []string
+	var ids, stepped []string
 	for rows.Next() {
 		var id string
-		if err := rows.Scan(&id); err != nil {
+		var ahead bool
+		if err := rows.Scan(&id, &ahead); err != nil {
+			rows.Close()
 			return nil, err
 		}
-		ids = append(ids, id)
+		if ahead {
+			stepped = append(stepped, id)
+		} else {
+			ids = append(ids, id)
+		}
 	}
-	return ids, rows.Err()
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("wfsqlite: abandoned runs: %w", err)
+	}
+	for _, id := range stepped {
+		if _, err := s.exec(ctx, rebaseRun, l.Expiry().UnixMilli(), id, stepLimit(l)); err != nil {
+			return nil, fmt.Errorf("wfsqlite: abandoned runs: rebase the lease of run %q: %w", id, err)
+		}
+	}
+	return ids, nil
+}
+
+// stepLimit is the latest live lease expiry as of l, in unix
+// milliseconds (wfstore.Lease.StepLimit); the largest one without a limit.
+func stepLimit(l wfstore.Lease) int64 {
+	if d := l.StepLimit(); d > 0 {
+		return l.Now.Add(d).UnixMilli()
+	}
+	return math.MaxInt64
 }
 
 // PostponeRun implements wfstore.Store.

@@ -22,6 +22,17 @@ type Lease struct {
 // Expiry returns l.Now + l.TTL.
 func (l Lease) Expiry() time.Time { return l.Now.Add(l.TTL) }
 
+// StepLimit is how far ahead of l.Now a run's lease may expire before it
+// is taken for one granted before the clock was stepped back: 2*l.TTL.
+// Abandoned moves such a lease to l.Expiry() (see Leases in the package
+// doc). It is 0, meaning no limit, when l.TTL is not positive.
+func (l Lease) StepLimit() time.Duration {
+	if l.TTL <= 0 {
+		return 0
+	}
+	return 2 * l.TTL
+}
+
 // Run is a stored DAG run.
 type Run struct {
 	// ID identifies the run.

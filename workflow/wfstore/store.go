@@ -20,6 +20,16 @@
 // if both still match: a late outcome from an instance that lost the run is
 // rejected (ErrConflict) and its transaction, with any outbox messages the
 // task wrote, rolls back.
+//
+// A lease whose expiry lies further ahead than twice the asker's TTL was
+// taken before the clock it is judged on (the engine's, or the database's
+// on PostgreSQL) was stepped back. Abandoned moves such a lease to one
+// lease from the asker's now, keeping its holder: a live holder renews it
+// (every third of a lease, on the stepped clock) and keeps its run; one
+// that died before the step loses the run a lease later, where it kept
+// it for the step's length (an hour's step: an hour more). The run is not
+// taken at once, since its holder may be alive and not yet renewed since
+// the step.
 package wfstore
 
 import (
@@ -105,12 +115,15 @@ type Store interface {
 	// running or the task is not failed with that entry.
 	Reopen(ctx context.Context, r *Reopen) error
 	// Abandoned returns up to limit IDs of running runs that nobody holds
-	// or whose lease lapsed before now, oldest first, of the DAG shapes
+	// or whose lease lapsed before l.Now, oldest first, of the DAG shapes
 	// named ("HASH:DAGID", see ShapeKey); nil names every shape. An
 	// engine names the DAGs it registered: runs it cannot resume (an
 	// unknown DAG, an older shape of one) took the first places of every
-	// batch, and 100 of them kept it from ever taking another run.
-	Abandoned(ctx context.Context, now time.Time, limit int, shapes []string) ([]string, error)
+	// batch, and 100 of them kept it from ever taking another run. A
+	// held lease further ahead than l.Now + l.StepLimit() (taken before
+	// the clock was stepped back; see Leases) it moves to l.Expiry()
+	// instead of returning its run.
+	Abandoned(ctx context.Context, l Lease, limit int, shapes []string) ([]string, error)
 	// PostponeRun keeps a running run that nobody holds (no owner, or a
 	// lease lapsed before now) out of Abandoned until now + d, and leaves
 	// it with no owner, so that AcquireRun can still take it at once. A

@@ -40,6 +40,7 @@ func Run(t *testing.T, h Harness) {
 		"AcquireRenewRelease":      testAcquireRenewRelease,
 		"Abandoned":                testAbandoned,
 		"PostponeRun":              testPostponeRun,
+		"SteppedBack":              testSteppedBack,
 		"StartAttemptFences":       testStartAttemptFences,
 		"FinishSuccessCommitsOnce": testFinishSuccess,
 		"FinishFailureAndLost":     testFinishFailureAndLost,
@@ -156,7 +157,7 @@ func testAbandoned(t *testing.T, h Harness) {
 		id    string
 		owner string
 		at    time.Duration
-	}{{"held", "one", 10 * time.Minute}, {"lapsed-late", "one", 2 * time.Minute}, {"free", "", 0},
+	}{{"held", "one", 5 * time.Minute}, {"lapsed-late", "one", 2 * time.Minute}, {"free", "", 0},
 		{"lapsed-early", "two", time.Minute}, {"ended", "one", 0}} {
 		run := &wfstore.Run{ID: spec.id, DAGID: "dag"}
 		must(t, "create", s.CreateRun(ctx, run, []string{"a"}, lease(spec.owner, spec.at)))
@@ -164,13 +165,13 @@ func testAbandoned(t *testing.T, h Harness) {
 	if ok, _ := s.EndRun(ctx, "ended", lease("one", 0), models.RunStateFailed, "x"); !ok {
 		t.Fatal("EndRun failed")
 	}
-	ids, err := s.Abandoned(ctx, t0.Add(5*time.Minute), 10, nil)
+	ids, err := s.Abandoned(ctx, lease("", 5*time.Minute), 10, nil)
 	must(t, "abandoned", err)
 	want := []string{"free", "lapsed-early", "lapsed-late"}
 	if len(ids) != len(want) || ids[0] != want[0] || ids[1] != want[1] || ids[2] != want[2] {
 		t.Errorf("Abandoned = %q, want %q (unheld first, then by lapse)", ids, want)
 	}
-	if ids, _ := s.Abandoned(ctx, t0.Add(5*time.Minute), 1, nil); len(ids) != 1 {
+	if ids, _ := s.Abandoned(ctx, lease("", 5*time.Minute), 1, nil); len(ids) != 1 {
 		t.Errorf("limit 1 gave %q", ids)
 	}
 	// Named shapes: only their runs, whatever comes first in the order.
@@ -178,12 +179,12 @@ func testAbandoned(t *testing.T, h Harness) {
 		run := &wfstore.Run{ID: sh.id, DAGID: sh.dag, DAGHash: sh.hash}
 		must(t, "create", s.CreateRun(ctx, run, []string{"a"}, lease("gone", time.Duration(i)*time.Second)))
 	}
-	ids, err = s.Abandoned(ctx, t0.Add(5*time.Minute), 10, []string{wfstore.ShapeKey("h-new", "mine")})
+	ids, err = s.Abandoned(ctx, lease("", 5*time.Minute), 10, []string{wfstore.ShapeKey("h-new", "mine")})
 	must(t, "abandoned by shape", err)
 	if len(ids) != 1 || ids[0] != "mine" {
 		t.Errorf("Abandoned of shape h-new:mine = %q, want [mine]", ids)
 	}
-	if ids, _ := s.Abandoned(ctx, t0.Add(5*time.Minute), 10, []string{}); len(ids) != 0 {
+	if ids, _ := s.Abandoned(ctx, lease("", 5*time.Minute), 10, []string{}); len(ids) != 0 {
 		t.Errorf("Abandoned of no shape = %q, want none", ids)
 	}
 }
