@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/backstophq/backstop/clock"
@@ -30,7 +31,9 @@ type HTTPConfig struct {
 	// Limits.MaxPayloadBytes. Zero means Limits.MaxPayloadBytes.
 	MaxBody int
 	// Headers names the request headers kept with the message (in any
-	// case). Nil means Content-Type only.
+	// case). Nil means Content-Type only. The W3C trace context headers
+	// (traceparent, tracestate) are kept as well, whatever Headers names:
+	// a traceparent only when valid.
 	Headers []string
 	// Clock is the time the timestamps are checked against. Nil means the
 	// inbox's clock.
@@ -105,12 +108,27 @@ func (in *Inbox) HTTPHandler(cfg HTTPConfig) (http.Handler, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = in.clk
 	}
-	return &httpReceiver{in: in, cfg: cfg}, nil
+	return &httpReceiver{in: in, cfg: cfg, kept: keptNames(cfg.Headers)}, nil
 }
 
 type httpReceiver struct {
-	in  *Inbox
-	cfg HTTPConfig
+	in   *Inbox
+	cfg  HTTPConfig
+	kept []string // the headers kept: cfg.Headers and the trace context, each once
+}
+
+// keptNames are the request headers the receiver keeps: names, then the
+// trace context headers, each name once in any case.
+func keptNames(names []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, name := range slices.Concat(names, headers.TraceContext) {
+		if c := headers.Canonical(name); !seen[c] {
+			seen[c] = true
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func (h *httpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -201,10 +219,7 @@ func jsonType(body []byte) string {
 // dead-letter a correctly signed message.
 func (h *httpReceiver) keptHeaders(r *http.Request) map[string]string {
 	kept := headers.Within(h.in.cfg.Limits)
-	for _, name := range h.cfg.Headers {
-		if _, twice := kept.Headers[http.CanonicalHeaderKey(name)]; twice {
-			continue // named twice in HTTPConfig.Headers
-		}
+	for _, name := range h.kept {
 		if v := r.Header.Get(name); v != "" {
 			kept.Add(name, v)
 		}

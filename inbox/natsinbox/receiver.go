@@ -7,8 +7,10 @@
 // the time the stream stored it ("ORDERS:42:1795454266199941992"), which a
 // redelivery keeps and a stream created again does not. The type is the Backstop-Type
 // header, else the subject; the ordering key the Backstop-Stream header.
-// The other headers are kept (their first value, names canonical), except
-// the Nats-* ones, Backstop's own and those a message cannot carry.
+// The other headers are kept (their first value, names canonical:
+// traceparent and tracestate in lower case, their W3C names), except the
+// Nats-* ones, Backstop's own, a malformed traceparent and those a
+// message cannot carry.
 //
 // Each message is stored, then acknowledged: a redelivery after a lost
 // acknowledgement or a crash is recognised and dropped. A message the

@@ -7,7 +7,9 @@
 // rejected (to the queue's dead-letter exchange, if it has one). The type
 // is the type property, else the Backstop-Type header, else the routing
 // key; the ordering key the Backstop-Stream header. String-valued headers
-// are kept under their canonical HTTP spelling, except the ones RabbitMQ
+// are kept under their canonical HTTP spelling (traceparent and tracestate
+// in lower case, their W3C names; a malformed traceparent is left out),
+// except the ones RabbitMQ
 // reserves, Backstop's own and those a message cannot carry (a name that
 // is not an HTTP token, a value with a control character, a second
 // spelling of one name), which are left out with a warning; the

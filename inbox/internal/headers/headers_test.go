@@ -47,3 +47,22 @@ func TestHasPrefixFold(t *testing.T) {
 		}
 	}
 }
+
+// The trace context headers are kept under their W3C names whatever the
+// case a source sent them in (nats.Header and AMQP tables are
+// case-sensitive: a consumer reads "traceparent"), and a malformed
+// traceparent is left out.
+func TestKeptKeepsTheTraceContextUnderItsW3CNames(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	var k Kept
+	k.Add("TRACEPARENT", tp)
+	k.Add("Tracestate", "congo=t61rcWkgMzE")
+	if k.Headers["traceparent"] != tp || k.Headers["tracestate"] != "congo=t61rcWkgMzE" || len(k.Headers) != 2 {
+		t.Fatalf("headers = %q, want traceparent and tracestate", k.Headers)
+	}
+	var bad Kept
+	bad.Add("traceparent", "00-not-a-trace")
+	if len(bad.Headers) != 0 || !slices.Equal(bad.Dropped, []string{"traceparent"}) {
+		t.Fatalf("headers = %q, dropped %q: want the malformed traceparent dropped", bad.Headers, bad.Dropped)
+	}
+}
