@@ -57,7 +57,9 @@ type Config struct {
 
 	// Destinations maps destination names, as messages carry them in
 	// outbox.Message.Destination, to how they are delivered. At least one
-	// is required.
+	// is required, and each name must be one a message can carry (valid
+	// UTF-8 without control characters, at most
+	// outbox.MaxLimits.MaxDestinationLen bytes).
 	Destinations map[string]Destination
 
 	// UnknownDestination says what happens to a message whose destination

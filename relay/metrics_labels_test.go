@@ -3,10 +3,13 @@ package relay
 import (
 	"database/sql"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/backstophq/backstop/outbox"
 )
 
 // insertRaw writes outbox rows with plain SQL, as another program would:
@@ -113,5 +116,30 @@ func TestUnknownDestinationGaugeIsBoundedAndValid(t *testing.T) {
 	}
 	if len(e.logs.find("messages for a destination this relay does not know")) != 31 {
 		t.Errorf("warnings: %d, want one per name", len(e.logs.find("messages for a destination this relay does not know")))
+	}
+}
+
+// A destination name no message can carry (invalid UTF-8, a control
+// character, over the longest destination a store takes) is refused by
+// New, naming it: one not UTF-8 made New panic in the metrics' client
+// (its label), and the others were accepted for a destination that could
+// never get a message.
+func TestNewRefusesADestinationNameNoMessageCanCarry(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, name := range []string{"orders\xff", "orders\n", "orders\x1b[31m", strings.Repeat("d", outbox.MaxLimits.MaxDestinationLen+1)} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("New with destination %q panicked: %v", name, p)
+				}
+			}()
+			cfg := e.config(map[string]Destination{name: {Transport: (&recorder{}).transport()}})
+			cfg.Metrics = prometheus.NewRegistry()
+			_, err := New(e.s, cfg)
+			if err == nil || !strings.Contains(err.Error(), "relay: Destinations[") {
+				t.Errorf("New with destination %q: %v, want an error naming Destinations", name, err)
+			}
+		}()
 	}
 }

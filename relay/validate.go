@@ -1,8 +1,11 @@
 package relay
 
 import (
+	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/backstophq/backstop/outbox"
 )
 
 // validate reports the first bad field of a Config that had withDefaults
@@ -59,11 +62,39 @@ func (c Config) validate() error {
 	}
 	sort.Strings(names)
 	for _, name := range names {
+		if err := checkDestinationName(name); err != nil {
+			return err
+		}
 		if err := c.Destinations[name].validate(fmt.Sprintf("Destinations[%q]", name)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// checkDestinationName refuses a destination name no message can carry
+// (outbox.Message.ValidateLimits under outbox.MaxLimits): invalid UTF-8,
+// a control character, a name over the longest a store takes. One not
+// UTF-8 made New panic in the metrics' client, for which it is a label;
+// the others were accepted for a destination that never got a message.
+func checkDestinationName(name string) error {
+	if name == "" {
+		return nil // Destination.validate says so
+	}
+	m := outbox.Message{Destination: name, Type: "check"}
+	err := m.ValidateLimits(outbox.MaxLimits)
+	if err == nil {
+		return nil
+	}
+	shown := name
+	if len(shown) > 64 {
+		shown = shown[:64] + "..."
+	}
+	var fe *outbox.FieldError
+	if errors.As(err, &fe) {
+		err = errors.New(fe.Problem)
+	}
+	return fmt.Errorf("relay: Destinations[%q]: the name %v: no message can be sent to it", shown, err)
 }
 
 func (d Destination) validate(field string) error {
