@@ -204,7 +204,9 @@ func (r *Relay) sweep(ctx context.Context, until time.Time, batch func(ctx conte
 }
 
 // countUnknown counts the messages waiting for destinations this relay
-// does not know, and warns once per such destination.
+// does not know, and warns once per such destination: by name for the
+// first maxUnknownWarnings new ones of a count, in one record for the
+// others (rows anyone may write can name any number of them).
 func (r *Relay) countUnknown(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
 	defer cancel()
@@ -234,12 +236,20 @@ func (r *Relay) countUnknown(ctx context.Context) {
 	r.maint.warned = warned
 	r.maint.mu.Unlock()
 	sort.Strings(fresh)
-	for _, d := range fresh {
-		what := "messages for a destination this relay does not know wait for a relay that does"
-		if r.cfg.UnknownDestination == DeadLetterUnknown {
-			what = "messages for a destination this relay does not know are dead-lettered"
-		}
+	what, fate := "messages for a destination this relay does not know wait for a relay that does", "wait for a relay that does"
+	if r.cfg.UnknownDestination == DeadLetterUnknown {
+		what, fate = "messages for a destination this relay does not know are dead-lettered", "are dead-lettered"
+	}
+	for _, d := range fresh[:min(len(fresh), maxUnknownWarnings)] {
 		r.log.LogAttrs(ctx, slog.LevelWarn, what, slog.String("destination", d), slog.Int("pending", unknown[d]))
+	}
+	if rest := fresh[min(len(fresh), maxUnknownWarnings):]; len(rest) > 0 {
+		pending := 0
+		for _, d := range rest {
+			pending += unknown[d]
+		}
+		r.log.LogAttrs(ctx, slog.LevelWarn, "more destinations this relay does not know: their messages "+fate,
+			slog.Int("destinations", len(rest)), slog.Int("pending", pending))
 	}
 }
 
@@ -254,3 +264,7 @@ func (r *Relay) unknownPending() map[string]int {
 	}
 	return out
 }
+
+// maxUnknownWarnings bounds the destinations a count of unknown ones warns
+// about by name; the others are counted in one record.
+const maxUnknownWarnings = 20

@@ -114,8 +114,8 @@ func TestUnknownDestinationGaugeIsBoundedAndValid(t *testing.T) {
 	if total != float64(len(names)) || named["ord\uFFFD"] != 2 || named["(others)"] != 11 {
 		t.Fatalf("series %v (total %v)", named, total)
 	}
-	if len(e.logs.find("messages for a destination this relay does not know")) != 31 {
-		t.Errorf("warnings: %d, want one per name", len(e.logs.find("messages for a destination this relay does not know")))
+	if n, more := len(e.logs.find("messages for a destination this relay does not know")), e.logs.find("more destinations"); n != maxUnknownWarnings || len(more) != 1 || more[0].attrs["destinations"] != "11" {
+		t.Errorf("warnings: %d by name, summaries %v; want %d by name and one of the 11 others", n, more, maxUnknownWarnings)
 	}
 }
 
@@ -141,5 +141,51 @@ func TestNewRefusesADestinationNameNoMessageCanCarry(t *testing.T) {
 				t.Errorf("New with destination %q: %v, want an error naming Destinations", name, err)
 			}
 		}()
+	}
+}
+
+// Rows for many destinations the relay does not know (written by plain
+// SQL, or by a misconfigured writer) are warned about by name for the
+// first maxUnknownWarnings only, then in one record that counts the
+// others: every name had its own warning, 100 names 100 records at once,
+// as many as rows anyone may write.
+func TestManyUnknownDestinationsAreWarnedAboutBoundedly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	db, err := sql.Open("sqlite", e.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const names = 100
+	for i := range names {
+		if _, err := tx.Exec(`INSERT INTO backstop_outbox (destination, type, payload) VALUES (?, 't', '{}')`, fmt.Sprintf("nowhere-%03d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.config(map[string]Destination{"orders": {Transport: (&recorder{}).transport()}})
+	rn := e.start(cfg)
+	rn.settle()
+	for range 4 {
+		turn(e, rn.r.Config().HeartbeatInterval, rn)
+	}
+	rn.waitFor("the count", func() bool { return len(rn.r.Stats().UnknownPending) == names })
+	named := e.logs.find("messages for a destination this relay does not know")
+	more := e.logs.find("more destinations this relay does not know")
+	if len(named) != maxUnknownWarnings || len(more) != 1 || more[0].attrs["destinations"] != fmt.Sprint(names-maxUnknownWarnings) {
+		t.Fatalf("%d warnings by name (want %d), summaries %v (want one of %d destinations)", len(named), maxUnknownWarnings, more, names-maxUnknownWarnings)
+	}
+	for range 4 { // the next count warns about nothing new
+		turn(e, rn.r.Config().HeartbeatInterval, rn)
+	}
+	if n, m := len(e.logs.find("messages for a destination this relay does not know")), len(e.logs.find("more destinations this relay does not know")); n != maxUnknownWarnings || m != 1 {
+		t.Fatalf("after another count: %d warnings by name, %d summaries", n, m)
 	}
 }
