@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/backstophq/backstop/errorhandling"
 )
@@ -41,6 +42,7 @@ func (e *Engine) runAttempt(ctx context.Context, cancel context.CancelCauseFunc,
 			}
 		}()
 	}
+	go e.watchCancelled(ctx, tc, stop)
 	err := call(ctx, tc)
 	close(stop)
 	r := result{taskID: tc.task.ID, attempt: tc.attempt, err: err, tc: tc}
@@ -56,6 +58,32 @@ func (e *Engine) runAttempt(ctx context.Context, cancel context.CancelCauseFunc,
 	}
 	<-e.sem
 	out <- r
+}
+
+// watchCancelled warns, abandonGrace after the attempt's context was
+// cancelled while its run goes on (past the task's Timeout, or stopped by
+// another task's failure under the fail policy), that its function has not
+// returned. The driver waits for it, the lease renewed, so that the task
+// never runs twice at once; a function that ignores its context kept the
+// run waiting for ever without a word of which task held it. A shutdown's
+// cancellation is not watched here: abort abandons such attempts and says
+// so. stop is closed when the function returns.
+func (e *Engine) watchCancelled(ctx context.Context, tc *TaskContext, stop <-chan struct{}) {
+	select {
+	case <-stop:
+		return
+	case <-ctx.Done():
+	}
+	cause := context.Cause(ctx)
+	if !errors.Is(cause, errAttemptTimeout) && !errors.Is(cause, ErrRunStopped) {
+		return
+	}
+	if !sleepUntil(e.cfg.Clock, e.cfg.Clock.Now().Add(abandonGrace), stop) {
+		return
+	}
+	tc.logger.LogAttrs(context.Background(), slog.LevelWarn,
+		"attempt did not return after its context was cancelled; the task may ignore its context, and the run waits for it",
+		slog.String("cause", cause.Error()), slog.Duration("grace", abandonGrace))
 }
 
 // call runs the task's function, recovering a panic.

@@ -46,7 +46,10 @@ type Task struct {
 	// the default's delay is used for that retry.
 	Strategy retry.Strategy
 	// Timeout bounds one attempt; 0 means no bound. An attempt past it is
-	// cancelled and fails with a *TimeoutError, which is retried.
+	// cancelled and fails with a *TimeoutError, which is retried. The run
+	// waits for the function to return (the task never runs twice at
+	// once); one that has not 5 s after the cancellation is logged at
+	// WARN.
 	Timeout time.Duration
 	// Critical says the run cannot succeed, even partially, unless this
 	// task succeeds (as does listing it in PropagationConfig.CriticalTasks).
