@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -73,6 +74,11 @@ func newWorkflowsCmd(g *globals) *cobra.Command {
 	show := &cobra.Command{
 		Use: "show ID", Short: "Show a run as its task graph: each task's state, dependencies, attempts and why", Args: cobra.ExactArgs(1),
 		RunE: g.action(func(ctx context.Context, c *admin.Client, p printer, args []string) error {
+			if args[0] == "" {
+				// An unset variable (show "$RUN"): the request went to
+				// /v1/workflows/runs/, which the API said was no route.
+				return errors.New("the run ID is empty: give the ID of a run (backstop workflows runs list shows them)")
+			}
 			r, err := c.WorkflowRun(ctx, args[0])
 			if err != nil {
 				return err
