@@ -101,6 +101,9 @@ func (c *Client) Message(ctx context.Context, id string) (Message, error) {
 // MessageAction runs retry-now, reset, cancel or dead-letter on a message.
 func (c *Client) MessageAction(ctx context.Context, id, action string, req ActionRequest) (ActionResult, error) {
 	var out ActionResult
+	if id == "" {
+		return out, errEmptyID("message")
+	}
 	_, err := c.Do(ctx, http.MethodPost, "/v1/messages/"+url.PathEscape(id)+"/"+action, nil, req, &out)
 	return out, err
 }
@@ -151,6 +154,9 @@ func (c *Client) DeadLetter(ctx context.Context, id string) (Entry, error) {
 // EntryAction replays, resolves or deletes one dead letter.
 func (c *Client) EntryAction(ctx context.Context, id, action, notes string) (ActionResult, error) {
 	var out ActionResult
+	if id == "" {
+		return out, errEmptyID("dead-letter entry")
+	}
 	method, path := http.MethodPost, "/v1/dlq/"+url.PathEscape(id)+"/"+action
 	if action == "delete" {
 		method, path = http.MethodDelete, "/v1/dlq/"+url.PathEscape(id)
@@ -230,4 +236,10 @@ func (r *responseRecorder) WriteHeader(s int) {
 func (r *responseRecorder) Write(b []byte) (int, error) {
 	r.wrote = true
 	return r.body.Write(b)
+}
+
+// errEmptyID refuses an action on one item whose ID is empty (an unset
+// variable): the path it makes would name a route of its own.
+func errEmptyID(what string) error {
+	return fmt.Errorf("admin: the %s ID is empty; nothing was done", what)
 }

@@ -163,8 +163,21 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Handler returns the API's handler: every /v1 route behind the tokens. A
-// path or method the API does not have is a 404 problem.
-func (s *Server) Handler() http.Handler { return s.mux }
+// path or method the API does not have is a 404 problem, and so is a path
+// with an empty segment: the router cleans /v1/dlq//replay (an action on
+// an entry whose ID was empty, an unset variable) into the bulk route
+// /v1/dlq/replay, and an empty filter replayed every pending dead letter.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.EscapedPath(), "//") {
+			w.Header().Set("Cache-Control", "no-store")
+			problem(w, http.StatusNotFound, "empty path segment",
+				r.URL.EscapedPath()+" has an empty segment where a name or an ID goes (an empty ID?); nothing was done", "")
+			return
+		}
+		s.mux.ServeHTTP(w, r)
+	})
+}
 
 type ctxKey struct{}
 
