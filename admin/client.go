@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/backstophq/backstop/internal/termtext"
 )
 
 // Client calls the admin API. The zero HTTPClient means
@@ -64,17 +66,39 @@ func (c *Client) Do(ctx context.Context, method, path string, q url.Values, body
 	if resp.StatusCode >= 400 {
 		p := &Problem{Status: resp.StatusCode}
 		if json.Unmarshal(data, p) != nil || p.Title == "" {
-			p.Title = http.StatusText(resp.StatusCode)
-			p.Detail = strings.TrimSpace(string(data))
+			p = &Problem{Status: resp.StatusCode, Title: fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))}
+			if len(bytes.TrimSpace(data)) > 0 {
+				p.Detail = notJSON(resp, data)
+			}
 		}
 		return resp.StatusCode, p
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("admin: decode %s %s: %w", method, path, err)
+			return resp.StatusCode, fmt.Errorf("admin: %s %s answered %d, %s: %w", method, path, resp.StatusCode, notJSON(resp, data), err)
 		}
 	}
 	return resp.StatusCode, nil
+}
+
+// notJSONQuote is how much of an answer that is not the API's JSON an
+// error quotes.
+const notJSONQuote = 200
+
+// notJSON describes an answer that is not the API's JSON (a proxy's error
+// page, a login page, an empty body): its type and size, and its start made
+// printable. Quoting it whole put megabytes of HTML, terminal escapes
+// included, on the operator's terminal.
+func notJSON(resp *http.Response, data []byte) string {
+	ct := resp.Header.Get("Content-Type")
+	if ct == "" {
+		ct = "no Content-Type"
+	}
+	start := strings.TrimSpace(string(data))
+	if r := []rune(start); len(r) > notJSONQuote {
+		start = string(r[:notJSONQuote]) + "…"
+	}
+	return fmt.Sprintf("not JSON (%s, %d bytes): %s", termtext.Escape(ct), len(data), termtext.Escape(start))
 }
 
 // Enqueue posts a message.

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/backstophq/backstop/dlq"
+	"github.com/backstophq/backstop/internal/termtext"
 	"github.com/backstophq/backstop/store"
 )
 
@@ -22,6 +23,9 @@ type Problem struct {
 	Field string `json:"field,omitempty"`
 }
 
+// Error returns the problem in words, made printable (termtext.Escape):
+// the CLI prints it on an operator's terminal, and a server or a proxy on
+// the way may have put anything in it.
 func (p *Problem) Error() string {
 	s := p.Title
 	if p.Detail != "" {
@@ -30,7 +34,7 @@ func (p *Problem) Error() string {
 	if p.Field != "" {
 		s += " (field " + p.Field + ")"
 	}
-	return s
+	return termtext.Escape(s)
 }
 
 func problem(w http.ResponseWriter, status int, title, detail, field string) {
