@@ -20,13 +20,19 @@ type Client struct {
 	BaseURL string
 	// Token is the bearer token.
 	Token string
-	// HTTPClient sends the requests; nil means http.DefaultClient.
+	// HTTPClient sends the requests; nil means http.DefaultClient. The
+	// client follows no redirect whatever its CheckRedirect: the admin API
+	// answers none, so a redirect is an error (see Do).
 	HTTPClient *http.Client
 }
 
 // Do sends a request with an optional JSON body and decodes a JSON answer
-// into out (when not nil). A problem answer is returned as a *Problem.
-// It returns the status.
+// into out (when not nil). A problem answer is returned as a *Problem. A
+// redirect is not followed but returned as an error naming its Location:
+// Go's client turned a POST redirected with 301, 302 or 303 into a GET
+// without its body, and sent a 307 or 308 on to wherever it pointed, so a
+// bulk replay behind an http-to-https proxy was reported done, having
+// done nothing. It returns the status.
 func (c *Client) Do(ctx context.Context, method, path string, q url.Values, body, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
@@ -50,15 +56,20 @@ func (c *Client) Do(ctx context.Context, method, path string, q url.Values, body
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	hc := c.HTTPClient
-	if hc == nil {
-		hc = http.DefaultClient
+	hc := http.Client{}
+	if c.HTTPClient != nil {
+		hc = *c.HTTPClient
 	}
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return resp.StatusCode, fmt.Errorf("admin: %s %s answered %s, a redirect to %q: the admin API answers none; is the base URL (--server) the API's own address?",
+			method, path, termtext.Escape(resp.Status), termtext.Escape(resp.Header.Get("Location")))
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return resp.StatusCode, err
