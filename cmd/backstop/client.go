@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -54,6 +56,9 @@ func (g *globals) connect(ctx context.Context) (*admin.Client, func(), error) {
 	token := admin.Token{Name: "cli:" + user, Secret: cliToken, Role: admin.RoleOperate}
 	st, err := openStore(ctx, g.db, sc)
 	if errors.Is(err, sqlite.ErrReadOnly) {
+		if err := noDatabase(g.db); err != nil {
+			return nil, nil, err
+		}
 		// A server's database this user may read but not write: read it.
 		st, err = sqlite.Open(ctx, strings.TrimPrefix(g.db, "sqlite:"), sc, sqlite.ReadOnly())
 		if err == nil {
@@ -83,6 +88,24 @@ func (g *globals) connect(ctx context.Context) (*admin.Client, func(), error) {
 	c := &admin.Client{BaseURL: "http://in-process", Token: cliToken,
 		HTTPClient: &http.Client{Transport: admin.HandlerTransport{Handler: srv.Handler()}}}
 	return c, func() { st.Close() }, nil
+}
+
+// noDatabase says why --db sqlite:PATH, which could not be opened for
+// writing, is not there to be read either: its file or its directory does
+// not exist (most often a typo). It returns nil when the file exists. Such a
+// path was taken for a database this user may not write and reported as
+// "read PATH read-only: unable to open database file".
+func noDatabase(db string) error {
+	file, _ := sqlite.ReadOnlyURI(strings.TrimPrefix(db, "sqlite:"))
+	_, err := os.Stat(file)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	dir := filepath.Dir(file)
+	if _, derr := os.Stat(dir); derr != nil {
+		return fmt.Errorf("--db %s: no database there, and its directory cannot be used: %w", db, derr)
+	}
+	return fmt.Errorf("--db %s: no database there, and this user cannot create one in %s", db, dir)
 }
 
 // printer writes results as aligned tables or JSON.
