@@ -11,16 +11,15 @@ import (
 // snapshot, with count queries only: no payload or headers is read.
 // Parameters: ?1 the store's now in milliseconds, ?2 the least attempts of
 // a poison candidate. The index that serves each count is named beside it.
-// The blocked-streams count is BlockedStreams's (monitor.go) with the
-// blocking messages found through indexes: those waiting for a later try
+// The blocked-streams count (which BlockedStreams returns) finds the
+// blocking messages through indexes: those waiting for a later try
 // by outbox_scheduled, the dead-lettered ones through their dead-letter
 // entries, since every dead-lettered row has an entry that is not replayed
 // (a failure, DeadLetter and the quarantine each add one; a replay resets
 // the row; deleting the last entry deletes the row); the later live
 // message is looked for once per stream, after its first blocking message
 // (a later one after any is after the first), not once per blocking
-// message. BlockedStreams's own query reads the whole stream index. The
-// conformance suite checks that both agree.
+// message.
 const gaugesSQL = `SELECT
 	-- dead_letters_pending
 	(SELECT count(*) FROM {{prefix}}dead_letters WHERE status = 'pending'),

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
@@ -144,19 +145,15 @@ func wrap(op string, err error) error {
 
 // BlockedStreams counts the (destination, stream) pairs in which a strict
 // message that waits for its retry, or is dead-lettered, and was not
-// released, has at least one undelivered message after it.
+// released, has at least one undelivered message after it. It is the
+// count of Gauges (gaugesSQL), which looks for the later message once per
+// stream: its own query looked once per blocking message, through every
+// later message of the stream, and took minutes with 100,000 dead letters
+// in 50 streams.
 func (s *Store) BlockedStreams(ctx context.Context) (int, error) {
-	var n int
-	err := retryBusy(ctx, func() error {
-		return s.r.QueryRowContext(ctx, s.sql(`SELECT count(*) FROM (
-			SELECT DISTINCT m.destination, m.stream FROM {{prefix}}outbox AS m
-			WHERE (m.status & 4) = 0 AND m.stream <> '' AND m.stream_released_at IS NULL
-			  AND (m.dead_lettered_at IS NOT NULL OR m.scheduled_for > ?)
-			  AND coalesce(nullif(m.ordering, ''), {{mode}}) = 'strict'
-			  AND EXISTS (SELECT 1 FROM {{prefix}}outbox AS l
-				WHERE l.destination = m.destination AND l.stream = m.stream AND l.seq > m.seq
-				  AND (l.status & 4) = 0 AND l.dead_lettered_at IS NULL))`),
-			s.now().UnixMilli()).Scan(&n)
-	})
-	return n, wrap("blocked streams", err)
+	g, err := s.Gauges(ctx, math.MaxInt32)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: blocked streams: %w", err)
+	}
+	return g.BlockedStreams, nil
 }
