@@ -160,8 +160,8 @@ func newBulkCmd(g *globals, action, short string) *cobra.Command {
 		Use: action + " [ID]", Short: short, Args: cobra.MaximumNArgs(1),
 		RunE: g.action(func(ctx context.Context, c *admin.Client, p printer, args []string) error {
 			if len(args) == 1 {
-				if !f.empty() || dryRun {
-					return errors.New("give an ID or filters, not both")
+				if !f.empty() || dryRun || f.all {
+					return errors.New("give an ID or filters (--destination, --reason... or --all, with --dry-run), not both")
 				}
 				res, err := c.EntryAction(ctx, args[0], action, notes)
 				return printResult(p, res, err)

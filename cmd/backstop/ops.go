@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -18,9 +19,14 @@ import (
 	"github.com/backstophq/backstop/outbox"
 )
 
-// action wraps an operator command: connect, run, explain failures.
+// action wraps an operator command: connect, run, explain failures. It
+// refuses --server with --db: the command worked on the store and ignored
+// the server. (BACKSTOP_SERVER in the environment gives way to --db.)
 func (g *globals) action(fn func(ctx context.Context, c *admin.Client, p printer, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
+		if g.db != "" && cmd.Flags().Changed("server") {
+			return errors.New("give --server (a running server's admin API) or --db (a store), not both")
+		}
 		c, closeFn, err := g.connect(cmd.Context())
 		if err != nil {
 			return err

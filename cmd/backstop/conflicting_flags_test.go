@@ -1,0 +1,31 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Flags that contradict each other are refused, naming both: --db with
+// --server worked on the store and ignored the server, and an entry's ID
+// with --all acted on that one entry, where the operator may have meant
+// every entry.
+func TestConflictingFlagsAreRefused(t *testing.T) {
+	db := "--db=sqlite:" + filepath.Join(t.TempDir(), "b.db")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{db, "--server", "http://127.0.0.1:1", "dlq", "list"}, "--server"},
+		{[]string{db, "dlq", "resolve", "0193a0a0-0000-7000-8000-000000000001", "--all"}, "--all"},
+		{[]string{db, "dlq", "replay", "0193a0a0-0000-7000-8000-000000000001", "--all"}, "--all"},
+	} {
+		out, err := cli(t, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("backstop %s: %v (want an error naming %s)\n%s", strings.Join(c.args, " "), err, c.want, out)
+		}
+	}
+	// BACKSTOP_SERVER in the environment does not conflict with --db.
+	t.Setenv("BACKSTOP_SERVER", "http://127.0.0.1:1")
+	mustCLI(t, db, "dlq", "list")
+}
