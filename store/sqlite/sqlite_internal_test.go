@@ -20,7 +20,7 @@ import (
 	"github.com/backstophq/backstop/store"
 )
 
-func openTemp(t *testing.T, cfg store.Config) (*Store, string) {
+func openTemp(t testing.TB, cfg store.Config) (*Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "backstop.db")
 	s, err := Open(context.Background(), path, cfg)

@@ -4,7 +4,7 @@
 -- the claim read each one, two index reads and its share of the loop even
 -- when it held nothing: with 2,000 destinations of which 5 were busy a
 -- claim took 10 to 15 times the claim naming the 5
--- (TestClaimOverManyIdleDestinationsCostsWhatTheBusyOnesDo). Up to 16
+-- (BenchmarkClaimOverManyIdleDestinations). Up to 16
 -- named destinations are still read directly (a breaker's probe names
 -- one); past that, the claim reads those claim_destinations finds with
 -- work (its skip scans cost a few index probes per destination that has
