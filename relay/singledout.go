@@ -84,7 +84,9 @@ func (r *Relay) singledOut(d *destination, m *outbox.Message, svcHealthy bool, l
 
 // deliveredSingled forgets m's tracker at d once m is delivered.
 func (r *Relay) deliveredSingled(d *destination, m *outbox.Message) {
-	if d.singledOutAfter < 0 {
+	// Every delivery comes here: with no message failing (the registry
+	// empty), no key is built.
+	if d.singledOutAfter < 0 || r.singled.Len() == 0 {
 		return
 	}
 	r.singled.Delete(singledOutKey(d, m))
