@@ -70,6 +70,7 @@ func toEntry(e *dlq.Entry) Entry {
 type Filter struct {
 	Destination string     `json:"destination,omitempty"`
 	Stream      string     `json:"stream,omitempty"`
+	MessageID   string     `json:"message_id,omitempty"`
 	Reason      string     `json:"reason,omitempty"`
 	Fingerprint string     `json:"fingerprint,omitempty"`
 	Status      string     `json:"status,omitempty"`
@@ -80,10 +81,11 @@ type Filter struct {
 // filters turns f into the queue's filters, or answers 400 naming the
 // field.
 func (f Filter) filters(w http.ResponseWriter) (*dlq.Filters, bool) {
-	if !textFields(w, [2]string{"destination", f.Destination}, [2]string{"stream", f.Stream}, [2]string{"fingerprint", f.Fingerprint}) {
+	if !textFields(w, [2]string{"destination", f.Destination}, [2]string{"stream", f.Stream},
+		[2]string{"message_id", f.MessageID}, [2]string{"fingerprint", f.Fingerprint}) {
 		return nil, false
 	}
-	out := &dlq.Filters{Destination: f.Destination, Stream: f.Stream, Fingerprint: f.Fingerprint,
+	out := &dlq.Filters{Destination: f.Destination, Stream: f.Stream, MessageID: f.MessageID, Fingerprint: f.Fingerprint,
 		Status: dlq.Status(f.Status), After: f.After, Before: f.Before}
 	if f.Reason != "" {
 		r, err := errorhandling.ParseFailureReason(f.Reason)
@@ -102,7 +104,7 @@ func (f Filter) filters(w http.ResponseWriter) (*dlq.Filters, bool) {
 
 func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := Filter{Destination: q.Get("destination"), Stream: q.Get("stream"), Reason: q.Get("reason"),
+	f := Filter{Destination: q.Get("destination"), Stream: q.Get("stream"), MessageID: q.Get("message_id"), Reason: q.Get("reason"),
 		Fingerprint: q.Get("fingerprint"), Status: q.Get("status")}
 	for _, p := range []struct {
 		name string

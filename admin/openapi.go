@@ -85,7 +85,7 @@ func components() schema {
 		"resolution_notes": str(), "resolved_by": str(), "resolved_at": timeN(), "replayed_by": str(),
 		"replay_notes": str(), "replayed_at": timeN(), "history": arrayOf(ref("AuditRecord")),
 	}
-	filter := schema{"destination": str(), "stream": str(), "reason": str(), "fingerprint": str(),
+	filter := schema{"destination": str(), "stream": str(), "message_id": str(), "reason": str(), "fingerprint": str(),
 		"status": enum("pending", "replayed", "resolved"), "after": timeT(), "before": timeT()}
 	bulkReq := schema{"dry_run": boolean(), "notes": str()}
 	for k, v := range filter {
@@ -210,7 +210,7 @@ func Document() map[string]any {
 			"/v1/stream/release": schema{"post": op("releaseStreamByQuery", "Release a stream named in the query (for streams named . or ..)",
 				query("destination", "stream"), "ActionRequest", one("200", "ActionResult"), "400", "403", "413")},
 			"/v1/dlq": schema{"get": op("listDeadLetters", "List dead letters",
-				query("destination", "stream", "reason", "fingerprint", "status", "after", "before", "cursor", "limit", "payload"), "",
+				query("destination", "stream", "message_id", "reason", "fingerprint", "status", "after", "before", "cursor", "limit", "payload"), "",
 				one("200", "EntryList"), "400", "403")},
 			"/v1/dlq/{id}": schema{
 				"get":    op("getDeadLetter", "Show a dead letter with its history", path("id"), "", one("200", "Entry"), "404"),

@@ -144,6 +144,9 @@ type Filters struct {
 	Destination string
 	// Stream matches message entries of one stream.
 	Stream string
+	// MessageID matches the entries of one outbox message (a message
+	// dead-lettered, replayed and dead-lettered again has several).
+	MessageID string
 	// Reason matches one failure reason.
 	Reason *errorhandling.FailureReason
 	// Fingerprint matches entries failing the same way.

@@ -20,6 +20,7 @@ func matches(f *Filters, e *Entry) bool {
 		f.TaskID != "" && e.TaskID != f.TaskID,
 		f.Destination != "" && e.Destination != f.Destination,
 		f.Stream != "" && e.Stream != f.Stream,
+		f.MessageID != "" && e.MessageID != f.MessageID,
 		f.Reason != nil && e.Reason != *f.Reason,
 		f.Fingerprint != "" && e.Fingerprint != f.Fingerprint,
 		f.Status != "" && e.Status != f.Status,

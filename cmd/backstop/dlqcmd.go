@@ -19,13 +19,14 @@ func encodeBase64(b []byte) string { return base64.StdEncoding.EncodeToString(b)
 
 // dlqFilter is the filter flags of the dlq commands.
 type dlqFilter struct {
-	destination, stream, reason, fingerprint, status, after, before string
-	all                                                             bool
+	destination, stream, messageID, reason, fingerprint, status, after, before string
+	all                                                                        bool
 }
 
 func (f *dlqFilter) flags(fs *pflag.FlagSet, bulk bool) {
 	fs.StringVar(&f.destination, "destination", "", "only this destination")
 	fs.StringVar(&f.stream, "stream", "", "only this stream")
+	fs.StringVar(&f.messageID, "message-id", "", "only the entries of this outbox message")
 	fs.StringVar(&f.reason, "reason", "", "only this failure reason, such as ValidationFailure")
 	fs.StringVar(&f.fingerprint, "fingerprint", "", "only entries failing this way")
 	fs.StringVar(&f.status, "status", "", "pending, replayed or resolved")
@@ -37,7 +38,7 @@ func (f *dlqFilter) flags(fs *pflag.FlagSet, bulk bool) {
 }
 
 func (f *dlqFilter) filter() (admin.Filter, error) {
-	out := admin.Filter{Destination: f.destination, Stream: f.stream, Reason: f.reason, Fingerprint: f.fingerprint, Status: f.status}
+	out := admin.Filter{Destination: f.destination, Stream: f.stream, MessageID: f.messageID, Reason: f.reason, Fingerprint: f.fingerprint, Status: f.status}
 	for _, p := range []struct {
 		flag, v string
 		t       **time.Time
@@ -55,7 +56,7 @@ func (f *dlqFilter) filter() (admin.Filter, error) {
 }
 
 func (f *dlqFilter) empty() bool {
-	return f.destination == "" && f.stream == "" && f.reason == "" && f.fingerprint == "" && f.status == "" && f.after == "" && f.before == ""
+	return f.destination == "" && f.stream == "" && f.messageID == "" && f.reason == "" && f.fingerprint == "" && f.status == "" && f.after == "" && f.before == ""
 }
 
 func entryTable(tw *tabwriter.Writer, items []admin.Entry) {
@@ -98,7 +99,7 @@ func newDLQCmd(g *globals) *cobra.Command {
 				return err
 			}
 			q := url.Values{}
-			setQ(q, "destination", f.Destination, "stream", f.Stream, "reason", f.Reason, "fingerprint", f.Fingerprint,
+			setQ(q, "destination", f.Destination, "stream", f.Stream, "message_id", f.MessageID, "reason", f.Reason, "fingerprint", f.Fingerprint,
 				"status", f.Status, "cursor", cursor)
 			if f.After != nil {
 				q.Set("after", f.After.Format(time.RFC3339Nano))

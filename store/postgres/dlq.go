@@ -304,6 +304,11 @@ func filterSQL(f *dlq.Filters) ([]string, []any) {
 			add(c.col+" = %s", c.v)
 		}
 	}
+	if f.MessageID != "" {
+		// The second term lets a generic plan use the partial index
+		// dead_letters_message_idx.
+		add("message_id = %s AND message_id <> ''", f.MessageID)
+	}
 	if f.Reason != nil {
 		add("reason = %s", int32(*f.Reason))
 	}

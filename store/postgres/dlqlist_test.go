@@ -42,6 +42,7 @@ func TestListFiltersUseTheirIndexes(t *testing.T) {
 		{"resolved", &dlq.Filters{Status: dlq.StatusResolved, Limit: 100}, "dead_letters_status_idx"},
 		{"replayed", &dlq.Filters{Status: dlq.StatusReplayed, Limit: 100}, "dead_letters_status_idx"},
 		{"reason", &dlq.Filters{Reason: &timeout, Limit: 100}, "dead_letters_reason_idx"},
+		{"message", &dlq.Filters{MessageID: "m", Status: dlq.StatusPending, Limit: 1}, "dead_letters_message_idx"},
 	} {
 		where, args := filterSQL(c.f)
 		_, raw := explainJSON(t, s, s.dlq.listSQL(where, c.f, false), args...)

@@ -250,6 +250,11 @@ func (s *Store) entryFilter(ctx context.Context, q querier, f *dlq.Filters, repl
 				add(c.col+" = ?", c.val)
 			}
 		}
+		if f.MessageID != "" {
+			// The second term lets SQLite use the partial index
+			// dead_letters_message.
+			add("message_id = ? AND message_id <> ''", f.MessageID)
+		}
 		if f.Reason != nil {
 			add("reason = ?", int(*f.Reason))
 		}

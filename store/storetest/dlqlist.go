@@ -54,6 +54,8 @@ func testListFilters(t *testing.T, h Harness) {
 		{"Destination", &dlq.Filters{Destination: "webhook"}, 3},
 		{"Destination+Stream", &dlq.Filters{Destination: "nats", Stream: "s2"}, 3},
 		{"Stream mismatch", &dlq.Filters{Destination: "nats", Stream: "s1"}, 0},
+		{"MessageID", &dlq.Filters{MessageID: "m4"}, 1},
+		{"MessageID of a workflow entry's index", &dlq.Filters{MessageID: "m3"}, 0},
 		{"Reason", &dlq.Filters{Reason: &validation}, 4},
 		{"Fingerprint", &dlq.Filters{Fingerprint: "fp-x"}, 3},
 		{"Status resolved", &dlq.Filters{Status: dlq.StatusResolved}, 1},

@@ -23,9 +23,10 @@ async function candidates() {
   return { list: [...seen.values()].slice(0, MAX_STREAMS), truncated: seen.size > MAX_STREAMS || dead.more || retrying.more, dead: dead.items };
 }
 
-// headEntry finds the pending dead letter of a stream's head message.
+// headEntry finds the pending dead letter of a stream's head message,
+// asked for by the message's ID: a stream may hold any number of others.
 async function headEntry(st) {
-  const page = await api('GET', '/dlq', { params: { destination: st.destination, stream: st.stream, status: 'pending', payload: 'false', limit: 1000 } });
+  const page = await api('GET', '/dlq', { params: { message_id: st.head.id, status: 'pending', payload: 'false', limit: 1 } });
   return page.items.find((e) => e.message_id === st.head.id) || null;
 }
 
