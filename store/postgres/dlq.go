@@ -155,9 +155,10 @@ func (q *deadLetters) Add(ctx context.Context, e *dlq.Entry) error {
 	if payload == nil {
 		payload = []byte{}
 	}
-	_, err = q.s.pool.Exec(ctx, `INSERT INTO `+q.s.n.deadLetters+` (`+dlCols+`) VALUES
+	tag, err := q.s.pool.Exec(ctx, `INSERT INTO `+q.s.n.deadLetters+` (`+dlCols+`) VALUES
 		($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13, $14, $15, $16, $17, $18,
-		 $19, $20, $21::jsonb, $22, $23, $24, $25, $26, $27, $28, $29)`,
+		 $19, $20, $21::jsonb, $22, $23, $24, $25, $26, $27, $28, $29)
+		ON CONFLICT (id) DO NOTHING`,
 		e.ID, e.TaskInstanceID, e.TaskID, e.DAGRunID, e.DAGID, e.MessageID, e.Destination,
 		e.Stream, e.Type, payload, headers, e.Seq, e.FailureReason, int32(e.Reason), e.FailureTime,
 		nullTime(e.FirstFailureTime), e.Attempts, nullTime(e.LastAttemptTime),
@@ -165,6 +166,9 @@ func (q *deadLetters) Add(ctx context.Context, e *dlq.Entry) error {
 		e.ResolvedAt, e.Replayed, e.ReplayedBy, e.ReplayNotes, e.ReplayedAt)
 	if err != nil {
 		return dlqErr("add", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres: dlq add: entry %q: %w", e.ID, dlq.ErrExists)
 	}
 	return nil
 }

@@ -71,14 +71,21 @@ func (s *Store) insertEntry(ctx context.Context, tx *sql.Tx, e *dlq.Entry, now t
 		}
 		meta = string(b)
 	}
-	_, err = tx.ExecContext(ctx, s.sql(`INSERT INTO {{prefix}}dead_letters (`+entryColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+	res, err := tx.ExecContext(ctx, s.sql(`INSERT INTO {{prefix}}dead_letters (`+entryColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO NOTHING`),
 		e.ID, e.TaskInstanceID, e.TaskID, e.DAGRunID, e.DAGID, e.MessageID, e.Destination, e.Stream, e.Type,
 		blob(e.Payload), headers, e.Seq, e.FailureReason, int(e.Reason), e.FailureTime.UnixMilli(),
 		nullMillis(e.FirstFailureTime), e.Attempts, nullMillis(e.LastAttemptTime), e.ErrorMessage, e.Fingerprint,
 		meta, string(e.Status), e.ResolutionNotes, e.ResolvedBy, timePtrMillis(e.ResolvedAt), e.Replayed, e.ReplayedBy,
 		e.ReplayNotes, timePtrMillis(e.ReplayedAt))
-	return err
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return fmt.Errorf("dlq entry %q: %w", e.ID, dlq.ErrExists)
+	}
+	return nil
 }
 
 // entryColumnNames are entryColumns one by one.

@@ -192,6 +192,14 @@ func testAddManual(t *testing.T, h Harness) {
 	eq(t, "Metadata[rule]", got.Metadata["rule"], interface{}("5xx"))
 	_, err = q.Get(e.ctx, "missing")
 	isErr(t, "Get missing", err, dlq.ErrNotFound)
+
+	// An ID the queue holds: ErrExists, and the entry kept as it was.
+	again := &dlq.Entry{ID: ent.ID, DAGID: "other", Reason: errorhandling.ReasonUnknown, ErrorMessage: "second"}
+	isErr(t, "Add of an existing ID", q.Add(e.ctx, again), dlq.ErrExists)
+	got, err = q.Get(e.ctx, ent.ID)
+	noErr(t, "Get", err)
+	eq(t, "ErrorMessage after a second Add", got.ErrorMessage, "payment gateway down")
+	eq(t, "DAGID after a second Add", got.DAGID, "checkout")
 }
 
 func mustList(t *testing.T, e *env, f *dlq.Filters) []*dlq.Entry {
