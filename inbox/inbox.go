@@ -179,8 +179,10 @@ func (in *Inbox) handler(typ string) (handler, bool) {
 // in one transaction and returns false, or, when r.ID was received within
 // the DedupWindow, writes nothing and returns true. A receiver
 // acknowledges the source when Receive returns no error, duplicate or
-// not. An error matching ErrInvalid means r can never be stored; any other
-// error is the store's, and the source should deliver r again later.
+// not. An error matching ErrInvalid means r can never be stored as a
+// message: it is kept as a dead letter of the inbox's destination, with
+// why (see park), and the receiver refuses it. Any other error is the
+// store's, and the source should deliver r again later.
 func (in *Inbox) Receive(ctx context.Context, r Received) (duplicate bool, err error) {
 	source := r.source()
 	if checkPrintable(source, MaxSourceLen) != "" {
@@ -189,27 +191,36 @@ func (in *Inbox) Receive(ctx context.Context, r Received) (duplicate bool, err e
 		source = invalidSource
 	}
 	m, err := r.row(in.name, in.cfg.Limits)
-	if err != nil {
+	if err == nil {
+		var dup bool
+		dup, err = in.inbox.Receive(ctx, in.name, r.ID, m)
+		if errors.Is(err, outbox.ErrInvalidMessage) {
+			// the store cannot keep it, now or ever: refused, not retried
+			err = fmt.Errorf("%w: inbox %q: receive %q: %w", ErrInvalid, in.name, r.ID, err)
+		} else if err == nil {
+			return in.received(ctx, source, r.ID, dup), nil
+		}
+	}
+	if errors.Is(err, ErrInvalid) {
+		if perr := in.park(ctx, &r, source, err); perr != nil {
+			return false, perr
+		}
 		in.metrics.rejected(source)
 		return false, err
 	}
-	dup, err := in.inbox.Receive(ctx, in.name, r.ID, m)
-	if errors.Is(err, outbox.ErrInvalidMessage) {
-		// the store cannot keep it, now or ever: refused, not retried
-		in.metrics.rejected(source)
-		return false, fmt.Errorf("%w: inbox %q: receive %q: %w", ErrInvalid, in.name, r.ID, err)
-	}
-	if err != nil {
-		return false, fmt.Errorf("inbox %q: receive %q: %w", in.name, r.ID, err)
-	}
+	return false, fmt.Errorf("inbox %q: receive %q: %w", in.name, r.ID, err)
+}
+
+// received counts a message Receive stored, or dropped as a duplicate.
+func (in *Inbox) received(ctx context.Context, source, id string, dup bool) bool {
 	if dup {
 		in.metrics.duplicate(source)
 		in.log.LogAttrs(ctx, slog.LevelDebug, "duplicate dropped",
-			slog.String("source", source), slog.String("source_id", r.ID))
-		return true, nil
+			slog.String("source", source), slog.String("source_id", id))
+		return true
 	}
 	in.metrics.received(source)
-	return false, nil
+	return false
 }
 
 // invalidSource labels the metrics of a message whose Received.Source

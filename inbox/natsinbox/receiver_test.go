@@ -271,6 +271,9 @@ func TestReceiveOnce(t *testing.T) {
 		if n := e.Counter("backstop_inbox_rejected_total", "source", "nats"); n != 1 {
 			t.Errorf("rejected_total = %d, want 1", n)
 		}
+		if n := e.Refused(); n != 1 {
+			t.Errorf("%d refused messages kept as dead letters, want 1", n)
+		}
 		e.CheckPoisoned("has no lines")
 		e.WaitFor("the consumer to have nothing pending", func() bool {
 			info, err := src.consumer.Info(e.Ctx)

@@ -159,6 +159,9 @@ func TestReceiveOnce(t *testing.T) {
 		if n := e.Counter("backstop_inbox_rejected_total", "source", "amqp"); n != 1 {
 			t.Errorf("rejected_total = %d, want 1", n)
 		}
+		if n := e.Refused(); n != 1 {
+			t.Errorf("%d refused messages kept as dead letters, want 1", n)
+		}
 		e.CheckPoisoned("has no lines")
 		q, err := ch.QueueDeclarePassive(queue, false, false, false, false, nil)
 		if err != nil || q.Messages != 0 {

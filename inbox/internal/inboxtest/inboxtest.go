@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/backstophq/backstop/clock"
+	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/inbox"
 	"github.com/backstophq/backstop/internal/testenv"
@@ -184,13 +185,40 @@ func (e *Env) RecordingInbox() *inbox.Inbox {
 // poison message whose error contains errorHas.
 func (e *Env) CheckPoisoned(errorHas string) {
 	e.T.Helper()
-	entries, err := e.S.DLQ().List(e.Ctx, nil)
-	if err != nil || len(entries) != 1 {
-		e.T.Fatalf("dead letters: %d, %v; want 1", len(entries), err)
+	entries, refused := e.deadLetters()
+	if len(entries) != 1 {
+		e.T.Fatalf("dead letters besides the %d refused at receipt: %d; want 1", refused, len(entries))
 	}
 	if d := entries[0]; d.Reason != errorhandling.ReasonPoisonMessage || !strings.Contains(d.ErrorMessage, errorHas) {
 		e.T.Errorf("dead letter reason %v, error %q", d.Reason, d.ErrorMessage)
 	}
+}
+
+// Refused counts the dead letters of messages the inbox refused at
+// receipt (kept with ValidationFailure, never stored as messages).
+func (e *Env) Refused() int {
+	e.T.Helper()
+	_, refused := e.deadLetters()
+	return refused
+}
+
+// deadLetters lists the dead letters, apart from those of messages the
+// inbox refused at receipt, which it counts.
+func (e *Env) deadLetters() (others []*dlq.Entry, refused int) {
+	e.T.Helper()
+	entries, err := e.S.DLQ().List(e.Ctx, nil)
+	if err != nil {
+		e.T.Fatalf("dead letters: %v", err)
+	}
+	for _, d := range entries {
+		if got, err := e.S.DLQ().Get(e.Ctx, d.ID); err == nil && got.Metadata["refused_by"] == "inbox receive" &&
+			got.Reason == errorhandling.ReasonValidationFailure {
+			refused++
+			continue
+		}
+		others = append(others, d)
+	}
+	return others, refused
 }
 
 func (e *Env) begin() store.Tx {
