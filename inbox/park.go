@@ -68,6 +68,10 @@ func (in *Inbox) park(ctx context.Context, r *Received, source string, refusal e
 	if err != nil {
 		return fmt.Errorf("inbox %q: keep the refused message %s as a dead letter: %w", in.name, strconv.QuoteToASCII(outbox.CleanText(r.ID, 64)), err)
 	}
+	if m := in.cfg.Relay.DeadLetters; m != nil {
+		m.Notify(ctx, e) // logged, its callbacks and threshold, as for the relay's
+		return nil
+	}
 	in.log.LogAttrs(ctx, slog.LevelWarn, "refused message kept as a dead letter",
 		slog.String("source", source), slog.String("entry", e.ID), slog.String("reason", e.ErrorMessage))
 	return nil

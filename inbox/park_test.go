@@ -22,6 +22,9 @@ func TestRefusedMessagesAreKeptAsDeadLetters(t *testing.T) {
 		e := newEnv(t, k)
 		cfg := e.config()
 		cfg.Limits.MaxPayloadBytes = 1024
+		var told []string // the relay's dead-letter manager hears of each, once
+		cfg.Relay.DeadLetters = dlq.NewManager(e.s.DLQ(), 0)
+		cfg.Relay.DeadLetters.OnEntryAdded(func(x *dlq.Entry) { told = append(told, x.ID) })
 		in := e.newInbox(cfg)
 		badID := received("bad\xffid\x00", "order.created", "s\x01")
 		badID.Payload = []byte(`{"order":7}`)
@@ -38,8 +41,8 @@ func TestRefusedMessagesAreKeptAsDeadLetters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(es) != 3 {
-			t.Fatalf("%d dead letters, want 3 (one per refused message): %+v", len(es), es)
+		if len(es) != 3 || len(told) != 3 {
+			t.Fatalf("%d dead letters, the manager told of %d; want 3 (one per refused message): %+v", len(es), len(told), es)
 		}
 		byID := map[string]*dlq.Entry{}
 		for _, x := range es {
