@@ -139,9 +139,11 @@ func refused(err error) bool {
 // out of memory), or the call timed out: on the client, or on the server
 // (57014, a statement_timeout or a cancel; 55P03, a lock another session
 // held past lock_timeout), which the same call waiting past its context's
-// deadline would have been. The store wraps such errors with
-// store.ErrUnavailable; the workflow store (workflow/wfpostgres)
-// classifies its own statements' errors with it.
+// deadline would have been; or the server takes no writes now (25006: a
+// standby, such as a primary that came back as one after a failover, or
+// default_transaction_read_only set for a maintenance). The store wraps
+// such errors with store.ErrUnavailable; the workflow store
+// (workflow/wfpostgres) classifies its own statements' errors with it.
 func Unavailable(err error) bool {
 	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
 		return true
@@ -149,7 +151,7 @@ func Unavailable(err error) bool {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P") || strings.HasPrefix(pe.Code, "53") ||
-			pe.Code == "57014" || pe.Code == "55P03"
+			pe.Code == "57014" || pe.Code == "55P03" || pe.Code == "25006"
 	}
 	var ce *pgconn.ConnectError
 	var ne net.Error
