@@ -42,7 +42,7 @@ func fill(t *testing.T, st store.Store, n, bulkPayload int) {
 			INSERT INTO backstop_dead_letters (id, message_id, destination, stream, type, payload, failure_reason, reason, failure_time, attempts, error_message)
 			SELECT printf('e%08d', i),
 				lower(printf('%s-%s-4%s-a%s-%s', hex(randomblob(4)), hex(randomblob(2)), substr(hex(randomblob(2)), 2), substr(hex(randomblob(2)), 2), hex(randomblob(6)))),
-				'billing', 'cust-' || (i % 1000), 'invoice.due', randomblob(?), 'TransportUnavailable', 1,
+				'billing', 'cust-' || (i % 1000), 'invoice.due', zeroblob(?), 'TransportUnavailable', 1,
 				1700000000000 + i, 3, 'connection refused'
 			FROM n`, n, bulkPayload)
 		if err != nil {
