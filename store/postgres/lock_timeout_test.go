@@ -44,18 +44,7 @@ func lockedMessage(t *testing.T, ctx context.Context) (*Store, *outbox.Message, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	m := &outbox.Message{Destination: "d", Type: "t", Payload: []byte("x")}
-	if err := s.Enqueue(ctx, m); err != nil {
-		t.Fatal(err)
-	}
-	in := store.Instance{ID: "relay-1"}
-	res, err := s.ProcessBatch(ctx, &store.Batch{Instance: in, Claim: store.ClaimRequest{Limit: 1}})
-	if err != nil || len(res.Claimed) != 1 {
-		t.Fatalf("claim: %v, %d claimed", err, len(res.Claimed))
-	}
+	m, in := leasedMessage(t, ctx, s)
 	locker, err := admin(t).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -109,4 +98,23 @@ func TestBatchErrorSaysItOnce(t *testing.T) {
 	if n := strings.Count(err.Error(), "lock timeout"); n != 1 {
 		t.Fatalf("the error says %d times that the lock timed out: %q", n, err)
 	}
+}
+
+// leasedMessage migrates s, enqueues a message and leases it to an
+// instance, which it returns with it.
+func leasedMessage(t *testing.T, ctx context.Context, s *Store) (*outbox.Message, store.Instance) {
+	t.Helper()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := &outbox.Message{Destination: "d", Type: "t", Payload: []byte("x")}
+	if err := s.Enqueue(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	in := store.Instance{ID: "relay-1"}
+	res, err := s.ProcessBatch(ctx, &store.Batch{Instance: in, Claim: store.ClaimRequest{Limit: 1}})
+	if err != nil || len(res.Claimed) != 1 {
+		t.Fatalf("claim: %v, %d claimed", err, len(res.Claimed))
+	}
+	return m, in
 }

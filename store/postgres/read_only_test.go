@@ -29,18 +29,7 @@ func TestReadOnlyDatabaseIsUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	m := &outbox.Message{Destination: "d", Type: "t", Payload: []byte("x")}
-	if err := s.Enqueue(ctx, m); err != nil {
-		t.Fatal(err)
-	}
-	in := store.Instance{ID: "relay-1"}
-	res, err := s.ProcessBatch(ctx, &store.Batch{Instance: in, Claim: store.ClaimRequest{Limit: 1}})
-	if err != nil || len(res.Claimed) != 1 {
-		t.Fatalf("claim: %v, %d claimed", err, len(res.Claimed))
-	}
+	m, in := leasedMessage(t, ctx, s)
 
 	// The same schema through sessions that take no writes.
 	pcfg, err := pgxpool.ParseConfig(testURL())
@@ -73,7 +62,7 @@ func TestReadOnlyDatabaseIsUnavailable(t *testing.T) {
 	}
 
 	// Writes are taken again: the outcome kept is recorded.
-	res, err = s.ProcessBatch(ctx, &store.Batch{Instance: in, Completions: []store.Completion{{ID: m.ID}}})
+	res, err := s.ProcessBatch(ctx, &store.Batch{Instance: in, Completions: []store.Completion{{ID: m.ID}}})
 	if err != nil || len(res.Stale) != 0 || len(res.Rejected) != 0 {
 		t.Fatalf("recording once writes are taken: %v, stale %v, rejected %v", err, res.Stale, res.Rejected)
 	}
