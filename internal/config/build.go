@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/backstophq/backstop/circuitbreaker"
+	"github.com/backstophq/backstop/clock"
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/inbox"
 	"github.com/backstophq/backstop/outbox"
@@ -99,7 +99,7 @@ func (c *Config) RelayConfig(ctx context.Context, logger *slog.Logger) (relay.Co
 			tr = &unknownTransient{Transport: tr, classifier: rc.Classifier}
 		}
 		if d.RateLimit != nil {
-			tr = newRateLimited(tr, d.RateLimit.PerSecond, d.RateLimit.Burst)
+			tr = newRateLimited(tr, d.RateLimit.PerSecond, d.RateLimit.Burst, clock.Real)
 		}
 		rc.Destinations[d.Name] = relay.Destination{
 			Transport: tr,
@@ -160,52 +160,6 @@ func (u *unknownTransient) Deliver(ctx context.Context, m *outbox.Message) error
 		return errorhandling.Transient(err)
 	}
 	return err
-}
-
-// rateLimited starts at most perSecond deliveries a second, with bursts of
-// burst: a token bucket. A delivery waits for a token or its context.
-type rateLimited struct {
-	transport.Transport
-	mu       sync.Mutex
-	interval time.Duration
-	burst    int
-	next     time.Time // when the bucket is next full minus burst tokens
-}
-
-func newRateLimited(t transport.Transport, perSecond float64, burst int) *rateLimited {
-	return &rateLimited{Transport: t, interval: time.Duration(float64(time.Second) / perSecond), burst: burst}
-}
-
-func (r *rateLimited) Deliver(ctx context.Context, m *outbox.Message) error {
-	if err := r.wait(ctx); err != nil {
-		return errorhandling.Transient(fmt.Errorf("rate limit: %w", err))
-	}
-	return r.Transport.Deliver(ctx, m)
-}
-
-// wait takes a token: the virtual schedule next advances by interval per
-// delivery and may lag now by at most burst intervals.
-func (r *rateLimited) wait(ctx context.Context) error {
-	r.mu.Lock()
-	now := time.Now()
-	if floor := now.Add(-time.Duration(r.burst-1) * r.interval); r.next.Before(floor) {
-		r.next = floor
-	}
-	at := r.next
-	r.next = r.next.Add(r.interval)
-	r.mu.Unlock()
-	d := time.Until(at)
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Summary describes the configuration in a few lines, for config check.

@@ -164,7 +164,7 @@ func TestParseRefuses(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
-	r := newRateLimited(nil, 1000, 2)
+	r := newRateLimited(nil, 1000, 2, nil)
 	ctx := context.Background()
 	start := time.Now()
 	for range 12 {
@@ -178,7 +178,7 @@ func TestRateLimit(t *testing.T) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	slow := newRateLimited(nil, 0.001, 1)
+	slow := newRateLimited(nil, 0.001, 1, nil)
 	_ = slow.wait(ctx)
 	if err := slow.wait(cctx); err == nil {
 		t.Error("wait ignored a cancelled context")
