@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -58,8 +59,8 @@ func streamed(dest string, streams, per int) []*outbox.Message {
 }
 
 // TestHangingWebhookBesideAFastOneWithDeepBacklogs: two webhook
-// destinations with the relay's defaults, each a thousand messages deep
-// in fifty strict streams, one of them a receiver that holds every request.
+// destinations with the relay's defaults, each 400 messages deep (past
+// the default prefetch of 256) in forty strict streams, one of them a receiver that holds every request.
 // Every message of the fast one is delivered while the hanging one's are
 // stuck: the hanging destination holds no more than the workers the pool
 // lets one destination take, its streams wait in its own share of the
@@ -67,9 +68,14 @@ func streamed(dest string, streams, per int) []*outbox.Message {
 func TestHangingWebhookBesideAFastOneWithDeepBacklogs(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t) // strict ordering
+	// A longer safety net than newEnv's: the race detector on a loaded
+	// machine takes half a minute to deliver the backlogs.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	e.ctx = ctx
 	hang := make(chan struct{})
 	slow, fast := newWebhookServer(t, hang), newWebhookServer(t, nil)
-	slowMsgs, fastMsgs := streamed("slow", 50, 20), streamed("fast", 50, 20)
+	slowMsgs, fastMsgs := streamed("slow", 40, 10), streamed("fast", 40, 10)
 	e.enqueue(slowMsgs...) // first: the oldest work is the hanging destination's
 	e.enqueue(fastMsgs...)
 	cfg := e.config(map[string]Destination{
