@@ -111,9 +111,12 @@ type Config struct {
 	// PrefetchBytes caps the payload bytes the relay holds leased and not
 	// yet delivered: it claims no more while they reach it, unless fewer
 	// than Workers messages are held, so that messages near the size
-	// limit do not multiply the prefetch's memory. Until it has claimed
-	// some, the relay counts each message as the largest payload allowed
-	// (outbox.DefaultMaxPayloadBytes). Zero means DefaultPrefetchBytes
+	// limit do not multiply the prefetch's memory. A claim asks for the
+	// budget left at the size of the messages claimed before (until it
+	// has claimed some, the largest payload allowed,
+	// outbox.DefaultMaxPayloadBytes); when larger messages come back, the
+	// relay gives back, undelivered and uncharged, what goes past the
+	// budget, in its next store call. Zero means DefaultPrefetchBytes
 	// (64 MiB).
 	PrefetchBytes int64
 

@@ -29,10 +29,11 @@ const (
 	causeBreaker     = "breaker_open"
 	causeCascade     = "cascade"
 	causeShutdown    = "shutdown"
-	causeLeaseLapsed = "lease_lapsed" // not started: its lease had lapsed
-	causeReclaimed   = "reclaimed"    // a second lease on a message in flight, given back
-	causeStall       = "stall"        // the relay stalled during the attempt
-	causePaused      = "paused"       // not started: the destination asked to wait (Retry-After)
+	causeLeaseLapsed = "lease_lapsed"   // not started: its lease had lapsed
+	causeReclaimed   = "reclaimed"      // a second lease on a message in flight, given back
+	causeStall       = "stall"          // the relay stalled during the attempt
+	causePaused      = "paused"         // not started: the destination asked to wait (Retry-After)
+	causeOverBudget  = "prefetch_bytes" // not started: claimed past PrefetchBytes, given back
 )
 
 // outcome is the result of one message, as a worker reports it.

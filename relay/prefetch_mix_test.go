@@ -1,0 +1,94 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/backstophq/backstop/outbox"
+)
+
+// TestPrefetchBytesHoldAfterSmallMessages: a backlog of small messages
+// followed by large ones, deliveries hanging. The relay's estimate of a
+// message's size comes from what it claimed, so after small messages it
+// asks for its whole target, and the claim brings back 4.3 times
+// PrefetchBytes: what the relay keeps to deliver must still stop at the
+// budget.
+func TestPrefetchBytesHoldAfterSmallMessages(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		ordering outbox.Ordering
+		streams  int
+	}{{"unordered", outbox.OrderingNone, 0}, {"strict", outbox.OrderingStrict, 40}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			prefetchAfterSmall(t, tc.ordering, tc.streams)
+		})
+	}
+}
+
+func prefetchAfterSmall(t *testing.T, ordering outbox.Ordering, streams int) {
+	e := newEnv(t, withOrdering(ordering))
+	const payload = 100 << 10
+	const budget = 1 << 20
+	stream := func(i int) string {
+		if streams == 0 {
+			return ""
+		}
+		return fmt.Sprintf("s%d", i%streams)
+	}
+	var msgs []*outbox.Message
+	for i := range 20 {
+		msgs = append(msgs, msg("orders", stream(i), i))
+	}
+	for i := range 60 {
+		m := msg("orders", stream(i), 100+i)
+		m.Payload = append(m.Payload, make([]byte, payload-len(m.Payload))...)
+		msgs = append(msgs, m)
+	}
+	for _, m := range msgs {
+		e.enqueue(m) // one at a time: in Seq order, small first
+	}
+	release := make(chan struct{})
+	rec := &recorder{fn: func(ctx context.Context, _ *outbox.Message, _ int) error {
+		<-release
+		return nil
+	}}
+	cfg := e.config(map[string]Destination{"orders": {Transport: rec.transport(), Timeout: time.Hour}})
+	cfg.Workers = 2
+	cfg.BatchSize = 64
+	cfg.PrefetchBytes = budget
+	rn := e.start(cfg)
+	var most int64
+	for range 6 {
+		before := rn.r.rounds.Load()
+		rn.waitFor("a round", func() bool { return rn.r.rounds.Load() > before+1 })
+		most = max(most, heldForDelivery(rn.r))
+	}
+	close(release)
+	rn.waitFor("every message", func() bool { return rn.r.Stats().Delivered == int64(len(msgs)) })
+	for _, m := range msgs {
+		if n := rec.count(string(m.Payload)); n != 1 {
+			t.Fatalf("%.20s delivered %d times", m.Payload, n)
+		}
+	}
+	if most > budget {
+		t.Fatalf("held %d bytes to deliver (%.1f× PrefetchBytes %d) after a run of small messages", most, float64(most)/budget, budget)
+	}
+}
+
+// heldForDelivery is the bytes of the messages r holds to deliver: every
+// flight but those whose lease is being given back.
+func heldForDelivery(r *Relay) int64 {
+	r.fl.mu.Lock()
+	defer r.fl.mu.Unlock()
+	var n int64
+	for _, f := range r.fl.m {
+		if !f.reported {
+			n += f.bytes
+		}
+	}
+	return n
+}
