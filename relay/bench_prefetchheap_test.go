@@ -2,9 +2,11 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,13 +25,14 @@ import (
 //	go test -run '^$' -bench PrefetchHeap -benchtime 1x ./relay/
 func BenchmarkPrefetchHeap(b *testing.B) {
 	for _, bc := range []struct {
-		name  string
-		small int
-	}{{"large", 0}, {"small-then-large", 2000}} {
+		name    string
+		small   int
+		headers bool
+	}{{"large", 0, false}, {"small-then-large", 2000, false}, {"headers-at-limit", 0, true}} {
 		b.Run(bc.name, func(b *testing.B) {
 			var held float64
 			for i := 0; i < b.N; i++ {
-				held += prefetchHeap(b, bc.small)
+				held += prefetchHeap(b, bc.small, bc.headers)
 			}
 			held /= float64(b.N)
 			b.ReportMetric(held/(1<<20), "held-MiB")
@@ -39,14 +42,28 @@ func BenchmarkPrefetchHeap(b *testing.B) {
 }
 
 const (
-	heapBudget = 16 << 20
-	heapLarge  = 100
+	heapBudget  = 16 << 20
+	heapLarge   = 100
+	heapHeaders = 3000
 )
 
-// prefetchHeap enqueues small tiny messages then heapLarge of 1 MiB, runs a
-// relay whose deliveries hang, and returns the heap it holds once it has
-// claimed what it will.
-func prefetchHeap(b *testing.B, small int) float64 {
+// atLimitHeaders are outbox.DefaultMaxHeaders headers whose names and
+// values add up to outbox.DefaultMaxHeaderBytes.
+func atLimitHeaders() map[string]string {
+	h := make(map[string]string, outbox.DefaultMaxHeaders)
+	each := outbox.DefaultMaxHeaderBytes / outbox.DefaultMaxHeaders
+	for i := range outbox.DefaultMaxHeaders {
+		name := fmt.Sprintf("x-h%02d", i)
+		h[name] = strings.Repeat("v", each-len(name))
+	}
+	return h
+}
+
+// prefetchHeap enqueues small tiny messages then heapLarge of 1 MiB (with
+// headers, heapHeaders messages of 1 KiB with headers at their limits:
+// 64 of them, 16 KiB), runs a relay whose deliveries hang, and returns
+// the heap it holds once it has claimed what it will.
+func prefetchHeap(b *testing.B, small int, headers bool) float64 {
 	b.StopTimer()
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "heap.db"), store.Config{})
@@ -56,10 +73,20 @@ func prefetchHeap(b *testing.B, small int) float64 {
 	defer s.Close()
 	benchEnqueueFor(b, s, "big", small, 0)
 	payload := make([]byte, outbox.DefaultMaxPayloadBytes-64)
-	for i := 0; i < heapLarge; i += 10 {
+	n, per, batch := heapLarge, 10, 256
+	if headers {
+		// enough held for the budget, not the batch, to bind
+		payload = payload[:1024]
+		n, per, batch = heapHeaders, 100, 2048
+	}
+	for i := 0; i < n; i += per {
 		var ms []*outbox.Message
-		for range 10 {
-			ms = append(ms, &outbox.Message{Destination: "big", Type: "bench", Payload: payload})
+		for range per {
+			m := &outbox.Message{Destination: "big", Type: "bench", Payload: payload}
+			if headers {
+				m.Headers = atLimitHeaders()
+			}
+			ms = append(ms, m)
 		}
 		if err := s.Enqueue(ctx, ms...); err != nil {
 			b.Fatal(err)
@@ -68,7 +95,7 @@ func prefetchHeap(b *testing.B, small int) float64 {
 	hang := make(chan struct{})
 	r, err := New(s, Config{
 		Destinations: map[string]Destination{"big": {Transport: transport.Func(func(ctx context.Context, m *outbox.Message) error {
-			if len(m.Payload) < 1024 {
+			if len(m.Payload) < 1024 && len(m.Headers) == 0 {
 				return nil
 			}
 			select {
@@ -78,7 +105,7 @@ func prefetchHeap(b *testing.B, small int) float64 {
 			return nil
 		}), Timeout: time.Hour}},
 		Workers:         4,
-		BatchSize:       256,
+		BatchSize:       batch,
 		PrefetchBytes:   heapBudget,
 		PollInterval:    MinPollInterval,
 		MaxPollInterval: 5 * MinPollInterval,

@@ -108,8 +108,9 @@ type Config struct {
 	// Values below BatchSize are rejected.
 	MaxBatchSize int
 
-	// PrefetchBytes caps the payload bytes the relay holds leased and not
-	// yet delivered: it claims no more while they reach it, unless fewer
+	// PrefetchBytes caps the bytes of the messages the relay holds leased
+	// and not yet delivered (payloads and headers, with an allowance for
+	// the memory each message and header takes besides): it claims no more while they reach it, unless fewer
 	// than Workers messages are held, so that messages near the size
 	// limit do not multiply the prefetch's memory. A claim asks for the
 	// budget left at the size of the messages claimed before (until it
