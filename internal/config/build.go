@@ -110,7 +110,7 @@ func (c *Config) RelayConfig(ctx context.Context, logger *slog.Logger) (relay.Co
 				HalfOpenMaxRequests: d.Breaker.HalfOpenMaxRequests,
 			},
 			Timeout:         d.Timeout.D(),
-			Concurrency:     d.Concurrency,
+			Concurrency:     d.concurrency(c.Relay.Workers),
 			SingledOutAfter: d.SingledOutAfter.D(),
 		}
 	}

@@ -10,8 +10,33 @@ import (
 	"github.com/backstophq/backstop/clock"
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/relay"
 	"github.com/backstophq/backstop/transport"
 )
+
+// concurrency is the destination's Concurrency for the relay, given the
+// relay's workers (0: relay.DefaultWorkers). With a rate limit and no
+// concurrency set, it is as many deliveries as get a token within their
+// timeout, waiting their turn: ceil(per_second × timeout) - 1, at least 1
+// and at most workers. More would only wait and end as timeouts of the
+// destination, which its breaker counts: with per_second 0.5 and the
+// defaults, 16 deliveries took turns at one token every 2 s, each waiting
+// about 32 s with a 30 s timeout, and the timeouts counted against a
+// destination that had failed nothing.
+func (d *Destination) concurrency(workers int) int {
+	if d.Concurrency != 0 || d.RateLimit == nil {
+		return d.Concurrency
+	}
+	if workers == 0 {
+		workers = relay.DefaultWorkers
+	}
+	timeout := d.Timeout.D()
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	n := math.Ceil(d.RateLimit.PerSecond*timeout.Seconds()) - 1
+	return int(max(1, min(float64(workers), n)))
+}
 
 // rateLimited starts at most perSecond deliveries a second, with bursts of
 // burst: a token bucket. A delivery waits for a token or its context, and

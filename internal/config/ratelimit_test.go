@@ -122,3 +122,36 @@ func TestRateLimitOfHugeBurst(t *testing.T) {
 		}
 	}
 }
+
+// TestRateLimitedConcurrency: a rate-limited destination with no
+// concurrency set runs only as many deliveries as get a token within
+// their timeout. With the workers' 16, at 0.5 a second and a 30 s timeout
+// each delivery waited about 32 s for its turn and ended as a timeout of
+// the destination, counted by its breaker.
+func TestRateLimitedConcurrency(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		dest string
+		want int
+	}{
+		{"{name: h, type: webhook, url: 'http://x/y', rate_limit: {per_second: 0.5}}", 14},
+		{"{name: h, type: webhook, url: 'http://x/y', rate_limit: {per_second: 0.1}, timeout: 60s}", 5},
+		{"{name: h, type: webhook, url: 'http://x/y', rate_limit: {per_second: 0.001}}", 1},
+		{"{name: h, type: webhook, url: 'http://x/y', rate_limit: {per_second: 50}}", 16},
+		{"{name: h, type: webhook, url: 'http://x/y', rate_limit: {per_second: 0.1}, concurrency: 8}", 8},
+		{"{name: h, type: webhook, url: 'http://x/y'}", 0},
+	} {
+		c, err := Parse([]byte("destinations:\n  - "+tc.dest+"\n"), env(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, trs, err := c.RelayConfig(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trs[0].Close()
+		if got := rc.Destinations["h"].Concurrency; got != tc.want {
+			t.Errorf("%s: concurrency %d, want %d", tc.dest, got, tc.want)
+		}
+	}
+}
