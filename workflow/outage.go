@@ -119,6 +119,24 @@ func (dr *driver) read(ctx context.Context) (*wfstore.Snapshot, error) {
 	return snap, nil
 }
 
+// reread returns the run as stored, read again from prev (what the
+// driver holds: see wfstore.Store.Reload), or read whole when prev is nil,
+// tried again while the database is unavailable.
+func (dr *driver) reread(ctx context.Context, prev *wfstore.Snapshot) (*wfstore.Snapshot, error) {
+	if prev == nil {
+		return dr.read(ctx)
+	}
+	var snap *wfstore.Snapshot
+	_, err := dr.whileHeld(ctx, func(ctx context.Context) (err error) {
+		snap, err = dr.e.st.Reload(ctx, prev)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("workflow: run %s: %w", dr.runID, err)
+	}
+	return snap, nil
+}
+
 // recorded returns which of fs, the outcomes the driver tried to record
 // for one attempt, the store holds (the same outcome and error), or nil:
 // after a write whose outcome was unknown, it tells whether that write

@@ -22,6 +22,17 @@ const (
 		FROM {{T}}wf_tasks WHERE run_id = $1 ORDER BY task_id`
 	selectAttempts = `SELECT task_id, attempt, owner, started_at, ended_at, outcome, error
 		FROM {{T}}wf_attempts WHERE run_id = $1 ORDER BY task_id, attempt`
+
+	// Reload's reads: the run without its input, the tasks with the size
+	// of their results instead (octet_length of a TOASTed bytea reads its
+	// header, not the value; -1 for none), then the results the reader
+	// lacks, by primary key.
+	reselectRun = `SELECT id, dag_id, dag_hash, state, reason, NULL::bytea, coalesce(owner, ''),
+		nullif(lease_expiry, '-infinity'), created_at, ended_at, coalesce(upstream::text, '') FROM {{T}}wf_runs WHERE id = $1`
+	reselectTasks = `SELECT task_id, state, attempt, failures, next_attempt_at, coalesce(owner, ''), started_at,
+		ended_at, error, reason, cause, coalesce(octet_length(result), -1)::bigint, dead_letter, replay_of
+		FROM {{T}}wf_tasks WHERE run_id = $1 ORDER BY task_id`
+	selectResults = `SELECT task_id, result FROM {{T}}wf_tasks WHERE run_id = $1 AND task_id = ANY($2::text[])`
 )
 
 // Load implements wfstore.Store.
@@ -29,11 +40,21 @@ func (s *Store) Load(ctx context.Context, runID string) (*wfstore.Snapshot, erro
 	if err := wfstore.CheckID(runID); err != nil {
 		return nil, fmt.Errorf("%w: %q (%v)", wfstore.ErrNotFound, runID, err)
 	}
+	return s.loadOrReload(ctx, runID, nil)
+}
+
+// Reload implements wfstore.Store.
+func (s *Store) Reload(ctx context.Context, prev *wfstore.Snapshot) (*wfstore.Snapshot, error) {
+	return s.loadOrReload(ctx, prev.Run.ID, prev)
+}
+
+// loadOrReload is Load when prev is nil, and Reload otherwise.
+func (s *Store) loadOrReload(ctx context.Context, runID string, prev *wfstore.Snapshot) (*wfstore.Snapshot, error) {
 	var snap *wfstore.Snapshot
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
 			var err error
-			snap, err = s.load(ctx, tx, runID)
+			snap, err = s.load(ctx, tx, runID, prev)
 			return err
 		})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -45,16 +66,24 @@ func (s *Store) Load(ctx context.Context, runID string) (*wfstore.Snapshot, erro
 	return snap, nil
 }
 
-func (s *Store) load(ctx context.Context, tx pgx.Tx, runID string) (*wfstore.Snapshot, error) {
+// load reads the run; with prev, as Reload does.
+func (s *Store) load(ctx context.Context, tx pgx.Tx, runID string, prev *wfstore.Snapshot) (*wfstore.Snapshot, error) {
 	snap := &wfstore.Snapshot{}
 	r := &snap.Run
 	var state string
 	var lease, ended *time.Time
 	var up string
 	var err error
-	if err = tx.QueryRow(ctx, s.q(selectRun), runID).Scan(&r.ID, &r.DAGID, &r.DAGHash, &state, &r.Reason,
+	qRun, qTasks := selectRun, selectTasks
+	if prev != nil {
+		qRun, qTasks = reselectRun, reselectTasks
+	}
+	if err = tx.QueryRow(ctx, s.q(qRun), runID).Scan(&r.ID, &r.DAGID, &r.DAGHash, &state, &r.Reason,
 		&r.Input, &r.Owner, &lease, &r.CreatedAt, &ended, &up); err != nil {
 		return nil, unreadable(runID, "wf_runs", err)
+	}
+	if prev != nil {
+		r.Input = prev.Run.Input
 	}
 	if r.Upstream, err = wfstore.DecodeUpstream(up); err != nil {
 		return nil, &wfstore.UnreadableError{RunID: runID, Table: "wf_runs", Err: err}
@@ -62,24 +91,40 @@ func (s *Store) load(ctx context.Context, tx pgx.Tx, runID string) (*wfstore.Sna
 	r.State = models.RunState(state)
 	r.LeaseExpiry, r.CreatedAt, r.EndedAt = fromTs(lease), r.CreatedAt.UTC(), fromTs(ended)
 
-	rows, err := tx.Query(ctx, s.q(selectTasks), runID)
+	rows, err := tx.Query(ctx, s.q(qTasks), runID)
 	if err != nil {
 		return nil, err
 	}
+	known := wfstore.Known(prev)
+	unknown := map[string]int{} // index in snap.Tasks of each result to read
 	for rows.Next() {
 		t := wfstore.Task{RunID: runID}
 		var next, started, ended *time.Time
+		var size int64
+		result := any(&t.Result)
+		if prev != nil {
+			result = &size
+		}
 		if err := rows.Scan(&t.TaskID, &state, &t.Attempt, &t.Failures, &next, &t.Owner, &started, &ended,
-			&t.Error, &t.Reason, &t.Cause, &t.Result, &t.DeadLetter, &t.ReplayOf); err != nil {
+			&t.Error, &t.Reason, &t.Cause, result, &t.DeadLetter, &t.ReplayOf); err != nil {
 			rows.Close()
 			return nil, unreadable(runID, "wf_tasks", err)
 		}
 		t.State = models.TaskState(state)
 		t.NextAttemptAt, t.StartedAt, t.EndedAt = fromTs(next), fromTs(started), fromTs(ended)
+		if prev != nil {
+			var ok bool
+			if t.Result, ok = known.Result(t.TaskID, t.Attempt, size); !ok {
+				unknown[t.TaskID] = len(snap.Tasks)
+			}
+		}
 		snap.Tasks = append(snap.Tasks, t)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if err := s.readResults(ctx, tx, snap, unknown); err != nil {
 		return nil, err
 	}
 
@@ -100,6 +145,34 @@ func (s *Store) load(ctx context.Context, tx pgx.Tx, runID string) (*wfstore.Sna
 		snap.Attempts = append(snap.Attempts, a)
 	}
 	return snap, rows.Err()
+}
+
+// readResults reads the results of the tasks of snap named in unknown
+// (by ID, with their index in snap.Tasks).
+func (s *Store) readResults(ctx context.Context, tx pgx.Tx, snap *wfstore.Snapshot, unknown map[string]int) error {
+	if len(unknown) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(unknown))
+	for id := range unknown {
+		ids = append(ids, id)
+	}
+	rows, err := tx.Query(ctx, s.q(selectResults), snap.Run.ID, ids)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var result []byte
+		if err := rows.Scan(&id, &result); err != nil {
+			return unreadable(snap.Run.ID, "wf_tasks", err)
+		}
+		if i, ok := unknown[id]; ok {
+			snap.Tasks[i].Result = result
+		}
+	}
+	return rows.Err()
 }
 
 // unreadable returns err as an *wfstore.UnreadableError of a row of table

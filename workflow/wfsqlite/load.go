@@ -21,6 +21,16 @@ const (
 		FROM {{prefix}}wf_tasks WHERE run_id = ? ORDER BY task_id`
 	selectAttempts = `SELECT task_id, attempt, owner, started_at, ended_at, outcome, error
 		FROM {{prefix}}wf_attempts WHERE run_id = ? ORDER BY task_id, attempt`
+
+	// Reload's reads: the run without its input, the tasks with the size
+	// of their results instead (length of a blob reads its header, not
+	// its pages; -1 for none), then each result the reader lacks.
+	reselectRun = `SELECT id, dag_id, dag_hash, state, reason, NULL, coalesce(owner, ''), lease_expiry,
+		created_at, ended_at, coalesce(upstream, '') FROM {{prefix}}wf_runs WHERE id = ?`
+	reselectTasks = `SELECT task_id, state, attempt, failures, next_attempt_at, coalesce(owner, ''), started_at,
+		ended_at, error, reason, cause, coalesce(length(result), -1), dead_letter, replay_of
+		FROM {{prefix}}wf_tasks WHERE run_id = ? ORDER BY task_id`
+	selectResult = `SELECT result FROM {{prefix}}wf_tasks WHERE run_id = ? AND task_id = ?`
 )
 
 // Load implements wfstore.Store.
@@ -28,10 +38,20 @@ func (s *Store) Load(ctx context.Context, runID string) (*wfstore.Snapshot, erro
 	if err := wfstore.CheckID(runID); err != nil {
 		return nil, fmt.Errorf("%w: %q (%v)", wfstore.ErrNotFound, runID, err)
 	}
+	return s.loadOrReload(ctx, runID, nil)
+}
+
+// Reload implements wfstore.Store.
+func (s *Store) Reload(ctx context.Context, prev *wfstore.Snapshot) (*wfstore.Snapshot, error) {
+	return s.loadOrReload(ctx, prev.Run.ID, prev)
+}
+
+// loadOrReload is Load when prev is nil, and Reload otherwise.
+func (s *Store) loadOrReload(ctx context.Context, runID string, prev *wfstore.Snapshot) (*wfstore.Snapshot, error) {
 	var snap *wfstore.Snapshot
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		snap, err = s.load(ctx, tx, runID)
+		snap, err = s.load(ctx, tx, runID, prev)
 		return err
 	})
 	if errors.Is(err, sql.ErrNoRows) {
@@ -43,7 +63,8 @@ func (s *Store) Load(ctx context.Context, runID string) (*wfstore.Snapshot, erro
 	return snap, nil
 }
 
-func (s *Store) load(ctx context.Context, tx *sql.Tx, runID string) (*wfstore.Snapshot, error) {
+// load reads the run; with prev, as Reload does.
+func (s *Store) load(ctx context.Context, tx *sql.Tx, runID string, prev *wfstore.Snapshot) (*wfstore.Snapshot, error) {
 	snap := &wfstore.Snapshot{}
 	r := &snap.Run
 	var state string
@@ -52,9 +73,16 @@ func (s *Store) load(ctx context.Context, tx *sql.Tx, runID string) (*wfstore.Sn
 	var ended sql.NullInt64
 	var up string
 	var err error
-	if err = tx.QueryRowContext(ctx, s.q(selectRun), runID).Scan(&r.ID, &r.DAGID, &r.DAGHash, &state, &r.Reason,
+	qRun, qTasks := selectRun, selectTasks
+	if prev != nil {
+		qRun, qTasks = reselectRun, reselectTasks
+	}
+	if err = tx.QueryRowContext(ctx, s.q(qRun), runID).Scan(&r.ID, &r.DAGID, &r.DAGHash, &state, &r.Reason,
 		&r.Input, &r.Owner, &lease, &created, &ended, &up); err != nil {
 		return nil, unreadable(runID, "wf_runs", err)
+	}
+	if prev != nil {
+		r.Input = prev.Run.Input
 	}
 	if r.Upstream, err = wfstore.DecodeUpstream(up); err != nil {
 		return nil, &wfstore.UnreadableError{RunID: runID, Table: "wf_runs", Err: err}
@@ -63,25 +91,44 @@ func (s *Store) load(ctx context.Context, tx *sql.Tx, runID string) (*wfstore.Sn
 	r.LeaseExpiry = fromMs(sql.NullInt64{Int64: lease, Valid: true})
 	r.CreatedAt, r.EndedAt = fromMs(created), fromMs(ended)
 
-	rows, err := tx.QueryContext(ctx, s.q(selectTasks), runID)
+	rows, err := tx.QueryContext(ctx, s.q(qTasks), runID)
 	if err != nil {
 		return nil, err
 	}
+	known := wfstore.Known(prev)
+	var unknown []int // indexes in snap.Tasks of the results to read
 	for rows.Next() {
 		t := wfstore.Task{RunID: runID}
 		var next, started, ended sql.NullInt64
+		var size int64
+		result := any(&t.Result)
+		if prev != nil {
+			result = &size
+		}
 		if err := rows.Scan(&t.TaskID, &state, &t.Attempt, &t.Failures, &next, &t.Owner, &started, &ended,
-			&t.Error, &t.Reason, &t.Cause, &t.Result, &t.DeadLetter, &t.ReplayOf); err != nil {
+			&t.Error, &t.Reason, &t.Cause, result, &t.DeadLetter, &t.ReplayOf); err != nil {
 			rows.Close()
 			return nil, unreadable(runID, "wf_tasks", err)
 		}
 		t.State = models.TaskState(state)
 		t.NextAttemptAt, t.StartedAt, t.EndedAt = fromMs(next), fromMs(started), fromMs(ended)
+		if prev != nil {
+			var ok bool
+			if t.Result, ok = known.Result(t.TaskID, t.Attempt, size); !ok {
+				unknown = append(unknown, len(snap.Tasks))
+			}
+		}
 		snap.Tasks = append(snap.Tasks, t)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
+	}
+	for _, i := range unknown {
+		t := &snap.Tasks[i]
+		if err := tx.QueryRowContext(ctx, s.q(selectResult), runID, t.TaskID).Scan(&t.Result); err != nil {
+			return nil, unreadable(runID, "wf_tasks", err)
+		}
 	}
 
 	rows, err = tx.QueryContext(ctx, s.q(selectAttempts), runID)

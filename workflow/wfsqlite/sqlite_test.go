@@ -12,7 +12,7 @@ import (
 	"github.com/backstophq/backstop/workflow/wfstore/wfstoretest"
 )
 
-func open(t *testing.T, path string, prefix string) (*sqlite.Store, *wfsqlite.Store) {
+func open(t testing.TB, path string, prefix string) (*sqlite.Store, *wfsqlite.Store) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, path, store.Config{TablePrefix: prefix})

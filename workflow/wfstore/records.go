@@ -196,3 +196,34 @@ type Reopen struct {
 	// Reason is the task's new reason.
 	Reason string
 }
+
+// KnownResults indexes the results of prev, a snapshot the caller holds,
+// for Reload: by task ID, each task's attempt number and result.
+type KnownResults map[string]Task
+
+// Known returns the results of prev; nil when prev is nil.
+func Known(prev *Snapshot) KnownResults {
+	if prev == nil {
+		return nil
+	}
+	k := make(KnownResults, len(prev.Tasks))
+	for _, t := range prev.Tasks {
+		k[t.TaskID] = Task{Attempt: t.Attempt, Result: t.Result}
+	}
+	return k
+}
+
+// Result returns the result k holds for a task read again at attempt with
+// a stored result of size bytes (-1 when it has none), and whether it may
+// stand for the stored one: k holds the task at the same attempt with a
+// result of that size. Otherwise the store reads the result.
+func (k KnownResults) Result(taskID string, attempt int, size int64) ([]byte, bool) {
+	t, ok := k[taskID]
+	if !ok || t.Attempt != attempt {
+		return nil, false
+	}
+	if t.Result == nil {
+		return nil, size < 0
+	}
+	return t.Result, size == int64(len(t.Result))
+}

@@ -70,6 +70,18 @@ type Store interface {
 	// Load returns the run with its tasks (ordered by task ID) and its
 	// attempts (ordered by task ID, then number), or ErrNotFound.
 	Load(ctx context.Context, runID string) (*Snapshot, error)
+	// Reload returns the run as Load does, for a reader that holds it
+	// already as prev (from Load or Reload): it does not read again what
+	// prev holds and the run's rows do not show to have changed. The
+	// run's input, which nothing changes once the run is created, is
+	// prev's; a task's result is read only when prev does not hold the
+	// task at the same attempt number with a result of the same size
+	// (see KnownResults), and is prev's otherwise, the same slice. The
+	// engine reads its runs again at every renewal of their leases
+	// (every third of a lease), so that a change made behind it is seen:
+	// reading every result and the input each time, a run of 1,000
+	// tasks with 1 MB results read 1 GB every 10 s.
+	Reload(ctx context.Context, prev *Snapshot) (*Snapshot, error)
 	// StartAttempt moves a pending or up_for_retry task to running as
 	// attempt number attempt, owned by l.Owner, and records the attempt
 	// as running. It fails with ErrConflict unless the task's last attempt

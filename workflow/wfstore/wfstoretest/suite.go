@@ -37,6 +37,7 @@ func lease(owner string, at time.Duration) wfstore.Lease {
 func Run(t *testing.T, h Harness) {
 	tests := map[string]func(*testing.T, Harness){
 		"CreateAndLoad":            testCreateAndLoad,
+		"Reload":                   testReload,
 		"AcquireRenewRelease":      testAcquireRenewRelease,
 		"Abandoned":                testAbandoned,
 		"PostponeRun":              testPostponeRun,
