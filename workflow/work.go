@@ -40,20 +40,45 @@ const postponeUnresumable = 10 * time.Minute
 // keep the healthy ones behind them waiting; Resume still takes it at
 // once. A run that failed to resume for want of the database is tried
 // again on the next pass.
+//
+// A wait between two passes that ends later than PollInterval by more than
+// a third of LeaseDuration, by the wall time of Config.Clock, means that
+// the clock jumped forward (or the process was paused): every lease may
+// look lapsed at once, also those of runs whose instances are alive and
+// have not yet renewed on the new time. For a LeaseDuration after such a
+// jump Work takes over no run, logged at WARN; the replays go on.
 func (e *Engine) Work(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	var hold time.Time // no run is taken over before it
 	for {
-		e.pass(ctx, &wg)
+		e.pass(ctx, &wg, hold)
+		slept := e.cfg.Clock.Now()
 		if !clock.Sleep(e.cfg.Clock, e.cfg.PollInterval, ctx.Done()) {
 			return nil
+		}
+		now := e.cfg.Clock.Now()
+		// Round(0) drops the monotonic reading: leases are wall times.
+		if late := now.Round(0).Sub(slept.Round(0)) - e.cfg.PollInterval; late > e.cfg.LeaseDuration/3 {
+			hold = now.Add(e.cfg.LeaseDuration)
+			e.log.LogAttrs(ctx, slog.LevelWarn, clockJumpedMsg, slog.Duration("late", late),
+				slog.Time("take_over_from", hold))
 		}
 	}
 }
 
-// pass takes the abandoned runs and the pending replays once.
-func (e *Engine) pass(ctx context.Context, wg *sync.WaitGroup) {
-	ids, err := e.st.Abandoned(ctx, e.lease(), abandonedBatch, e.shapes())
+// clockJumpedMsg is logged (WARN) when Work finds that its clock jumped.
+const clockJumpedMsg = "the clock jumped forward: runs whose leases look lapsed are not taken over for a lease, so that the instances driving them can renew"
+
+// pass takes the abandoned runs, unless now is before hold, and the
+// pending replays once.
+func (e *Engine) pass(ctx context.Context, wg *sync.WaitGroup, hold time.Time) {
+	l := e.lease()
+	var ids []string
+	var err error
+	if !l.Now.Before(hold) {
+		ids, err = e.st.Abandoned(ctx, l, abandonedBatch, e.shapes())
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			e.log.LogAttrs(ctx, slog.LevelWarn, "looking for abandoned runs failed", slog.String("error", err.Error()))
