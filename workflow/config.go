@@ -38,6 +38,17 @@ type Config struct {
 	// means half of LeaseDuration; a value below MinPollInterval is an
 	// error.
 	PollInterval time.Duration
+	// OlderShapeGrace is how long Work leaves a run of another shape of
+	// a DAG registered here (created before a deploy added, removed or
+	// renamed a task, or changed its edges or policy) for an instance
+	// that registers the run's shape, once nobody drives it: during a
+	// rolling deploy the instances not yet updated take such runs over.
+	// Past it Work ends the run failed, its attempts left running
+	// recorded lost and its remaining tasks skipped, with a reason that
+	// names the change (shown by Engine.Get, the admin API and the
+	// dashboard). 0 means 10 minutes; negative means never: such runs
+	// then stay running until an instance with their shape takes them.
+	OlderShapeGrace time.Duration
 	// Clock times retries, timeouts and leases. Nil means clock.Real.
 	Clock clock.Clock
 	// Logger receives the engine's records (keys run_id, dag_id, task_id,
@@ -122,6 +133,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.PollInterval == 0 {
 		c.PollInterval = c.LeaseDuration / 2
+	}
+	if c.OlderShapeGrace == 0 {
+		c.OlderShapeGrace = defaultOlderShapeGrace
 	}
 	c.Clock = clock.OrReal(c.Clock)
 	if c.Logger == nil {

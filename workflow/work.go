@@ -34,6 +34,12 @@ const postponeUnresumable = 10 * time.Minute
 // the runs it drives to stop (their attempts are interrupted, not failed)
 // and returns nil.
 //
+// A run of another shape of a DAG registered here (created before a
+// deploy changed the DAG's tasks, edges or policy) is left for the
+// instances that register its shape; once nobody has driven it for
+// Config.OlderShapeGrace (10 minutes), Work ends it failed with a reason
+// naming the change (see Config.OlderShapeGrace).
+//
 // A run Work cannot resume for a reason of its own (rows written by hand
 // that the store cannot read, a task's row missing) is logged at ERROR and
 // left for 10 minutes before Work tries it again, so that such runs do not
@@ -92,6 +98,9 @@ func (e *Engine) pass(ctx context.Context, wg *sync.WaitGroup, hold time.Time) {
 			_, err := e.Resume(ctx, id)
 			e.logResume(ctx, id, err)
 		}()
+	}
+	if !l.Now.Before(hold) {
+		e.endOutdated(ctx)
 	}
 	wg.Add(1)
 	go func() {

@@ -136,6 +136,16 @@ type Store interface {
 	// the clock was stepped back; see Leases) it moves to l.Expiry()
 	// instead of returning its run.
 	Abandoned(ctx context.Context, l Lease, limit int, shapes []string) ([]string, error)
+	// Outdated returns up to limit IDs of running runs of the DAGs that
+	// shapes name ("HASH:DAGID", see ShapeKey) whose shape is none of
+	// those named: runs created before their DAG's tasks, edges or policy
+	// changed. It returns only the runs nobody has driven for idle before
+	// l.Now: their lease lapsed before then (or they have none), they
+	// were created before then, and none of their tasks started or ended
+	// since. Oldest lease first. Abandoned never returns these runs to an
+	// engine that registers another shape of their DAG; left running,
+	// they were never taken again once every instance had the new shape.
+	Outdated(ctx context.Context, l Lease, idle time.Duration, limit int, shapes []string) ([]string, error)
 	// PostponeRun keeps a running run that nobody holds (no owner, or a
 	// lease lapsed before now) out of Abandoned until now + d, and leaves
 	// it with no owner, so that AcquireRun can still take it at once. A
@@ -231,3 +241,15 @@ func CheckRun(run *Run, tasks []string) error {
 
 // ShapeKey names a DAG shape for Abandoned: the run's DAG hash and ID.
 func ShapeKey(hash, dagID string) string { return hash + ":" + dagID }
+
+// ShapeDAGs returns the DAG IDs of shape keys (ShapeKey), in their order.
+// A DAG's hash holds no colon, so a key's DAG ID is what follows its
+// first.
+func ShapeDAGs(shapes []string) []string {
+	out := make([]string, 0, len(shapes))
+	for _, k := range shapes {
+		_, dag, _ := strings.Cut(k, ":")
+		out = append(out, dag)
+	}
+	return out
+}

@@ -41,6 +41,7 @@ func Run(t *testing.T, h Harness) {
 		"AcquireRenewRelease":      testAcquireRenewRelease,
 		"Abandoned":                testAbandoned,
 		"PostponeRun":              testPostponeRun,
+		"Outdated":                 testOutdated,
 		"SteppedBack":              testSteppedBack,
 		"StartAttemptFences":       testStartAttemptFences,
 		"FinishSuccessCommitsOnce": testFinishSuccess,
