@@ -28,6 +28,7 @@ type driver struct {
 	slot    bool    // holds an attempt token won in wait
 	stopped string  // under fail: the failed task whose failure cancelled the running attempts
 	handled map[string]bool
+	rebased map[attemptKey]bool // retries moved after the clock went back (rebaseRetries)
 
 	// The run as the driver knows it (see load): as read, with the
 	// driver's changes since applied.
@@ -69,7 +70,8 @@ func (e *Engine) driveEntered(ctx context.Context, d *DAG, runID string) (*Run, 
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	dr := &driver{e: e, d: d, runID: runID, ctx: ctx, runCtx: runCtx, cancel: cancel,
-		running: map[string]*inflight{}, results: make(chan result, len(d.order)), handled: map[string]bool{}}
+		running: map[string]*inflight{}, results: make(chan result, len(d.order)), handled: map[string]bool{},
+		rebased: map[attemptKey]bool{}}
 	defer cancel(nil)
 	dr.lease = dr.keepLease(l.Now)
 	defer dr.lease.stop()
@@ -113,7 +115,11 @@ func (dr *driver) run() (*Run, error) {
 			continue
 		}
 		dr.settleFailures()
-		p := evaluate(dr.d, dr.snap, dr.e.cfg.Clock.Now(), &dr.scratch)
+		now := dr.e.cfg.Clock.Now()
+		if err := dr.rebaseRetries(now); err != nil {
+			return dr.abort(err)
+		}
+		p := evaluate(dr.d, dr.snap, now, &dr.scratch)
 		if len(p.marks) > 0 {
 			if err := dr.mark(p.marks); err != nil {
 				return dr.abort(err)

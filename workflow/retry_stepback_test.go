@@ -1,0 +1,72 @@
+package workflow_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/backstophq/backstop/clock"
+	"github.com/backstophq/backstop/retry"
+	"github.com/backstophq/backstop/workflow"
+	"github.com/backstophq/backstop/workflow/models"
+)
+
+// steppedClock is a fake clock whose reading can be stepped back, as an
+// operator or NTP steps a wall clock; its timers run on elapsed time, as
+// Go's timers do.
+type steppedClock struct {
+	*clock.Fake
+	offset atomic.Int64
+}
+
+func (c *steppedClock) Now() time.Time { return c.Fake.Now().Add(time.Duration(c.offset.Load())) }
+
+// A retry due in a minute when the clock is stepped an hour back runs
+// about a minute later, not an hour and a minute: its due time, stored as
+// a wall time, is moved to its delay from the stepped clock's now. It
+// waited for the wall clock to come back to the old due time.
+func TestRetryScheduledBeforeAClockStepBackKeepsItsDelay(t *testing.T) {
+	t.Parallel()
+	fake := clock.NewFake(t0)
+	clk := &steppedClock{Fake: fake}
+	h := newHarness(t, workflow.Config{Clock: clk, LeaseDuration: 30 * time.Second})
+	events := h.subscribe()
+	flaky := h.task("flaky", func(ctx context.Context, tc *workflow.TaskContext) error {
+		if tc.Attempt() == 1 {
+			return errBoom
+		}
+		return nil
+	})
+	flaky.Retries = 1
+	flaky.Strategy = retry.NewFixedDelay(time.Minute, false)
+	h.register("stepback", nil, flaky)
+	ctx, cancel := context.WithCancel(context.Background())
+	h.ctx = ctx
+	done, out := h.runAsync("stepback", workflow.RunOptions{ID: "r-step"})
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	ev := h.waitFor(events, done, upForRetry("flaky"))
+	if want := t0.Add(time.Minute); !ev.NextAttemptAt.Equal(want) {
+		t.Fatalf("retry at %v, want %v", ev.NextAttemptAt, want)
+	}
+	clk.offset.Store(int64(-time.Hour))
+	// Two minutes of elapsed time, in steps of 10 s.
+	for range 12 {
+		fake.WaitForTimers(1, done)
+		fake.Advance(10 * time.Second)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second): // only a retry waiting for the old time gets here
+		r, _ := h.engine.Get(context.Background(), "r-step")
+		t.Fatalf("two minutes after a retry due in one, with the clock stepped back an hour, it has not run: %s %q",
+			r.Task("flaky").State, r.Task("flaky").Reason)
+	}
+	r, err := out()
+	if err != nil || r.State != models.RunStateSuccess || h.callsOf("flaky") != 2 {
+		t.Fatalf("run %v, %v; flaky ran %d times", r, err, h.callsOf("flaky"))
+	}
+}
