@@ -24,7 +24,7 @@ import (
 // open returns a migrated PostgreSQL store and its workflow store in a new
 // schema of the test server (skipped when it is unreachable, failed under
 // CI=true).
-func open(t *testing.T, cfg store.Config) (*postgres.Store, *wfpostgres.Store, string) {
+func open(t testing.TB, cfg store.Config) (*postgres.Store, *wfpostgres.Store, string) {
 	t.Helper()
 	ctx := context.Background()
 	schema := testenv.NewSchema(t, "wf_")
