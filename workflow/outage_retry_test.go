@@ -102,6 +102,13 @@ func (f *flakyStore) Load(ctx context.Context, runID string) (snap *wfstore.Snap
 	return snap, err
 }
 
+// Reload fails as Load does, under the same name: the driver reads its
+// run with either.
+func (f *flakyStore) Reload(ctx context.Context, prev *wfstore.Snapshot) (snap *wfstore.Snapshot, err error) {
+	err = f.call("Load", func() (err error) { snap, err = f.Store.Reload(ctx, prev); return err })
+	return snap, err
+}
+
 func (f *flakyStore) AcquireRun(ctx context.Context, runID string, l wfstore.Lease) error {
 	return f.call("AcquireRun", func() error { return f.Store.AcquireRun(ctx, runID, l) })
 }
