@@ -2,11 +2,13 @@ package workflow_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/backstophq/backstop/clock"
+	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/retry"
 	"github.com/backstophq/backstop/workflow"
 	"github.com/backstophq/backstop/workflow/models"
@@ -28,9 +30,16 @@ func (c *steppedClock) Now() time.Time { return c.Fake.Now().Add(time.Duration(c
 // waited for the wall clock to come back to the old due time.
 func TestRetryScheduledBeforeAClockStepBackKeepsItsDelay(t *testing.T) {
 	t.Parallel()
+	for _, spec := range []string{"sqlite::memory:", "postgres:" + testenv.NewSchema(t, "wf_stepback_")} {
+		t.Run(strings.SplitN(spec, ":", 2)[0], func(t *testing.T) { retryKeepsItsDelay(t, spec) })
+	}
+}
+
+func retryKeepsItsDelay(t *testing.T, spec string) {
+	ws, _ := openCrashStore(t, spec)
 	fake := clock.NewFake(t0)
 	clk := &steppedClock{Fake: fake}
-	h := newHarness(t, workflow.Config{Clock: clk, LeaseDuration: 30 * time.Second})
+	h := newHarnessOn(t, nil, ws, workflow.Config{Clock: clk, LeaseDuration: 30 * time.Second})
 	events := h.subscribe()
 	flaky := h.task("flaky", func(ctx context.Context, tc *workflow.TaskContext) error {
 		if tc.Attempt() == 1 {
