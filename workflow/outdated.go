@@ -42,8 +42,9 @@ func (e *Engine) endOutdated(ctx context.Context) {
 // endOutdatedRun takes the run's lease and, if it is still running in
 // another shape than its DAG's registered one, ends it failed: attempts
 // left running are recorded lost, the tasks that have not ended are
-// skipped, and the run's reason says what changed. A run another
-// instance took meanwhile is left to it.
+// skipped, the run's reason says what changed, and the registered DAG's
+// OnDAGFailure is called. A run another instance took meanwhile is left
+// to it.
 func (e *Engine) endOutdatedRun(ctx context.Context, runID string) (err error) {
 	if !e.enter(runID) {
 		return nil
@@ -100,6 +101,16 @@ func (e *Engine) endOutdatedRun(ctx context.Context, runID string) (err error) {
 	e.log.LogAttrs(ctx, slog.LevelWarn, "run ended", slog.String("run_id", runID), slog.String("dag_id", d.id),
 		slog.String("state", string(models.RunStateFailed)), slog.String("reason", reason))
 	e.emit(Event{Time: l.Now, RunID: runID, DAGID: d.id, RunState: models.RunStateFailed, Reason: reason})
+	if cb := d.prop.OnDAGFailure; cb != nil {
+		snap, err := e.st.Load(ctx, runID)
+		if err != nil {
+			return err
+		}
+		r, runErr := e.report(d, snap)
+		run := &models.DAGRun{ID: r.ID, DAGID: r.DAGID, State: r.State, StartedAt: r.CreatedAt, EndedAt: r.EndedAt}
+		e.callback(ctx, "OnDAGFailure", func() error { return cb(ctx, run, runErr) },
+			slog.String("run_id", runID), slog.String("dag_id", d.id))
+	}
 	return nil
 }
 

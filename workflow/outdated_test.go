@@ -2,10 +2,12 @@ package workflow_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/internal/testenv"
 	"github.com/backstophq/backstop/workflow"
 	"github.com/backstophq/backstop/workflow/models"
@@ -50,7 +52,11 @@ func runOfARemovedShapeIsEnded(t *testing.T, spec string) {
 
 	// The new shape: load is now store, and audit depends on it.
 	h := newHarnessOn(t, nil, ws, workflow.Config{InstanceID: "new", Clock: old.clock, LeaseDuration: 30 * time.Second})
-	h.register("etl", nil, h.task("extract", nil), h.task("store", nil, "extract"), h.task("audit", nil, "store"))
+	var failures []error
+	h.register("etl", &errorhandling.PropagationConfig{OnDAGFailure: func(_ context.Context, run *models.DAGRun, err error) error {
+		failures = append(failures, err)
+		return nil
+	}}, h.task("extract", nil), h.task("store", nil, "extract"), h.task("audit", nil, "store"))
 	workCtx, stop := context.WithCancel(ctx)
 	workDone := make(chan struct{})
 	go func() {
@@ -98,6 +104,11 @@ func runOfARemovedShapeIsEnded(t *testing.T, spec string) {
 		if a.TaskID == "load" && a.Outcome != wfstore.OutcomeLost {
 			t.Errorf("load's attempt left running is %s, want lost", a.Outcome)
 		}
+	}
+	stop()
+	<-workDone
+	if len(failures) != 1 || !errors.Is(failures[0], workflow.ErrRunFailed) {
+		t.Errorf("OnDAGFailure was called with %v, want once with the run's failure", failures)
 	}
 	if n := h.callsOf("store") + h.callsOf("audit") + h.callsOf("extract"); n != 0 {
 		t.Errorf("the new shape's tasks ran %d times for the old run", n)
