@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/backstophq/backstop/internal/termtext"
 )
@@ -24,6 +27,14 @@ type Client struct {
 	// client follows no redirect whatever its CheckRedirect: the admin API
 	// answers none, so a redirect is an error (see Do).
 	HTTPClient *http.Client
+	// Timeout bounds how long a request waits for the server to say
+	// something: to connect and start its answer, then between reads of
+	// the answer. The API reports progress on long requests (a bulk action
+	// or a purge, see ProgressHeader) and each report starts the wait
+	// again, so such a request goes on for as long as the server works on
+	// it. A request the server leaves unanswered that long fails with a
+	// *NoAnswerError. Zero means no limit.
+	Timeout time.Duration
 }
 
 // Do sends a request with an optional JSON body and decodes a JSON answer
@@ -61,18 +72,21 @@ func (c *Client) Do(ctx context.Context, method, path string, q url.Values, body
 		hc = *c.HTTPClient
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	req, wd := c.watch(req)
+	defer wd.stop()
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, wd.err(req, path, err)
 	}
 	defer resp.Body.Close()
+	resp.Body = wd.body(resp.Body)
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 		return resp.StatusCode, fmt.Errorf("admin: %s %s answered %s, a redirect to %q: the admin API answers none; is the base URL (--server) the API's own address?",
 			method, path, termtext.Escape(resp.Status), termtext.Escape(resp.Header.Get("Location")))
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return resp.StatusCode, err
+		return resp.StatusCode, wd.err(req, path, err)
 	}
 	if resp.StatusCode >= 400 {
 		p := &Problem{Status: resp.StatusCode}
@@ -249,13 +263,14 @@ type HandlerTransport struct{ Handler http.Handler }
 
 // RoundTrip serves req with the handler.
 func (t HandlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	rec := &responseRecorder{header: http.Header{}, status: http.StatusOK}
+	rec := &responseRecorder{header: http.Header{}, status: http.StatusOK, ctx: req.Context()}
 	t.Handler.ServeHTTP(rec, req)
 	return &http.Response{StatusCode: rec.status, Header: rec.header, Body: io.NopCloser(&rec.body),
 		ContentLength: int64(rec.body.Len()), Request: req, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
 }
 
 type responseRecorder struct {
+	ctx    context.Context
 	header http.Header
 	body   bytes.Buffer
 	status int
@@ -264,6 +279,13 @@ type responseRecorder struct {
 
 func (r *responseRecorder) Header() http.Header { return r.header }
 func (r *responseRecorder) WriteHeader(s int) {
+	if s >= 100 && s < 200 && s != http.StatusSwitchingProtocols {
+		// informational: a progress report, not the answer
+		if tr := httptrace.ContextClientTrace(r.ctx); tr != nil && tr.Got1xxResponse != nil && !r.wrote {
+			_ = tr.Got1xxResponse(s, textproto.MIMEHeader(r.header.Clone()))
+		}
+		return
+	}
 	if !r.wrote {
 		r.status, r.wrote = s, true
 	}

@@ -184,7 +184,7 @@ func Document() map[string]any {
 	doc := map[string]any{
 		"openapi": "3.1.0",
 		"info": schema{"title": "Backstop admin API", "version": "1",
-			"description": "Operate Backstop: messages, streams, dead letters, stats, breakers, audit. Errors are RFC 9457 problem details."},
+			"description": "Operate Backstop: messages, streams, dead letters, stats, breakers, audit. Errors are RFC 9457 problem details. A bulk action or a purge still running tells a client that sends the header Backstop-Progress: 102 so every 5 s by default, with an informational 102 Processing answer before the final one."},
 		"components": schema{
 			"schemas":         schemas,
 			"securitySchemes": schema{"bearer": schema{"type": "http", "scheme": "bearer"}},

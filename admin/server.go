@@ -77,6 +77,12 @@ type Config struct {
 	// shares. A bulk action gets it for each page, however many pages it
 	// takes. Zero means DefaultRequestTimeout; negative means none.
 	RequestTimeout time.Duration
+	// ProgressInterval is how often a bulk action or a purge still running
+	// tells a client that asked for it (ProgressHeader) that it is: an
+	// informational 102 Processing answer, which starts Client.Timeout's
+	// wait again. Zero means DefaultProgressInterval (5 s); negative means
+	// never.
+	ProgressInterval time.Duration
 	// BulkPage is how many entries a bulk action handles per transaction.
 	// Zero means 500.
 	BulkPage int
@@ -140,6 +146,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.ProgressInterval == 0 {
+		cfg.ProgressInterval = DefaultProgressInterval
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -251,7 +260,9 @@ func (s *Server) authPaged(role string, h http.HandlerFunc) http.HandlerFunc {
 func (s *Server) routes() {
 	read := func(pattern string, h http.HandlerFunc) { s.mux.HandleFunc(pattern, s.auth(RoleRead, h)) }
 	op := func(pattern string, h http.HandlerFunc) { s.mux.HandleFunc(pattern, s.auth(RoleOperate, h)) }
-	paged := func(pattern string, h http.HandlerFunc) { s.mux.HandleFunc(pattern, s.authPaged(RoleOperate, h)) }
+	paged := func(pattern string, h http.HandlerFunc) {
+		s.mux.HandleFunc(pattern, s.authPaged(RoleOperate, s.reporting(h)))
+	}
 	read("GET /v1/openapi.json", serveOpenAPI)
 	op("POST /v1/messages", s.postMessage)
 	read("GET /v1/messages", s.listMessages)

@@ -40,7 +40,10 @@ func (g *globals) connect(ctx context.Context) (*admin.Client, func(), error) {
 		if server == "" {
 			server = DefaultServer
 		}
-		return &admin.Client{BaseURL: server, Token: os.Getenv("BACKSTOP_TOKEN")}, func() {}, nil
+		if g.timeout < 0 {
+			return nil, nil, fmt.Errorf("--timeout must be a positive duration such as 1m, or 0 for no limit, not %s", g.timeout)
+		}
+		return &admin.Client{BaseURL: server, Token: os.Getenv("BACKSTOP_TOKEN"), Timeout: g.timeout}, func() {}, nil
 	}
 	sc := store.Config{TablePrefix: g.prefix}
 	if err := sc.Validate(); err != nil {
@@ -170,6 +173,9 @@ func explain(err error, g *globals) error {
 			return fmt.Errorf("%w (set BACKSTOP_TOKEN to an admin token of the server)", err)
 		}
 		return err
+	}
+	if errors.Is(err, admin.ErrNoAnswer) {
+		return fmt.Errorf("%w (--timeout %s; is the server overloaded, or is --server the address of something else? a larger --timeout waits longer)", err, g.timeout)
 	}
 	if g.db == "" && err != nil && strings.Contains(err.Error(), "connection refused") {
 		return fmt.Errorf("%w (is `backstop serve` running there? --server or BACKSTOP_SERVER names another, --db works on a store directly)", err)

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -13,7 +14,14 @@ type globals struct {
 	db     string // a store instead of a server
 	prefix string // the store's table prefix, with db
 	output string // table or json
+	// timeout bounds the wait for a server's answer (--timeout).
+	timeout time.Duration
 }
+
+// DefaultTimeout is --timeout's default: past the server's own bound on a
+// request's store work (request_timeout, 30 s by default), so that a
+// server that answers late says why.
+const DefaultTimeout = time.Minute
 
 func newRoot() *cobra.Command {
 	g := &globals{}
@@ -28,6 +36,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.db, "db", "", "work directly on a store: sqlite:PATH or a postgres:// URL")
 	pf.StringVar(&g.prefix, "table-prefix", "", "with --db, the store's table prefix (store.table_prefix of serve's config; default backstop_)")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	pf.DurationVar(&g.timeout, "timeout", DefaultTimeout, "with --server, give up on a server that has said nothing for this long (a bulk action goes on while the server reports progress); 0 waits for ever")
 	root.AddCommand(newDemoCmd())
 	addCommands(root, g)
 	refuseUnknownSubcommands(root)
