@@ -108,8 +108,11 @@ type Relay struct {
 	started atomic.Bool
 	rounds  atomic.Uint64 // rounds (steps) the loop has started
 	turned  signal        // the last round after which the loop waited
-	idle    signal        // the last round after which it waited idle
-	hooks   hooks
+	// lastRound is when the loop last finished a round (LastRound), in
+	// Unix nanoseconds of the relay's clock; 0 before Run.
+	lastRound atomic.Int64
+	idle      signal // the last round after which it waited idle
+	hooks     hooks
 }
 
 // destination is a configured destination with its machinery.
@@ -267,6 +270,22 @@ func (r *Relay) Breaker(destination string) *circuitbreaker.CircuitBreaker {
 	return nil
 }
 
+// LastRound returns when the relay's claim loop last finished a round (a
+// call to the store that claims and renews leases, answered or failed,
+// and the wait after it), by the relay's clock: the time Run started
+// before the first, the zero time before Run. Each of a round's store
+// calls is bounded (30 s), and its wait by MaxPollInterval, so a loop
+// that has not finished one for many minutes is wedged: a store driver
+// that ignores its context, a deadlock. A store that is down does not
+// stop the rounds; they fail and go on.
+func (r *Relay) LastRound() time.Time {
+	n := r.lastRound.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
 // Run delivers messages until ctx is done, then shuts down gracefully: it
 // stops claiming, gives back the messages it has not started, waits up to
 // ShutdownTimeout for deliveries in progress (cancelling their contexts at
@@ -283,6 +302,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer cancelStop()
 	defer context.AfterFunc(ctx, func() { time.AfterFunc(r.cfg.ShutdownTimeout, cancelStop) })()
 	r.stopCtx = stopCtx
+	r.lastRound.Store(r.clk.Now().UnixNano())
 	for range r.cfg.Workers {
 		r.workers.Add(1)
 		go r.work()

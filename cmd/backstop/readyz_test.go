@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/store"
@@ -37,7 +38,8 @@ func TestReadyWhateverTheDeadLetterQueueHolds(t *testing.T) {
 	}
 	defer st.Close()
 	rec := httptest.NewRecorder()
-	readyz(slowDLQ{st})(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	h := &health{checks: []check{storeCheck(slowDLQ{st})}, lastRound: func() time.Time { return time.Time{} }, now: time.Now}
+	h.readyz(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("/readyz = %d %q, want 200 while the store answers", rec.Code, rec.Body.String())
 	}

@@ -11,7 +11,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -176,8 +175,10 @@ func serve(ctx context.Context, c *config.Config, logger *slog.Logger, ready fun
 	mux.Handle("/v1/", api.Handler())
 	mux.Handle("/", dashboard.Handler()) // the web dashboard, a client of the API
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", readyz(st))
+	hl := &health{checks: append([]check{storeCheck(st)}, srcs.checks()...),
+		lastRound: r.LastRound, maxPoll: r.Config().MaxPollInterval, now: time.Now}
+	mux.HandleFunc("GET /healthz", hl.healthz)
+	mux.HandleFunc("GET /readyz", hl.readyz)
 	srcs.handle(mux)
 
 	ln, err := net.Listen("tcp", c.Listen)
@@ -259,23 +260,6 @@ func closeStore(st store.Store, by time.Time, logger *slog.Logger) {
 	case <-done:
 	case <-t.C:
 		logger.Warn("the store's connections did not close within the shutdown's time; left to close as the process exits")
-	}
-}
-
-// readyz answers 200 when the store answers a cheap query within 2 s.
-// readyz answers whether the store answers: a read of one message by
-// primary key (the nil ID, which none has), within 2 s. It counted the
-// dead letters, a read that grows with the queue: a million of them could
-// take past the limit and make a healthy server not ready.
-func readyz(st store.Store) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if _, err := st.Get(ctx, uuid.Nil); err != nil && !errors.Is(err, store.ErrNotFound) {
-			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ready\n"))
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -305,7 +306,7 @@ func testServeRabbitMQSource(t *testing.T, db string) {
 		}
 	}
 	hook := newHookRecorder(t)
-	startServe(t, fmt.Sprintf(`listen: 127.0.0.1:0
+	_, base := startServe(t, fmt.Sprintf(`listen: 127.0.0.1:0
 db: '%s'
 relay: {poll_interval: 20ms}
 destinations:
@@ -323,6 +324,53 @@ sources:
 		// stream: a second r1 would arrive before it.
 		if f := hook.await(t, want); f.body != `{"id":"`+want+`"}` || f.stream != queue || f.typ != "payment.settled" {
 			t.Errorf("forwarded %+v, want %s of stream %s", f, want, queue)
+		}
+	}
+	// /readyz covers the source's broker connection: ready while it
+	// consumes, not ready, naming the source and why, once its queue is
+	// gone (its consumer cancelled).
+	awaitReadyz(t, base, "", http.StatusOK, "")
+	if _, err := ch.QueueDelete(queue, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	awaitReadyz(t, base, "", http.StatusServiceUnavailable, "source:payments")
+	awaitReadyz(t, base, "?exclude=sources", http.StatusOK, "")
+}
+
+// awaitReadyz waits, at most 30 s, for serve's /readyz (with query) to
+// answer code and, when failing is set, to name that check among the
+// failed ones, with a reason.
+func awaitReadyz(t *testing.T, base, query string, code int, failing string) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(30 * time.Second)
+	var last string
+	for {
+		resp, err := http.Get(base + "/readyz" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		last = fmt.Sprintf("%d %s", resp.StatusCode, body)
+		var got struct {
+			Checks []checkResult `json:"checks"`
+		}
+		_ = json.Unmarshal(body, &got)
+		named := failing == ""
+		for _, c := range got.Checks {
+			if c.Name == failing && !c.OK && c.Error != "" {
+				named = true
+			}
+		}
+		if resp.StatusCode == code && named {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("/readyz%s never answered %d naming %q; last: %s", query, code, failing, last)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -57,6 +58,9 @@ type source struct {
 	// handler receives (http).
 	handler http.Handler
 	close   func()
+	// health says why the source cannot receive now (its broker
+	// connection lost), nil when it can; nil for http.
+	health func(ctx context.Context) error
 }
 
 // sweepInterval is how often serve deletes a source's expired
@@ -140,6 +144,10 @@ func newSource(ctx context.Context, sc *config.Source, st store.Store, si store.
 			return nil, err
 		}
 		s.run = r.Run
+		s.health = func(context.Context) error {
+			_, err := r.Consuming()
+			return err
+		}
 	case "http":
 		h, err := in.HTTPHandler(inbox.HTTPConfig{Secrets: sc.Secrets(), Tolerance: sc.Tolerance.D(), Headers: sc.Headers})
 		if err != nil {
@@ -190,6 +198,16 @@ func (s *source) openNATS(ctx context.Context, kind, header string, log *slog.Lo
 		return err
 	}
 	s.close = nc.Close
+	s.health = func(context.Context) error {
+		if nc.IsConnected() {
+			return nil
+		}
+		why := fmt.Sprintf("NATS connection to %s is %s", redactDB(sc.URL), nc.Status())
+		if err := nc.LastError(); err != nil {
+			why += ": " + err.Error()
+		}
+		return errors.New(why)
+	}
 	return nil
 }
 
@@ -274,6 +292,18 @@ func (set *sourceSet) addDestinations(dests map[string]relay.Destination) {
 	for _, s := range set.srcs {
 		dests[s.in.DestinationName()] = relay.Destination{Transport: s.fwd}
 	}
+}
+
+// checks are the readiness checks of the sources that hold a broker
+// connection, named source:INBOX.
+func (set *sourceSet) checks() []check {
+	var out []check
+	for _, s := range set.srcs {
+		if s.health != nil {
+			out = append(out, check{name: "source:" + s.cfg.Inbox, fn: s.health})
+		}
+	}
+	return out
 }
 
 // handle registers the HTTP sources on the server's listener on mux.

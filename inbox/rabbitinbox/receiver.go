@@ -39,6 +39,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -131,6 +132,39 @@ type Receiver struct {
 	ack          func(d *amqp.Delivery) bool
 	consuming    func()
 	reconnecting func()
+
+	// state is what Consuming reports.
+	state struct {
+		sync.Mutex
+		live bool
+		why  error
+	}
+}
+
+// errNotStarted is Consuming's answer before Run's first consumer starts.
+var errNotStarted = errors.New("rabbitinbox: not consuming yet")
+
+// Consuming reports whether the receiver has a consumer on its queue now,
+// and when it has not, why: the error that ended the last session (the
+// connection lost, the queue deleted), or that none has started yet. For
+// readiness checks and status pages.
+func (r *Receiver) Consuming() (bool, error) {
+	r.state.Lock()
+	defer r.state.Unlock()
+	if r.state.live {
+		return true, nil
+	}
+	if r.state.why == nil {
+		return false, errNotStarted
+	}
+	return false, r.state.why
+}
+
+// setConsuming records what Consuming reports.
+func (r *Receiver) setConsuming(live bool, why error) {
+	r.state.Lock()
+	defer r.state.Unlock()
+	r.state.live, r.state.why = live, why
 }
 
 // New returns a Receiver; the error names a missing or bad field.

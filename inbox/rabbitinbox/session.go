@@ -39,6 +39,13 @@ func (r *Receiver) Run(ctx context.Context) error {
 // owns one) and one channel until either closes or ctx is done. It
 // reports whether its consumer started, and why it ended.
 func (r *Receiver) session(ctx context.Context) (started bool, err error) {
+	defer func() {
+		why := err
+		if why == nil {
+			why = errors.New("rabbitinbox: stopped")
+		}
+		r.setConsuming(false, why)
+	}()
 	conn := r.cfg.Conn
 	if conn == nil {
 		if conn, err = amqp.DialConfig(r.cfg.URL, r.cfg.AMQP); err != nil {
@@ -69,6 +76,7 @@ func (r *Receiver) session(ctx context.Context) (started bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("rabbitinbox: consume %q: %w", r.cfg.Queue, err)
 	}
+	r.setConsuming(true, nil)
 	if r.consuming != nil {
 		r.consuming()
 	}
