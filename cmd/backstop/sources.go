@@ -163,6 +163,7 @@ func newSource(ctx context.Context, sc *config.Source, st store.Store, si store.
 // redelivery cannot overtake a later message of its stream).
 func (s *source) openNATS(ctx context.Context, kind, header string, log *slog.Logger) error {
 	sc := s.cfg
+	var rcv *natsinbox.Receiver
 	nc, err := nats.Connect(sc.URL, natsSourceOptions(sc.Inbox, log)...)
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", redactDB(sc.URL), err)
@@ -190,7 +191,7 @@ func (s *source) openNATS(ctx context.Context, kind, header string, log *slog.Lo
 					}
 					return ""
 				}})
-			s.run = r.Run
+			s.run, rcv = r.Run, r
 		}
 	}
 	if err != nil {
@@ -199,14 +200,15 @@ func (s *source) openNATS(ctx context.Context, kind, header string, log *slog.Lo
 	}
 	s.close = nc.Close
 	s.health = func(context.Context) error {
-		if nc.IsConnected() {
-			return nil
+		if !nc.IsConnected() {
+			why := fmt.Sprintf("NATS connection to %s is %s", redactDB(sc.URL), nc.Status())
+			if err := nc.LastError(); err != nil {
+				why += ": " + err.Error()
+			}
+			return errors.New(why)
 		}
-		why := fmt.Sprintf("NATS connection to %s is %s", redactDB(sc.URL), nc.Status())
-		if err := nc.LastError(); err != nil {
-			why += ": " + err.Error()
-		}
-		return errors.New(why)
+		_, err := rcv.Reading()
+		return err
 	}
 	return nil
 }

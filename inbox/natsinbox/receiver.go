@@ -42,6 +42,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -130,6 +131,40 @@ type Receiver struct {
 
 	// beat is heldBeat's for the consumer as read last.
 	beat atomic.Int64
+
+	// state is what Reading reports.
+	state struct {
+		sync.Mutex
+		live bool
+		why  error
+	}
+}
+
+// errNotStarted is Reading's answer before Run's first read starts.
+var errNotStarted = errors.New("natsinbox: not reading yet")
+
+// Reading reports whether the receiver is reading its consumer now, and
+// when it is not, why: the error that ended its last read (the consumer
+// deleted, not found), or that none has started yet. A read goes on
+// through a lost connection (it recovers once the connection is back):
+// the connection's own state (nats.Conn.IsConnected) says that. For
+// readiness checks and status pages.
+func (r *Receiver) Reading() (bool, error) {
+	r.state.Lock()
+	defer r.state.Unlock()
+	if r.state.live {
+		return true, nil
+	}
+	if r.state.why == nil {
+		return false, errNotStarted
+	}
+	return false, r.state.why
+}
+
+func (r *Receiver) setReading(live bool, why error) {
+	r.state.Lock()
+	defer r.state.Unlock()
+	r.state.live, r.state.why = live, why
 }
 
 // New returns a Receiver; the error names a missing field.
@@ -180,6 +215,13 @@ func (r *Receiver) Run(ctx context.Context) error {
 // the iterator ends (the consumer deleted). It reports whether the
 // iterator started, and why it ended.
 func (r *Receiver) read(ctx context.Context) (started bool, err error) {
+	defer func() {
+		why := err
+		if why == nil {
+			why = errors.New("natsinbox: stopped")
+		}
+		r.setReading(false, why)
+	}()
 	// An iterator over a consumer that is not there does not fail: it
 	// waits out its pull (30 s). Asking first makes a retry quick.
 	info, err := r.cfg.Consumer.Info(ctx)
@@ -217,6 +259,7 @@ func (r *Receiver) read(ctx context.Context) (started bool, err error) {
 	stop := context.AfterFunc(ctx, it.Drain)
 	defer stop()
 	defer it.Stop()
+	r.setReading(true, nil)
 	if r.reading != nil {
 		r.reading()
 	}
