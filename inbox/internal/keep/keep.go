@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,25 +29,22 @@ import (
 // the last error once ctx is done.
 func Store(ctx context.Context, in *inbox.Inbox, msg inbox.Received, every time.Duration, log *slog.Logger,
 	where slog.Attr, held func(), beat time.Duration) error {
-	var failed atomic.Bool
-	if beat <= 0 {
-		beat = every
-	}
+	var h *heart
 	if held != nil {
-		stop := heartbeat(ctx, beat, held, func() {
-			if !failed.Load() {
-				log.LogAttrs(ctx, slog.LevelWarn, "storing a received message is taking long; holding it",
-					where, slog.Duration("after", beat))
-			}
-		})
-		defer stop()
+		if beat <= 0 {
+			beat = every
+		}
+		h = startHeart(ctx, beat, held, log, where)
+		defer h.stop()
 	}
 	for tries := 1; ; tries++ {
 		_, err := in.Receive(ctx, msg)
 		if err == nil || errors.Is(err, inbox.ErrInvalid) || ctx.Err() != nil {
 			return err
 		}
-		failed.Store(true)
+		if h != nil {
+			h.failed.Store(true)
+		}
 		level := slog.LevelDebug
 		if tries&(tries-1) == 0 {
 			level = slog.LevelWarn
@@ -63,34 +61,76 @@ func Store(ctx context.Context, in *inbox.Inbox, msg inbox.Received, every time.
 	}
 }
 
-// heartbeat calls held every beat (first, then held, at the first beat)
-// until stop, which waits for it to end, or ctx is done. A message held only by the
-// receiver's memory said nothing to the broker before while a try to
-// store it hung, and only once per retry delay during an outage: JetStream
-// delivered it again each AckWait that ran out, spending its MaxDeliver,
-// and gave up on it.
-func heartbeat(ctx context.Context, beat time.Duration, held, first func()) (stop func()) {
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(beat)
-		defer t.Stop()
-		for beats := 1; ; beats++ {
-			select {
-			case <-quit:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if beats == 1 {
-				first()
-			}
-			held()
-		}
-	}()
-	return func() {
-		close(quit)
-		<-done
+// heart calls held every beat while a message is being stored, until
+// stop or its context is done. A message held only by the receiver's
+// memory said nothing to the broker before while a try to store it hung,
+// and only once per retry delay during an outage: JetStream delivered it
+// again each AckWait that ran out, spending its MaxDeliver, and gave up
+// on it.
+//
+// It is one timer, armed again after each beat, rather than a goroutine
+// and a ticker: almost every store call ends long before the first beat,
+// and then the heart cost a timer and nothing else.
+type heart struct {
+	ctx   context.Context
+	beat  time.Duration
+	held  func()
+	log   *slog.Logger
+	where slog.Attr
+	// failed is set once a try to store the message failed: the warning
+	// of the first beat is then said by the retry's own log.
+	failed atomic.Bool
+	timer  *time.Timer
+
+	mu      sync.Mutex
+	stopped bool
+	beats   int
+	// running counts the beats under way, for stop to wait for.
+	running sync.WaitGroup
+}
+
+// startHeart arms the first beat of a heart.
+func startHeart(ctx context.Context, beat time.Duration, held func(), log *slog.Logger, where slog.Attr) *heart {
+	h := &heart{ctx: ctx, beat: beat, held: held, log: log, where: where}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.timer = time.AfterFunc(beat, h.fire)
+	return h
+}
+
+// fire is one beat: held, with a warning at the first one unless a try
+// already failed, then the next beat armed.
+func (h *heart) fire() {
+	h.mu.Lock()
+	if h.stopped || h.ctx.Err() != nil {
+		h.mu.Unlock()
+		return
 	}
+	h.beats++
+	first := h.beats == 1
+	h.running.Add(1)
+	h.mu.Unlock()
+	defer h.running.Done()
+
+	if first && !h.failed.Load() {
+		h.log.LogAttrs(h.ctx, slog.LevelWarn, "storing a received message is taking long; holding it",
+			h.where, slog.Duration("after", h.beat))
+	}
+	h.held()
+
+	h.mu.Lock()
+	if !h.stopped {
+		h.timer.Reset(h.beat)
+	}
+	h.mu.Unlock()
+}
+
+// stop ends the beats and waits for one under way to end: once it
+// returns, held is not called again.
+func (h *heart) stop() {
+	h.mu.Lock()
+	h.stopped = true
+	h.timer.Stop()
+	h.mu.Unlock()
+	h.running.Wait()
 }
