@@ -81,7 +81,7 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 			return failed(fmt.Errorf("channel closed: %w", cerr))
 		}
 		reuse = true
-		return failed(ErrNacked)
+		return failed(nacked(len(pub.Body)))
 	}
 	// A basic.return for the message arrives before its basic.ack.
 	if r, ok := returned(pc, pub.MessageId); ok {
@@ -194,6 +194,17 @@ func headerFrameSize(pub amqp.Publishing) int {
 		n += 8
 	}
 	return n
+}
+
+// nacked is the error of a message of a body of size bytes that the
+// broker refused with basic.nack. A nack carries no reason, and AMQP
+// 0-9-1 has no way to read a queue's arguments, so it names the usual
+// causes and the size, which is what x-max-length-bytes counts: a queue
+// refuses for good a message larger than that limit, and only while it
+// is full one that fits.
+func nacked(size int) error {
+	return fmt.Errorf("%w: a queue it routes to refused it, full with x-overflow reject-publish, or smaller than the message "+
+		"(a %d-byte body, which x-max-length-bytes counts), or the broker could not store it", ErrNacked, size)
 }
 
 // closedWith returns the error the channel was closed with, or nil while

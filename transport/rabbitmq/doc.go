@@ -70,6 +70,17 @@
 // opens and no message uses up its attempts while an operator fixes the
 // bindings. ErrUnroutable and ErrNacked let callers tell these cases apart.
 //
+// A nack carries no reason and AMQP cannot read a queue's arguments, so a
+// nacked message's error names the usual causes with the size of its
+// body, which is what a queue's x-max-length-bytes counts. A queue full
+// with x-overflow reject-publish nacks every message: the destination's
+// outage, for which no message is charged an attempt. A message larger
+// than the queue's x-max-length-bytes is nacked for good while the queue
+// takes the others: the relay singles it out (relay's
+// Destination.SingledOutAfter, 15 minutes by default), charges its
+// further faults as attempts, and parks it in the dead-letter queue with
+// that error.
+//
 // A broker that blocks publishers (a memory or disk alarm) stops reading
 // the connection: each Deliver still returns within Config.Timeout, as a
 // timeout of the destination (whether it was opening a channel, writing
