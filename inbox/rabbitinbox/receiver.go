@@ -31,6 +31,16 @@
 // then comes again); one it can never store (ErrInvalid) is rejected
 // without requeue. With Config.Prefetch 1 (the
 // default) the queue's order is the order the rows are written in.
+//
+// A stream queue (x-queue-type stream) keeps its messages, and a consumer
+// that does not say where to start gets only those published after it
+// started. The receiver says: after a lost connection or channel it starts
+// at the message after the last it handled; at its first session (the
+// program started again) it starts at the stream's last DedupWindow less a
+// tenth of it (at most an hour), by the broker's clock, and the inbox drops
+// what it had received already as duplicates. A receiver stopped for less
+// than that loses nothing; a restart replays that much of the stream, one
+// de-duplication check per message.
 package rabbitinbox
 
 import (
@@ -40,6 +50,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -139,6 +150,12 @@ type Receiver struct {
 		live bool
 		why  error
 	}
+
+	// On a stream queue: nextOffset is the offset after the last delivery
+	// handled (0: none yet); notStream is set once the broker refused a
+	// start offset, the queue being of another type (streamStart).
+	nextOffset atomic.Int64
+	notStream  atomic.Bool
 }
 
 // errNotStarted is Consuming's answer before Run's first consumer starts.
@@ -232,6 +249,7 @@ func (r *Receiver) receive(ctx context.Context, d *amqp.Delivery) {
 	case errors.Is(err, inbox.ErrInvalid):
 		r.log.LogAttrs(ctx, slog.LevelWarn, "message rejected: it cannot be stored",
 			slog.String("routing_key", d.RoutingKey), slog.String("error", err.Error()))
+		r.handled(d)
 		_ = d.Reject(false)
 		return
 	case err != nil:
@@ -246,6 +264,7 @@ func (r *Receiver) receive(ctx context.Context, d *amqp.Delivery) {
 		_ = d.Nack(false, true)
 		return
 	}
+	r.handled(d)
 	if err := d.Ack(false); err != nil {
 		// The delivery goes back to the queue when the channel closes,
 		// and is dropped as a duplicate.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -58,23 +59,12 @@ func (r *Receiver) session(ctx context.Context) (started bool, err error) {
 	} else if conn.IsClosed() {
 		return false, ErrConnClosed
 	}
-	ch, err := conn.Channel()
-	if err != nil {
-		if conn.IsClosed() && r.cfg.Conn != nil {
-			return false, fmt.Errorf("%w: open channel: %w", ErrConnClosed, err)
-		}
-		return false, fmt.Errorf("rabbitinbox: open channel: %w", err)
+	ch, closed, deliveries, err := r.consume(conn)
+	if ch != nil {
+		defer closeChannel(ch)
 	}
-	defer closeChannel(ch)
-	if err := ch.Qos(r.cfg.Prefetch, 0, false); err != nil {
-		return false, fmt.Errorf("rabbitinbox: qos: %w", err)
-	}
-	// Closing the channel when the session ends cancels the consumer and
-	// gives the unacknowledged deliveries back to the queue.
-	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
-	deliveries, err := ch.Consume(r.cfg.Queue, "", false, false, false, false, nil)
 	if err != nil {
-		return false, fmt.Errorf("rabbitinbox: consume %q: %w", r.cfg.Queue, err)
+		return false, err
 	}
 	r.setConsuming(true, nil)
 	if r.consuming != nil {
@@ -106,6 +96,40 @@ func (r *Receiver) session(ctx context.Context) (started bool, err error) {
 			}
 			r.receive(ctx, &d)
 		}
+	}
+}
+
+// consume opens a channel on conn and starts the session's consumer on
+// it. On a stream queue it asks for the message after the last one the
+// receiver handled, or, at the receiver's first session, for the stream's
+// last StreamReplay (see streamStart); a queue of another type refuses
+// that argument, closing the channel, and is consumed again without it.
+// ch, when not nil, is for the caller to close.
+func (r *Receiver) consume(conn *amqp.Connection) (ch *amqp.Channel, closed chan *amqp.Error, deliveries <-chan amqp.Delivery, err error) {
+	for {
+		args := r.streamStart()
+		if ch, err = conn.Channel(); err != nil {
+			if conn.IsClosed() && r.cfg.Conn != nil {
+				return nil, nil, nil, fmt.Errorf("%w: open channel: %w", ErrConnClosed, err)
+			}
+			return nil, nil, nil, fmt.Errorf("rabbitinbox: open channel: %w", err)
+		}
+		if err := ch.Qos(r.cfg.Prefetch, 0, false); err != nil {
+			return ch, nil, nil, fmt.Errorf("rabbitinbox: qos: %w", err)
+		}
+		// Closing the channel when the session ends cancels the consumer and
+		// gives the unacknowledged deliveries back to the queue.
+		closed = ch.NotifyClose(make(chan *amqp.Error, 1))
+		deliveries, err = ch.Consume(r.cfg.Queue, "", false, false, false, false, args)
+		if err == nil {
+			return ch, closed, deliveries, nil
+		}
+		var e *amqp.Error
+		if args == nil || !errors.As(err, &e) || e.Code != amqp.PreconditionFailed || !strings.Contains(e.Reason, streamOffsetArg) {
+			return ch, nil, nil, fmt.Errorf("rabbitinbox: consume %q: %w", r.cfg.Queue, err)
+		}
+		r.notStream.Store(true)
+		closeChannel(ch)
 	}
 }
 
