@@ -101,8 +101,8 @@ func (r *Receiver) session(ctx context.Context) (started bool, err error) {
 
 // consume opens a channel on conn and starts the session's consumer on
 // it. On a stream queue it asks for the message after the last one the
-// receiver handled, or, at the receiver's first session, for the stream's
-// last StreamReplay (see streamStart); a queue of another type refuses
+// receiver handled, or, at the receiver's first session, for the recent
+// messages that streamStart describes; a queue of another type refuses
 // that argument, closing the channel, and is consumed again without it.
 // ch, when not nil, is for the caller to close.
 func (r *Receiver) consume(conn *amqp.Connection) (ch *amqp.Channel, closed chan *amqp.Error, deliveries <-chan amqp.Delivery, err error) {

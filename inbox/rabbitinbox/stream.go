@@ -30,7 +30,7 @@ const maxReplayMargin = time.Hour
 //     delivery it handled (stored, found a duplicate, or rejected), which
 //     it keeps in memory;
 //   - at its first session (a program started again), the messages of the
-//     last StreamReplay of the stream, by the broker's clock: the inbox's
+//     last streamReplay of the stream, by the broker's clock: the inbox's
 //     DedupWindow less a tenth of it (at most an hour), which leaves room
 //     for the broker's and the database's clocks to differ and for the
 //     broker to start at the beginning of a chunk. The messages received
