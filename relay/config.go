@@ -255,7 +255,9 @@ type Destination struct {
 	// doubling to 5 min) besides the destination's back-off; after it,
 	// the message goes through its retry policy to the dead-letter queue,
 	// its error starting "singled out". A destination failing every
-	// message never singles one out. Zero means DefaultSingledOutAfter
+	// message never singles one out, nor does a fault that says the
+	// destination lacked room (transport.ErrNoRoom: a full queue that
+	// takes a message now and then). Zero means DefaultSingledOutAfter
 	// (15 min); negative never charges a fault blamed on the destination.
 	SingledOutAfter time.Duration
 

@@ -12,6 +12,7 @@ import (
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
+	"github.com/backstophq/backstop/transport"
 )
 
 // kind is what an outcome does to its message.
@@ -101,7 +102,15 @@ func (r *Relay) decide(d *destination, m *outbox.Message, last error, completed 
 	switch {
 	case o.v.Retryable && o.v.Blame == errorhandling.BlameDestination:
 		svc := r.trackers.Get(d.name)
-		own, charge := r.singledOut(d, m, svc.Healthy(), last)
+		// A destination out of room (a full queue taking a message now
+		// and then) fails a message for its own state, never for the
+		// message: counted from its successes, such faults singled out
+		// and dead-lettered messages of a congested destination.
+		var own time.Duration
+		var charge error
+		if !errors.Is(last, transport.ErrNoRoom) {
+			own, charge = r.singledOut(d, m, svc.Healthy(), last)
+		}
 		if charge != nil {
 			o.kind, o.err = failed, charge
 			o.v.Blame = errorhandling.BlameMessage

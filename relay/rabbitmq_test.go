@@ -2,6 +2,7 @@ package relay
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/backstophq/backstop/internal/testenv"
+	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/transport/rabbitmq"
 )
 
@@ -33,6 +36,20 @@ func rabbitQueue(t *testing.T, args amqp.Table) (string, *amqp.Channel) {
 	}
 	t.Cleanup(func() { _, _ = ch.QueueDelete(name, false, false, false) })
 	return name, ch
+}
+
+// singledOutAfter is the tests' Destination.SingledOutAfter: short, so
+// that half an hour on the fake clock is 15 of it.
+const singledOutAfter = 2 * time.Minute
+
+// longEnv is newEnv with a minute and a half for the test: each step of
+// the fake clock publishes to a real broker.
+func longEnv(t *testing.T, opts ...func(*store.Config)) *env {
+	e := newEnv(t, opts...)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second) // a safety net only
+	t.Cleanup(cancel)
+	e.ctx = ctx
+	return e
 }
 
 // rabbitTransport publishes to queue through the default exchange.
@@ -61,24 +78,24 @@ func drain(t *testing.T, ch *amqp.Channel, queue string) {
 // an error that says what the broker refuses and how large the message
 // is, rather than being retried for ever.
 func TestRabbitMessageOverQueueByteLimitIsParked(t *testing.T) {
-	e := newEnv(t)
+	e := longEnv(t)
 	queue, ch := rabbitQueue(t, amqp.Table{"x-max-length-bytes": int32(1024), "x-overflow": "reject-publish"})
 	big := msg("rabbit", "big", 1)
 	big.Payload = bytes.Repeat([]byte("x"), 4096)
 	e.enqueue(big)
-	rn := e.start(e.config(map[string]Destination{"rabbit": {Transport: rabbitTransport(t, queue)}}))
+	rn := e.start(e.config(map[string]Destination{"rabbit": {Transport: rabbitTransport(t, queue), SingledOutAfter: singledOutAfter}}))
 	rn.settle()
 
 	// Small messages beside it, which the queue takes, its consumer
-	// emptying it, every 30 s for up to two hours.
-	for i := 0; i < 240 && len(e.deadLetters()) == 0; i++ {
+	// emptying it, every 30 s for up to half an hour.
+	for i := 0; i < 60 && len(e.deadLetters()) == 0; i++ {
 		e.enqueue(msg("rabbit", "small", i))
 		rn.advance(30 * time.Second)
 		drain(t, ch, queue)
 	}
 	dl := e.deadLetters()
 	if len(dl) != 1 || dl[0].MessageID != big.ID.String() {
-		t.Fatalf("dead letters after two hours: %+v, want the message larger than the queue's limit", dl)
+		t.Fatalf("dead letters after half an hour: %+v, want the message larger than the queue's limit", dl)
 	}
 	for _, want := range []string{"singled out", "nacked", "4096-byte body", "x-max-length-bytes"} {
 		if !strings.Contains(dl[0].ErrorMessage, want) {
@@ -92,9 +109,9 @@ func TestRabbitMessageOverQueueByteLimitIsParked(t *testing.T) {
 // however long it lasts, no message is charged an attempt, and all are
 // delivered once the queue has room again.
 func TestRabbitFullQueueIsAnOutage(t *testing.T) {
-	e := newEnv(t)
+	e := longEnv(t)
 	queue, ch := rabbitQueue(t, amqp.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"})
-	rn := e.start(e.config(map[string]Destination{"rabbit": {Transport: rabbitTransport(t, queue)}}))
+	rn := e.start(e.config(map[string]Destination{"rabbit": {Transport: rabbitTransport(t, queue), SingledOutAfter: singledOutAfter}}))
 	first := msg("rabbit", "a", 0)
 	e.enqueue(first)
 	rn.settle()
@@ -107,7 +124,7 @@ func TestRabbitFullQueueIsAnOutage(t *testing.T) {
 		e.enqueue(m)
 		waiting = append(waiting, m.ID)
 	}
-	for range 40 { // an hour, the queue full throughout
+	for range 20 { // half an hour, 15 times SingledOutAfter, the queue full throughout
 		rn.advance(90 * time.Second)
 	}
 	for _, id := range waiting {
@@ -116,7 +133,7 @@ func TestRabbitFullQueueIsAnOutage(t *testing.T) {
 			t.Fatalf("message %s delivered into a full queue", id)
 		}
 		if got.Attempts != 0 || !got.DeadLetteredAt.IsZero() {
-			t.Fatalf("after an hour's full queue: %+v, want waiting, uncharged", got)
+			t.Fatalf("after half an hour's full queue: %+v, want waiting, uncharged", got)
 		}
 	}
 	rn.waitFor("every message delivered once the queue has room", func() bool {
@@ -129,4 +146,39 @@ func TestRabbitFullQueueIsAnOutage(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestRabbitCongestedQueueChargesNothing: a queue full with x-overflow
+// reject-publish whose consumer takes a message now and then (slower than
+// they come) nacks most publishes, and takes one after each message its
+// consumer took. Every message waits its turn: none is singled out,
+// charged an attempt or dead-lettered, however long the congestion lasts.
+func TestRabbitCongestedQueueChargesNothing(t *testing.T) {
+	e := longEnv(t, withOrdering(outbox.OrderingNone))
+	queue, ch := rabbitQueue(t, amqp.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"})
+	rn := e.start(e.config(map[string]Destination{"rabbit": {Transport: rabbitTransport(t, queue), SingledOutAfter: singledOutAfter}}))
+	var ids []uuid.UUID
+	// Two messages come a minute, the consumer takes one, for half an
+	// hour.
+	for i := range 30 {
+		for j := range 2 {
+			m := msg("rabbit", "", 2*i+j)
+			ids = append(ids, m.ID)
+			e.enqueue(m)
+		}
+		for range 2 {
+			rn.advance(30 * time.Second)
+		}
+		if _, _, err := ch.Get(queue, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		if got := e.get(id); got != nil && (got.Attempts != 0 || !got.DeadLetteredAt.IsZero()) {
+			t.Fatalf("a message of a congested queue was charged: %+v (last error %q)", got, got.Error)
+		}
+	}
+	if dl := e.deadLetters(); len(dl) != 0 {
+		t.Fatalf("dead letters of a congested queue: %d, the first: %q", len(dl), dl[0].ErrorMessage)
+	}
 }

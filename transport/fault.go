@@ -57,3 +57,26 @@ type notSent struct{ err error }
 
 func (e notSent) Error() string   { return e.err.Error() }
 func (e notSent) Unwrap() []error { return []error{e.err, ErrNotSent} }
+
+// ErrNoRoom is matched by the error of a destination that refused a
+// message for lack of room (a queue full with RabbitMQ's x-overflow
+// reject-publish), which it would take once it has room again: the
+// refusal says nothing about the message. The relay never singles such a
+// message out (Destination.SingledOutAfter), however long the destination
+// goes on taking a message now and then and refusing the others.
+var ErrNoRoom = errors.New("transport: the destination has no room")
+
+// NoRoom is DestinationFault for a destination that refused the message
+// for lack of room: its error also matches ErrNoRoom. Its text is err's.
+func NoRoom(err error, reason errorhandling.FailureReason, code string) error {
+	if err == nil {
+		return nil
+	}
+	return DestinationFault(noRoom{err}, reason, code)
+}
+
+// noRoom is an error that matches ErrNoRoom besides its own chain.
+type noRoom struct{ err error }
+
+func (e noRoom) Error() string   { return e.err.Error() }
+func (e noRoom) Unwrap() []error { return []error{e.err, ErrNoRoom} }

@@ -49,3 +49,23 @@ func TestUnsendable(t *testing.T) {
 		t.Fatal("Unsendable(nil) is not nil")
 	}
 }
+
+// NoRoom is a destination's transient fault whose error also says that
+// the destination lacked room, with err's text.
+func TestNoRoom(t *testing.T) {
+	base := errors.New("queue full")
+	err := transport.NoRoom(base, errorhandling.ReasonTransportUnavailable, "queue_full")
+	if !errors.Is(err, transport.ErrNoRoom) || !errors.Is(err, base) || err.Error() != base.Error() {
+		t.Fatalf("NoRoom = %v: want ErrNoRoom and base matched, base's text", err)
+	}
+	v := errorhandling.NewErrorClassifier().Classify(err)
+	if v.Class != errorhandling.ClassTransient || v.Blame != errorhandling.BlameDestination || v.Code != "queue_full" {
+		t.Fatalf("verdict %+v: want transient, the destination's, code queue_full", v)
+	}
+	if errors.Is(transport.DestinationFault(base, errorhandling.ReasonTransportUnavailable, ""), transport.ErrNoRoom) {
+		t.Fatal("DestinationFault matches ErrNoRoom")
+	}
+	if transport.NoRoom(nil, errorhandling.ReasonTransportUnavailable, "") != nil {
+		t.Fatal("NoRoom(nil) is not nil")
+	}
+}

@@ -81,7 +81,7 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 			return failed(fmt.Errorf("channel closed: %w", cerr))
 		}
 		reuse = true
-		return failed(nacked(len(pub.Body)))
+		return failed(nacked(len(pub.Body), t.room.largest(key)))
 	}
 	// A basic.return for the message arrives before its basic.ack.
 	if r, ok := returned(pc, pub.MessageId); ok {
@@ -89,6 +89,7 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 		return failed(fmt.Errorf("%w: %s (%d)", ErrUnroutable, r.ReplyText, r.ReplyCode))
 	}
 	reuse = true
+	t.room.confirmed(key, len(pub.Body))
 	return nil
 }
 
@@ -197,12 +198,18 @@ func headerFrameSize(pub amqp.Publishing) int {
 }
 
 // nacked is the error of a message of a body of size bytes that the
-// broker refused with basic.nack. A nack carries no reason, and AMQP
-// 0-9-1 has no way to read a queue's arguments, so it names the usual
-// causes and the size, which is what x-max-length-bytes counts: a queue
-// refuses for good a message larger than that limit, and only while it
-// is full one that fits.
-func nacked(size int) error {
+// broker refused with basic.nack; took is the largest body its routing
+// key took within the last hour, or -1. A nack carries no reason, and
+// AMQP 0-9-1 has no way to read a queue's arguments. A body no larger
+// than one the key took is not over a queue's x-max-length-bytes: a
+// queue refused it for lack of room (errQueueFull). Otherwise the error
+// names the usual causes and the size, which is what x-max-length-bytes
+// counts: a queue refuses for good a message larger than that limit.
+func nacked(size, took int) error {
+	if size <= took {
+		return fmt.Errorf("%w: %w: it took a %d-byte body on this routing key within the last hour, and this one has %d",
+			ErrNacked, errQueueFull, took, size)
+	}
 	return fmt.Errorf("%w: a queue it routes to refused it, full with x-overflow reject-publish, or smaller than the message "+
 		"(a %d-byte body, which x-max-length-bytes counts), or the broker could not store it", ErrNacked, size)
 }

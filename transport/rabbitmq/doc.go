@@ -40,7 +40,11 @@
 //	no queue bound for the key (returned)      unroutable         transient, destination
 //	exchange missing (404)                     not_found          transient, destination
 //	access refused (403)                       access_refused     transient, destination
-//	broker nack (a full reject-publish queue)  nack               transient, destination
+//	broker nack of a body no larger than one
+//	its routing key took within the hour (a
+//	full reject-publish queue)                 queue_full         transient, destination
+//	other broker nack (a body over a queue's
+//	x-max-length-bytes, or a full queue)       nack               transient, destination
 //	no confirm within Config.Timeout           timeout            transient, destination
 //	caller's context cancelled                 canceled           transient, destination
 //	channel or connection closed               connection_closed  transient, destination
@@ -70,16 +74,24 @@
 // opens and no message uses up its attempts while an operator fixes the
 // bindings. ErrUnroutable and ErrNacked let callers tell these cases apart.
 //
-// A nack carries no reason and AMQP cannot read a queue's arguments, so a
-// nacked message's error names the usual causes with the size of its
-// body, which is what a queue's x-max-length-bytes counts. A queue full
-// with x-overflow reject-publish nacks every message: the destination's
-// outage, for which no message is charged an attempt. A message larger
-// than the queue's x-max-length-bytes is nacked for good while the queue
-// takes the others: the relay singles it out (relay's
+// A nack carries no reason and AMQP cannot read a queue's arguments. The
+// transport remembers, per routing key, the largest body the broker
+// confirmed within the last hour: a nacked body no larger than that is not
+// over any queue's x-max-length-bytes, so a queue full with x-overflow
+// reject-publish refused it for lack of room (queue_full). Its error also
+// matches transport.ErrNoRoom, and the relay never singles such a message
+// out: a congested queue whose consumer takes a message now and then is
+// the destination's outage, for which no message is charged an attempt,
+// however long it lasts. Another nack's error names the usual causes with
+// the size of the body, which is what x-max-length-bytes counts. A message
+// larger than the queue's x-max-length-bytes is nacked for good while the
+// queue takes the others: the relay singles it out (relay's
 // Destination.SingledOutAfter, 15 minutes by default), charges its
 // further faults as attempts, and parks it in the dead-letter queue with
-// that error.
+// that error. (The first nacks of a full queue, before it took a message
+// of that size, are plain nacks; a queue's byte limit lowered within the
+// hour makes a message over it look like a full queue's until the hour
+// has passed.)
 //
 // A broker that blocks publishers (a memory or disk alarm) stops reading
 // the connection: each Deliver still returns within Config.Timeout, as a

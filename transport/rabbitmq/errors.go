@@ -19,6 +19,10 @@ var ErrUnroutable = errors.New("rabbitmq: message unroutable (no queue bound for
 // basic.nack (such as a full queue with overflow reject-publish).
 var ErrNacked = errors.New("rabbitmq: broker nacked the message")
 
+// errQueueFull is wrapped by the error of a nacked message that fits the
+// queues it routes to (see nacked): they had no room for it.
+var errQueueFull = errors.New("a queue it routes to is full (x-overflow reject-publish)")
+
 // classify marks a failed publish with its fault class, blame, reason and
 // code, as the package documentation's table says. ctx is the caller's
 // context: when it is done, the error also wraps ctx.Err().
@@ -30,6 +34,8 @@ func classify(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, ErrUnroutable):
 		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, "unroutable")
+	case errors.Is(err, errQueueFull):
+		return transport.NoRoom(err, errorhandling.ReasonTransportUnavailable, "queue_full")
 	case errors.Is(err, ErrNacked):
 		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, "nack")
 	case errors.Is(err, ErrClosed):

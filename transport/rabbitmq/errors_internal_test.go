@@ -33,6 +33,8 @@ func TestClassify(t *testing.T) {
 	}{
 		{"unroutable", ErrUnroutable, transient, dest, "unroutable"},
 		{"nack", ErrNacked, transient, dest, "nack"},
+		{"nack of a body its key took", nacked(10, 20), transient, dest, "queue_full"},
+		{"nack of a body larger than its key took", nacked(30, 20), transient, dest, "nack"},
 		{"closed transport", ErrClosed, transient, dest, "closed"},
 		{"confirm timeout", context.DeadlineExceeded, transient, dest, "timeout"},
 		{"closed channel", amqp.ErrClosed, transient, dest, "connection_closed"},

@@ -138,6 +138,9 @@ type Transport struct {
 	conn   *amqp.Connection // nil or closed: dialed again on demand
 	idle   []*pubChannel
 	closed bool
+
+	// room tells a full queue from a message over its byte limit.
+	room room
 }
 
 var _ transport.Transport = (*Transport)(nil)

@@ -1,6 +1,7 @@
 package rabbitmq_test
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -166,10 +167,37 @@ func TestNackIsTransientDestinationFault(t *testing.T) {
 	if err := tr.Deliver(ctx, message(t)); err != nil {
 		t.Fatalf("first Deliver: %v", err)
 	}
+	// The queue took a body of this size: it refuses this one for lack
+	// of room.
 	err := tr.Deliver(ctx, message(t))
+	wantFault(t, err, errorhandling.ClassTransient, errorhandling.BlameDestination, "queue_full")
+	if !errors.Is(err, rabbitmq.ErrNacked) || !errors.Is(err, transport.ErrNoRoom) {
+		t.Errorf("err = %v, want ErrNacked and transport.ErrNoRoom", err)
+	}
+}
+
+// TestNackOfMessageOverQueueByteLimit: a message larger than any its
+// routing key took may be over a queue's x-max-length-bytes: its nack is
+// not taken for a lack of room, and its error gives its size.
+func TestNackOfMessageOverQueueByteLimit(t *testing.T) {
+	t.Parallel()
+	a := connect(t)
+	ex := a.exchange(unique("bt.ex"))
+	a.queue(ex, "#", amqp.Table{"x-max-length-bytes": int32(1024), "x-overflow": "reject-publish"})
+	tr := newTransport(t, rabbitmq.Config{Exchange: ex})
+	ctx := ctxFor(t)
+	if err := tr.Deliver(ctx, message(t)); err != nil {
+		t.Fatalf("first Deliver: %v", err)
+	}
+	big := message(t)
+	big.Payload = bytes.Repeat([]byte("x"), 4096)
+	err := tr.Deliver(ctx, big)
 	wantFault(t, err, errorhandling.ClassTransient, errorhandling.BlameDestination, "nack")
-	if !errors.Is(err, rabbitmq.ErrNacked) {
-		t.Errorf("err = %v, want ErrNacked", err)
+	if !errors.Is(err, rabbitmq.ErrNacked) || errors.Is(err, transport.ErrNoRoom) {
+		t.Errorf("err = %v, want ErrNacked and not transport.ErrNoRoom", err)
+	}
+	if !strings.Contains(err.Error(), "4096-byte body") {
+		t.Errorf("err = %v, want the body's size", err)
 	}
 }
 
