@@ -34,8 +34,10 @@
 //	sealed stream                                jetstream_10109    transient, destination
 //	stream ingest buffer full (429), same
 //	Nats-Msg-Id still in process (409)           jetstream_<code>   transient, destination
-//	stream full (maximum messages or bytes
-//	exceeded, discard-new policy), other 5xx     jetstream_<code>   transient, destination
+//	stream or subject at its maximum messages
+//	(discard-new policy)                         stream_full        transient, destination
+//	stream at its maximum bytes (discard-new
+//	policy), other 5xx                           jetstream_<code>   transient, destination
 //	anything else                                (derived)          transient, destination
 //	a message outbox validation refuses under
 //	Config.Limits (a control character in its
@@ -74,6 +76,11 @@
 // refused twice in a row while reconnecting, an -ERR from the server): the
 // next Deliver then dials again, so that the destination recovers once the
 // server takes the Transport again.
+//
+// A stream_full error also matches transport.ErrNoRoom: a count limit is
+// never about the message, and the relay never singles such a message
+// out (relay's Destination.SingledOutAfter), however long a work-queue
+// stream whose consumers take a message now and then stays full.
 //
 // A subject no stream captures is a misconfiguration of the destination,
 // not a fault of the message: it is transient and charged to the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -85,6 +86,13 @@ func classifyAPIError(err error, apiErr *jetstream.APIError) error {
 		// proposing (10158) is landing: the next try is acknowledged as
 		// a duplicate.
 		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, code)
+	}
+	if apiErr.ErrorCode == errCodeMaxBytes && strings.HasPrefix(apiErr.Description, "maximum messages") {
+		// A stream at its MaxMsgs, or a subject at its MaxMsgsPerSubject,
+		// with a discard-new policy: the stream has no room for any
+		// message, which it takes once its consumers (a work queue) made
+		// some. The relay never singles such a message out.
+		return transport.NoRoom(err, errorhandling.ReasonTransportUnavailable, "stream_full")
 	}
 	if apiErr.Code == 409 || apiErr.Code == 429 {
 		// A conflict with a request in flight, or the server shedding
