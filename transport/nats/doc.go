@@ -34,10 +34,11 @@
 //	sealed stream                                jetstream_10109    transient, destination
 //	stream ingest buffer full (429), same
 //	Nats-Msg-Id still in process (409)           jetstream_<code>   transient, destination
-//	stream or subject at its maximum messages
-//	(discard-new policy)                         stream_full        transient, destination
-//	stream at its maximum bytes (discard-new
-//	policy), other 5xx                           jetstream_<code>   transient, destination
+//	stream or subject at its maximum messages,
+//	or stream at its maximum bytes with a
+//	message that fits it empty (discard-new
+//	policy)                                      stream_full        transient, destination
+//	other 5xx                                    jetstream_<code>   transient, destination
 //	anything else                                (derived)          transient, destination
 //	a message outbox validation refuses under
 //	Config.Limits (a control character in its
@@ -78,7 +79,8 @@
 // server takes the Transport again.
 //
 // A stream_full error also matches transport.ErrNoRoom: a count limit is
-// never about the message, and the relay never singles such a message
+// never about the message, nor is a byte limit the message fits within
+// (read from the stream on that refusal), and the relay never singles such a message
 // out (relay's Destination.SingledOutAfter), however long a work-queue
 // stream whose consumers take a message now and then stays full.
 //

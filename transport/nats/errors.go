@@ -114,18 +114,20 @@ func classifyAPIError(err error, apiErr *jetstream.APIError) error {
 // memory store's; the file store adds more).
 const storeOverhead = 16
 
-// neverFits tells a message larger than its whole stream apart from a full
+// maxBytes tells a message larger than its whole stream apart from a full
 // stream. Both are refused with "maximum bytes exceeded" when the stream
 // discards new messages, and a full stream is the destination's fault, to
 // wait out; but a message larger than the stream's max_bytes would be
 // refused for ever, and as a transient fault it was retried for ever. On
-// that refusal, neverFits reads the stream's limit (one request, only on
+// that refusal, maxBytes reads the stream's limit (one request, only on
 // this error) and returns a permanent fault blamed on the message when the
-// message cannot fit even in the empty stream; otherwise nil, the error
-// then classified as it is.
-func neverFits(ctx context.Context, js jetstream.JetStream, msg *nats.Msg, err error) error {
+// message cannot fit even in the empty stream, and a fault of the
+// destination matching transport.ErrNoRoom (stream_full) when it can, the
+// stream being full; otherwise (another error, or the limit could not be
+// read) nil, the error then classified as it is.
+func maxBytes(ctx context.Context, js jetstream.JetStream, msg *nats.Msg, err error) error {
 	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeMaxBytes {
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeMaxBytes || !strings.HasPrefix(apiErr.Description, "maximum bytes") {
 		return nil
 	}
 	name, lerr := js.StreamNameBySubject(ctx, msg.Subject)
@@ -138,8 +140,12 @@ func neverFits(ctx context.Context, js jetstream.JetStream, msg *nats.Msg, err e
 	}
 	limit := st.CachedInfo().Config.MaxBytes
 	size := int64(len(msg.Subject)+headerLen(msg.Header)+len(msg.Data)) + storeOverhead
-	if limit <= 0 || size <= limit {
+	if limit <= 0 {
 		return nil
+	}
+	if size <= limit {
+		return transport.NoRoom(fmt.Errorf("%w (stream %s is full: it holds at most %d bytes, and the message takes about %d)", err, name, limit, size),
+			errorhandling.ReasonTransportUnavailable, "stream_full")
 	}
 	return transport.MessageFault(fmt.Errorf("%w (the message takes at least %d bytes; stream %s holds at most %d)", err, size, name, limit),
 		errorhandling.ReasonValidationFailure, "message_too_large")

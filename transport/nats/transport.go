@@ -202,8 +202,8 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 	}
 	if _, err := js.PublishMsg(pctx, msg, opts...); err != nil {
 		err = fmt.Errorf("natstransport: publish %s to %q: %w", m.ID, subject, err)
-		if tooLarge := neverFits(pctx, js, msg, err); tooLarge != nil {
-			return tooLarge
+		if fault := maxBytes(pctx, js, msg, err); fault != nil {
+			return fault
 		}
 		return classify(ctx, err)
 	}

@@ -374,8 +374,11 @@ func TestMessageLargerThanTheWholeStreamIsPermanent(t *testing.T) {
 			break
 		}
 	}
-	wantFault(t, err, errorhandling.ClassTransient, errorhandling.BlameDestination, "")
-	if !strings.Contains(err.Error(), "maximum bytes") {
+	wantFault(t, err, errorhandling.ClassTransient, errorhandling.BlameDestination, "stream_full")
+	if !strings.Contains(err.Error(), "maximum bytes") || !strings.Contains(err.Error(), "is full") {
 		t.Errorf("error %q does not say the stream is full", err)
+	}
+	if !errors.Is(err, transport.ErrNoRoom) {
+		t.Errorf("error %q does not match transport.ErrNoRoom", err)
 	}
 }
