@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -229,4 +230,20 @@ func (fs *flights) leaseEnd(id uuid.UUID) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return f.until, true
+}
+
+// soonest returns the n of ids whose leases, as the relay knows them
+// (flight.until), end first.
+func (fs *flights) soonest(ids []uuid.UUID, n int) []uuid.UUID {
+	fs.mu.Lock()
+	until := make(map[uuid.UUID]time.Time, len(ids))
+	for _, id := range ids {
+		if f, ok := fs.m[id]; ok {
+			until[id] = f.until
+		}
+	}
+	fs.mu.Unlock()
+	out := slices.Clone(ids)
+	slices.SortFunc(out, func(a, b uuid.UUID) int { return until[a].Compare(until[b]) })
+	return out[:min(n, len(out))]
 }

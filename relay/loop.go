@@ -47,6 +47,13 @@ type loop struct {
 	pf      *prefetch
 	failing bool                    // the last step's store call failed
 	paces   map[*destination]*meter // each destination's pace, with several
+
+	// size caps the rows of a claim call (its claim and renewals) after
+	// the database cancelled one for running too long; shrunk says the
+	// last call did so and halved the cap: the smaller call is made at
+	// once.
+	size   callSize
+	shrunk bool
 }
 
 // waitGrace bounds the first wait after the relay registers as waiting
@@ -64,6 +71,7 @@ func newLoop(r *Relay) *loop {
 		lastRenew:  r.clk.Now(),
 		renewEvery: max(r.cfg.LeaseDuration/3, time.Millisecond),
 		poll:       r.cfg.PollInterval,
+		size:       callSize{what: "claim", max: r.cfg.MaxBatchSize, log: r.log},
 		errWait:    r.cfg.PollInterval,
 		storeHealth: tracker.New(tracker.Config{
 			Name: "store", Logger: r.log, Clock: r.clk,
@@ -82,6 +90,9 @@ func (l *loop) run(ctx context.Context, notify <-chan struct{}) {
 		rd, err := l.step(storeCtx, true)
 		var wait time.Duration
 		switch {
+		case err != nil && l.shrunk:
+			l.shrunk = false
+			continue
 		case err != nil:
 			wait = l.errWait
 			l.errWait = min(2*l.errWait, cfg.MaxPollInterval)
@@ -204,8 +215,12 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 	b := &store.Batch{Instance: r.cfg.Instance, SkipMaintenance: r.fleet != nil,
 		Claim: store.ClaimRequest{Lease: r.cfg.LeaseDuration}}
 	var renewed []uuid.UUID
+	partial := false // renewing only the leases that lapse first
 	if now.Sub(l.lastRenew) >= l.renewEvery {
 		renewed = r.fl.renewable()
+		if n := l.size.fit(len(renewed)); n < len(renewed) {
+			renewed, partial = r.fl.soonest(renewed, n), true
+		}
 		b.RenewLeases = renewed
 		l.watchOverdue(now)
 	}
@@ -229,6 +244,9 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 			}
 		}
 	}
+	// A capped call's renewals go first: leases lapsing would let another
+	// instance deliver what this one holds.
+	b.Claim.Limit = l.size.fit(len(renewed)+b.Claim.Limit) - len(renewed)
 	rd.limit = b.Claim.Limit
 	// The leases given back go ahead of the claim, in the same call (see
 	// Relay.giveBack).
@@ -273,7 +291,7 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 		r.fl.mu.Unlock()
 		r.settleResult(givenBack, res)
 		l.lastCall = now
-		if len(renewed) > 0 || now.Sub(l.lastRenew) >= l.renewEvery {
+		if !partial && (len(renewed) > 0 || now.Sub(l.lastRenew) >= l.renewEvery) {
 			l.lastRenew = now
 		}
 		l.renewed(renewed, res, start)
@@ -284,7 +302,7 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 		rd.claimed = len(res.Claimed)
 	}
 	for _, d := range probes {
-		n := min(d.halfOpenMax-d.probing(), l.free())
+		n := l.size.fit(min(d.halfOpenMax-d.probing(), l.free()))
 		if n <= 0 || !l.takeProbe(ctx, d, now) {
 			continue
 		}
@@ -307,15 +325,21 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 
 // call makes one store call and accounts for it. It returns, with the
 // result, when the call started on the relay's clock.
-func (l *loop) call(ctx context.Context, b *store.Batch) (res *store.Result, start time.Time, err error) {
+func (l *loop) call(parent context.Context, b *store.Batch) (res *store.Result, start time.Time, err error) {
 	r := l.r
-	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+	ctx, cancel := context.WithTimeout(parent, storeCallTimeout)
 	defer cancel()
 	start = r.clk.Now()
 	res, err = r.store.ProcessBatch(ctx, b)
 	r.metrics.claimDuration.Observe(r.clk.Now().Sub(start).Seconds())
+	rows := b.Claim.Limit + len(b.RenewLeases)
 	if err != nil {
 		r.stats.storeErrors.Add(1)
+		if timedOutErr(parent, err) && l.size.timedOut(start, rows, err) {
+			// not a fault of the store's: it answers, to smaller calls
+			l.shrunk = true
+			return nil, start, err
+		}
 		l.storeHealth.Fault()
 		level := slog.LevelDebug
 		if l.storeHealth.Faults() == 1 {
@@ -328,6 +352,7 @@ func (l *loop) call(ctx context.Context, b *store.Batch) (res *store.Result, sta
 	}
 	r.stats.batches.Add(1)
 	l.storeHealth.Success()
+	l.size.succeeded(start, rows)
 	if res.DeadInstances > 0 {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "silent relay instances declared dead; their leases were released",
 			slog.Int("dead_instances", res.DeadInstances))

@@ -21,7 +21,11 @@ const maxRecord = 1000
 // is one the store refuses: the recorder halves the call until it finds
 // it, records the rest, and drops that one with an ERROR record (its lease
 // lapses and the message is tried again), so that one poison outcome can
-// never wedge the relay.
+// never wedge the relay. A call the database cancels for running too long
+// (store.ErrTimedOut: a statement_timeout shorter than deleting a thousand
+// delivered messages) is halved too, and the recorder's calls stay
+// smaller for a while (callSize): before, the same call was made again
+// after each back-off, failed each time, and nothing was recorded again.
 
 // runRecorder records outcomes until stop is closed, then returns the
 // outcomes it could not record to the relay's queue and closes done.
@@ -30,7 +34,7 @@ func (r *Relay) runRecorder(stop <-chan struct{}, done chan<- struct{}) {
 	ctx := r.stopCtx
 	wait := r.cfg.PollInterval
 	for {
-		outs := r.takeOutcomes(maxRecord)
+		outs := r.takeOutcomes(r.recSize.fit(maxRecord))
 		if len(outs) == 0 {
 			select {
 			case <-r.recordCh:
@@ -59,12 +63,36 @@ func (r *Relay) runRecorder(stop <-chan struct{}, done chan<- struct{}) {
 	}
 }
 
-// record records outs and returns those it could not record for now.
+// record records outs and returns those it could not record for now. Only
+// the recorder's goroutine calls it, or the shutdown once the recorder has
+// returned.
 func (r *Relay) record(ctx context.Context, outs []outcome) []outcome {
+	stop := false
+	return r.recordHalves(ctx, outs, &stop)
+}
+
+// recordHalves is record. A call that timed out is made again in halves;
+// once a call of one outcome timed out, stop is set, and the rest is
+// returned without a call: a database that cannot record one outcome in
+// its statement_timeout is not asked a thousand times.
+func (r *Relay) recordHalves(ctx context.Context, outs []outcome, stop *bool) []outcome {
+	if *stop {
+		return outs
+	}
+	start := r.clk.Now()
 	res, err := r.recordCall(ctx, outs)
 	if err == nil {
+		r.recSize.succeeded(start, len(outs))
 		r.settleResult(outs, res)
 		return nil
+	}
+	if timedOutErr(ctx, err) {
+		if !r.recSize.timedOut(start, len(outs), err) {
+			*stop = true
+			return outs
+		}
+		half := len(outs) / 2
+		return append(r.recordHalves(ctx, outs[:half], stop), r.recordHalves(ctx, outs[half:], stop)...)
 	}
 	if errors.Is(err, store.ErrUnavailable) || !r.storeReachable(ctx) {
 		// Nothing was refused: the call never reached a decision (a killed
@@ -78,7 +106,7 @@ func (r *Relay) record(ctx context.Context, outs []outcome) []outcome {
 		return nil
 	}
 	half := len(outs) / 2
-	return append(r.record(ctx, outs[:half]), r.record(ctx, outs[half:])...)
+	return append(r.recordHalves(ctx, outs[:half], stop), r.recordHalves(ctx, outs[half:], stop)...)
 }
 
 // settleResult settles outs, which a store call returning res carried:

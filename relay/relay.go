@@ -93,6 +93,11 @@ type Relay struct {
 	// startMargin is the least lease left for a delivery to start.
 	startMargin time.Duration
 
+	// recSize caps the outcomes of a recording call after the database
+	// cancelled one for running too long: the recorder's, then, once it
+	// has returned, the shutdown's.
+	recSize callSize
+
 	sched            *scheduler
 	workers          sync.WaitGroup
 	stopping         atomic.Bool
@@ -178,6 +183,7 @@ func New(s store.Store, cfg Config) (*Relay, error) {
 		recordCh:   make(chan struct{}, 1),
 		fl:         newFlights(),
 	}
+	r.recSize = callSize{what: "record", max: maxRecord, log: r.log}
 	r.startMargin = min(cfg.LeaseDuration/10, time.Second)
 	if f, ok := s.(store.Fleet); ok && !cfg.NoFleet {
 		r.fleet = f

@@ -517,6 +517,14 @@ type Row interface {
 // store refuses on its own.
 var ErrUnavailable = errors.New("store: unavailable")
 
+// ErrTimedOut is matched, with ErrUnavailable, by the error of a store
+// call that the database cancelled for running too long (PostgreSQL's
+// statement_timeout) or that ran past its context's deadline. A smaller
+// call may succeed where this one failed: the relay halves its claims and
+// recordings after one (docs/relay.md) rather than making the same call
+// again for ever.
+var ErrTimedOut = errors.New("store: timed out")
+
 // Reachability is implemented by a store that can tell an error it
 // returned because its database was out of reach (a refused, closed or
 // killed connection, a timeout, a lock held past the store's wait) from one

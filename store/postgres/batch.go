@@ -53,7 +53,10 @@ func (s *Store) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result
 		res, bad, err = s.processOneByOne(ctx, b)
 	}
 	if err != nil {
-		if Unavailable(err) {
+		switch {
+		case timedOut(err):
+			return nil, fmt.Errorf("postgres: process batch: %w: %w: %w", store.ErrUnavailable, store.ErrTimedOut, err)
+		case Unavailable(err):
 			return nil, fmt.Errorf("postgres: process batch: %w: %w", store.ErrUnavailable, err)
 		}
 		return nil, fmt.Errorf("postgres: process batch: %w", err)

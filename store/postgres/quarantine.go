@@ -159,6 +159,20 @@ func Unavailable(err error) bool {
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
 }
 
+// timedOut reports whether err is a statement cancelled for running too
+// long (57014: a statement_timeout, or a cancel, which is how the client
+// ends a statement past its context's deadline) or the call's deadline
+// passing on the client: a smaller call may succeed (store.ErrTimedOut). A
+// lock held past lock_timeout (55P03) is not: the same row is locked
+// whatever the size of the call.
+func timedOut(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) {
+		return true
+	}
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "57014"
+}
+
 // Unreachable reports whether err, from one of the store's calls, came of
 // the database being out of reach (store.Reachability): it matches
 // store.ErrUnavailable or Unavailable says so.

@@ -58,3 +58,24 @@ func TestDeadLetterErrorsSayWhenTheDatabaseIsAway(t *testing.T) {
 		}
 	}
 }
+
+// What timedOut takes for a call that ran too long, which a smaller call
+// may not (store.ErrTimedOut): a statement_timeout, or the call's own
+// deadline; not a lock held past lock_timeout, which no size avoids.
+func TestTimedOut(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&pgconn.PgError{Code: "57014", Message: "canceling statement due to statement timeout"}, true},
+		{fmt.Errorf("query: %w", context.DeadlineExceeded), true},
+		{&pgconn.PgError{Code: "55P03", Message: "canceling statement due to lock timeout"}, false},
+		{&pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"}, false},
+		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), false},
+		{&pgconn.PgError{Code: "23505", Message: "duplicate key"}, false},
+	} {
+		if got := timedOut(c.err); got != c.want {
+			t.Errorf("timedOut(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
