@@ -560,12 +560,20 @@ func hold(held map[string]bool, key string) map[string]bool {
 // renewal could not succeed either. Before, a renewal that was due (its
 // time is only moved by a call that succeeds) made every wait zero while
 // the store was down and deliveries were in flight: the claimer spun at
-// full CPU and logged a thousand lines a second.
+// full CPU and logged a thousand lines a second. Nor does a probe that is
+// due shorten it while the relay has no room to claim one: a flight that
+// ends makes room and wakes the claimer. Before, with the buffer full of
+// another destination's slow deliveries (or of large payloads), the due
+// probe made every wait zero and each round polled the store.
 func (l *loop) shortened(wait time.Duration) time.Duration {
 	if l.failing {
 		return wait
 	}
-	return min(wait, l.untilRenew(), l.untilProbe())
+	wait = min(wait, l.untilRenew())
+	if l.free() > 0 {
+		wait = min(wait, l.untilProbe())
+	}
+	return wait
 }
 
 // untilRenew is the time left before the leases in flight are due for
