@@ -371,6 +371,7 @@ func (l *loop) renewed(renewed []uuid.UUID, res *store.Result, start time.Time) 
 	}
 	r := l.r
 	refused := idSet(res.Stale)
+	deferred := idSet(res.Deferred) // locked elsewhere: held, not renewed
 	expiries := make(map[uuid.UUID]time.Time, len(res.Renewed))
 	for _, le := range res.Renewed {
 		expiries[le.ID] = le.Expiry
@@ -380,6 +381,9 @@ func (l *loop) renewed(renewed []uuid.UUID, res *store.Result, start time.Time) 
 	for _, id := range renewed {
 		f, ok := r.fl.m[id]
 		if !ok || f.lost {
+			continue
+		}
+		if _, later := deferred[id]; later {
 			continue
 		}
 		if _, no := refused[id]; no {

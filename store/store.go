@@ -283,7 +283,10 @@ type Batch struct {
 	Failures    []Failure
 	Releases    []Release
 	// RenewLeases extends the leases the caller holds on these messages;
-	// ids it no longer holds are reported in Result.Stale.
+	// ids it no longer holds are reported in Result.Stale, and those whose
+	// rows another session holds locked (an operator's open transaction)
+	// in Result.Deferred, not renewed by this call: one locked row must not
+	// fail the call, with the claim and every other renewal in it.
 	RenewLeases []uuid.UUID
 	Claim       ClaimRequest
 	// SkipMaintenance leaves out the heart-beat of Instance and the
@@ -303,6 +306,10 @@ type Result struct {
 	// Stale are failures, releases and renewals for messages the caller no
 	// longer leases; they were not applied.
 	Stale []uuid.UUID
+	// Deferred are renewals not applied because another session held the
+	// message's row locked; the caller still holds the lease as it was,
+	// and renews it again in a later call. Only PostgreSQL has them.
+	Deferred []uuid.UUID
 	// Renewed are the leases RenewLeases extended, with their new expiry
 	// as the database computed it (the store's clock, not the caller's).
 	// A relay renews against these expiries and against the LeaseExpiry of

@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/backstophq/backstop/store"
 )
@@ -46,17 +47,23 @@ func perDestination(caps map[string]int) ([]string, []int32) {
 }
 
 // renewReader reads the ids and new expiries renewSQL returns into
-// res.Renewed, and adds the ids of ids it did not renew to res.Stale.
+// res.Renewed, those it passed over (locked elsewhere) into res.Deferred,
+// and adds the other ids of ids to res.Stale.
 func renewReader(ids []uuid.UUID, res *store.Result) func(pgx.Rows) error {
 	return func(rows pgx.Rows) error {
 		renewed := map[uuid.UUID]bool{}
 		for rows.Next() {
-			var l store.Lease
-			if err := rows.Scan(&l.ID, &l.Expiry); err != nil {
+			var id uuid.UUID
+			var expiry pgtype.Timestamptz
+			if err := rows.Scan(&id, &expiry); err != nil {
 				return err
 			}
-			renewed[l.ID] = true
-			res.Renewed = append(res.Renewed, l)
+			renewed[id] = true
+			if !expiry.Valid {
+				res.Deferred = append(res.Deferred, id)
+				continue
+			}
+			res.Renewed = append(res.Renewed, store.Lease{ID: id, Expiry: expiry.Time})
 		}
 		if err := rows.Err(); err != nil {
 			return err

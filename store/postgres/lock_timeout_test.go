@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -97,6 +98,42 @@ func TestBatchErrorSaysItOnce(t *testing.T) {
 	}
 	if n := strings.Count(err.Error(), "lock timeout"); n != 1 {
 		t.Fatalf("the error says %d times that the lock timed out: %q", n, err)
+	}
+}
+
+// TestRenewalPassesOverARowLockedElsewhere: another session (an
+// operator's open transaction) holds locked the row of a message the
+// relay leases. The renewal passes over it (Result.Deferred) and the rest
+// of the call goes through. Before, the renewal waited for the lock: past
+// lock_timeout (or the relay's 30 s) every claim call that renewed it
+// failed, with the claim and every other renewal in it, for as long as the
+// lock was held, and the relay's other leases lapsed.
+func TestRenewalPassesOverARowLockedElsewhere(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, m, in, locker := lockedMessage(t, ctx)
+	other := &outbox.Message{Destination: "d", Type: "t", Payload: []byte("y")}
+	if err := s.Enqueue(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.ProcessBatch(ctx, &store.Batch{Instance: in, RenewLeases: []uuid.UUID{m.ID}, Claim: store.ClaimRequest{Limit: 10}})
+	if err != nil {
+		t.Fatalf("renewing a lease whose row another session holds locked: %v", err)
+	}
+	if len(res.Claimed) != 1 || res.Claimed[0].ID != other.ID {
+		t.Errorf("claimed %d messages, want the other one", len(res.Claimed))
+	}
+	if len(res.Deferred) != 1 || res.Deferred[0] != m.ID || len(res.Stale) != 0 || len(res.Renewed) != 0 {
+		t.Errorf("Deferred %v, Stale %v, Renewed %v; want the locked lease deferred, neither stale nor renewed", res.Deferred, res.Stale, res.Renewed)
+	}
+
+	// The lock ends: the lease is renewed.
+	if err := locker.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err = s.ProcessBatch(ctx, &store.Batch{Instance: in, RenewLeases: []uuid.UUID{m.ID}})
+	if err != nil || len(res.Renewed) != 1 || res.Renewed[0].ID != m.ID || len(res.Deferred) != 0 {
+		t.Fatalf("renewing after the lock ended: %v, Renewed %v, Deferred %v", err, res.Renewed, res.Deferred)
 	}
 }
 

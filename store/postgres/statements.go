@@ -107,11 +107,26 @@ WHERE o.id = r.id AND o.instance_id = $2
 RETURNING o.id`
 
 // renewSQL extends the caller's own leases to $4 microseconds from now; it
-// never shortens a longer lease, and returns the new expiries.
+// never shortens a longer lease, and returns the new expiries, and with a
+// NULL expiry the caller's rows it passed over because another session
+// holds them locked (store.Result.Deferred). Before, it waited for such a
+// lock: one row an operator's open transaction held locked failed every
+// claim call that renewed it (lock_timeout, or the call's 30 s), and so
+// every other renewal with it, for as long as the lock was held.
 const renewSQL = `
-UPDATE {o} SET lease_expiry = greatest(lease_expiry, {now} + $4 * interval '1 microsecond')
-WHERE id = ANY($3::uuid[]) AND instance_id = $2
-RETURNING id, lease_expiry`
+WITH mine AS (
+	SELECT id FROM {o} WHERE id = ANY($3::uuid[]) AND instance_id = $2
+), free AS (
+	SELECT id FROM {o} WHERE id IN (SELECT id FROM mine) AND instance_id = $2
+	ORDER BY id FOR UPDATE SKIP LOCKED
+), renewed AS (
+	UPDATE {o} o SET lease_expiry = greatest(o.lease_expiry, {now} + $4 * interval '1 microsecond')
+	FROM free WHERE o.id = free.id
+	RETURNING o.id, o.lease_expiry
+)
+SELECT id, lease_expiry FROM renewed
+UNION ALL
+SELECT id, NULL FROM mine WHERE id NOT IN (SELECT id FROM free)`
 
 // insertSQL writes messages from arrays, in array order (so seq follows
 // it), created now; it returns what Enqueue reports back.
