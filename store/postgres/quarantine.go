@@ -138,7 +138,9 @@ func refused(err error) bool {
 // server ran short of a resource (class 53: no connection left, disk full,
 // out of memory), or the call timed out: on the client, or on the server
 // (57014, a statement_timeout or a cancel; 55P03, a lock another session
-// held past lock_timeout), which the same call waiting past its context's
+// held past lock_timeout; 25P03, the session ended by
+// idle_in_transaction_session_timeout between the two round trips of a
+// batch with failures), which the same call waiting past its context's
 // deadline would have been; or the server takes no writes now (25006: a
 // standby, such as a primary that came back as one after a failover, or
 // default_transaction_read_only set for a maintenance). The store wraps
@@ -151,7 +153,7 @@ func Unavailable(err error) bool {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P") || strings.HasPrefix(pe.Code, "53") ||
-			pe.Code == "57014" || pe.Code == "55P03" || pe.Code == "25006"
+			pe.Code == "57014" || pe.Code == "55P03" || pe.Code == "25P03" || pe.Code == "25006"
 	}
 	var ce *pgconn.ConnectError
 	var ne net.Error

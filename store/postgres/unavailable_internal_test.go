@@ -27,6 +27,7 @@ func TestUnavailable(t *testing.T) {
 		{&pgconn.PgError{Code: "53100", Message: "could not extend file: No space left on device"}, true},
 		{&pgconn.PgError{Code: "55P03", Message: "canceling statement due to lock timeout"}, true},
 		{&pgconn.PgError{Code: "57014", Message: "canceling statement due to statement timeout"}, true},
+		{&pgconn.PgError{Code: "25P03", Message: "terminating connection due to idle-in-transaction timeout"}, true},
 		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true},
 		{context.DeadlineExceeded, true},
 		{&pgconn.PgError{Code: "22021", Message: "invalid byte sequence"}, false},
