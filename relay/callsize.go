@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/backstophq/backstop/store"
@@ -24,11 +25,13 @@ const callGrowEvery = 10 * time.Second
 // callGrowEvery of calls that succeed at the cap doubles it, until it is
 // lifted. Only one goroutine touches a callSize.
 type callSize struct {
-	what   string // "claim" or "record", for the log
-	max    int    // the size the relay uses without a cap
-	limit  int    // the cap; 0: none
-	since  time.Time
-	warned bool // the relay has said once, at WARN, that a call timed out
+	what  string // "claim" or "record", for the log
+	max   int    // the size the relay uses without a cap
+	limit int    // the cap; 0: none
+	since time.Time
+	// warned says the relay has said once, at WARN, that a call timed
+	// out: shared by the claimer's and the recorder's, so it says it once.
+	warned *atomic.Bool
 	log    *slog.Logger
 }
 
@@ -58,8 +61,7 @@ func (c *callSize) timedOut(now time.Time, n int, err error) bool {
 	c.since = now
 	level := slog.LevelDebug
 	switch {
-	case !c.warned:
-		c.warned = true
+	case c.warned.CompareAndSwap(false, true):
 		level = slog.LevelWarn
 	case !capped:
 		level = slog.LevelInfo

@@ -71,7 +71,7 @@ func newLoop(r *Relay) *loop {
 		lastRenew:  r.clk.Now(),
 		renewEvery: max(r.cfg.LeaseDuration/3, time.Millisecond),
 		poll:       r.cfg.PollInterval,
-		size:       callSize{what: "claim", max: r.cfg.MaxBatchSize, log: r.log},
+		size:       callSize{what: "claim", max: r.cfg.MaxBatchSize, warned: &r.timeoutWarned, log: r.log},
 		errWait:    r.cfg.PollInterval,
 		storeHealth: tracker.New(tracker.Config{
 			Name: "store", Logger: r.log, Clock: r.clk,

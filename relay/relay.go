@@ -97,6 +97,9 @@ type Relay struct {
 	// cancelled one for running too long: the recorder's, then, once it
 	// has returned, the shutdown's.
 	recSize callSize
+	// timeoutWarned says a store call that ran too long was logged at
+	// WARN (callSize): once for the relay.
+	timeoutWarned atomic.Bool
 
 	sched            *scheduler
 	workers          sync.WaitGroup
@@ -183,7 +186,7 @@ func New(s store.Store, cfg Config) (*Relay, error) {
 		recordCh:   make(chan struct{}, 1),
 		fl:         newFlights(),
 	}
-	r.recSize = callSize{what: "record", max: maxRecord, log: r.log}
+	r.recSize = callSize{what: "record", max: maxRecord, warned: &r.timeoutWarned, log: r.log}
 	r.startMargin = min(cfg.LeaseDuration/10, time.Second)
 	if f, ok := s.(store.Fleet); ok && !cfg.NoFleet {
 		r.fleet = f
