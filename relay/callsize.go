@@ -21,14 +21,24 @@ const callGrowEvery = 10 * time.Second
 // renewals, a recording) after the database cancelled one for running too
 // long (store.ErrTimedOut): a statement_timeout shorter than a claim of
 // the relay's usual size would otherwise fail that claim every time, and
-// the relay would never deliver again. Each timeout halves the cap; each
-// callGrowEvery of calls that succeed at the cap doubles it, until it is
-// lifted. Only one goroutine touches a callSize.
+// the relay would never deliver again. Each timeout halves the cap, unless
+// the call was under half the cap (or of max, uncapped) and one as large
+// succeeded within callGrowEvery: the database was slow for a moment,
+// whatever the size (on a loaded machine a 40 ms timeout struck claims of
+// 3 rows between claims of 54, and halving for each brought the claims
+// down to one row). A call near the cap that times out now and then
+// halves it, so that calls leave a margin. Each callGrowEvery of calls
+// that succeed at the cap doubles it, until it is lifted. Only one
+// goroutine touches a callSize.
 type callSize struct {
 	what  string // "claim" or "record", for the log
 	max   int    // the size the relay uses without a cap
 	limit int    // the cap; 0: none
 	since time.Time
+	// ok is the largest call that succeeded since okAt, a window of
+	// callGrowEvery at most.
+	ok   int
+	okAt time.Time
 	// warned says the relay has said once, at WARN, that a call timed
 	// out: shared by the claimer's and the recorder's, so it says it once.
 	warned *atomic.Bool
@@ -53,7 +63,11 @@ func timedOutErr(ctx context.Context, err error) bool {
 // whether the cap shrank: a smaller call is worth making at once. At one
 // row it cannot shrink, and the caller backs off as for any failure.
 func (c *callSize) timedOut(now time.Time, n int, err error) bool {
-	if n <= 1 {
+	ref := c.limit
+	if ref == 0 {
+		ref = c.max
+	}
+	if n <= 1 || (n < ref/2 && n <= c.ok && now.Sub(c.okAt) < callGrowEvery) {
 		return false
 	}
 	capped := c.limit > 0
@@ -78,6 +92,11 @@ func (c *callSize) timedOut(now time.Time, n int, err error) bool {
 func (c *callSize) succeeded(now time.Time, n int) {
 	if now.Before(c.since) {
 		c.since = now // the clock went back
+	}
+	if now.Before(c.okAt) || now.Sub(c.okAt) >= callGrowEvery {
+		c.ok, c.okAt = n, now
+	} else {
+		c.ok = max(c.ok, n)
 	}
 	if c.limit == 0 || n < c.limit || now.Sub(c.since) < callGrowEvery {
 		return

@@ -2,7 +2,10 @@ package relay
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,5 +66,34 @@ func TestCappedCallRenewsTheSoonestLeasesFirst(t *testing.T) {
 	slices.SortFunc(second, func(a, b uuid.UUID) int { return slices.Index(ids, a) - slices.Index(ids, b) })
 	if !slices.Equal(first, ids[2:]) || !slices.Equal(second, ids[:2]) {
 		t.Fatalf("renewed %v then %v; want the two lapsing first (%v), then the others (%v)", first, second, ids[2:], ids[:2])
+	}
+}
+
+// TestTimeoutOfASmallCallKeepsTheCap: a call no larger than one that just
+// succeeded timed out: the database was slow for a moment, whatever the
+// size, and the cap stays. Before, on a loaded machine with a 40 ms
+// statement_timeout, a claim of 3 rows timing out between claims of 54
+// halved the cap to one row, and each later blip kept it there.
+func TestTimeoutOfASmallCallKeepsTheCap(t *testing.T) {
+	now := epoch
+	c := callSize{what: "claim", max: 4096, limit: 54, since: now, warned: new(atomic.Bool), log: slog.New(slog.DiscardHandler)}
+	c.succeeded(now, 54)
+	err := fmt.Errorf("claim: %w", store.ErrTimedOut)
+	if c.timedOut(now.Add(time.Second), 3, err) || c.limit != 54 {
+		t.Fatalf("a call of 3 timed out after one of 54 succeeded: cap %d, want 54 kept", c.limit)
+	}
+	if !c.timedOut(now.Add(time.Second), 100, err) || c.limit != 50 {
+		t.Fatalf("a call of 100, larger than any that succeeded, timed out: cap %d, want 50", c.limit)
+	}
+	// A call at the cap that times out halves it, though one as large
+	// succeeded a moment ago: at the margin, calls leave one.
+	c.succeeded(now.Add(2*time.Second), 50)
+	if !c.timedOut(now.Add(3*time.Second), 50, err) || c.limit != 25 {
+		t.Fatalf("a call at the cap (50) timed out: cap %d, want 25", c.limit)
+	}
+	// Long after the last success, a small call's timeout says something
+	// of its size again.
+	if !c.timedOut(now.Add(time.Minute), 12, err) || c.limit != 6 {
+		t.Fatalf("a call of 12 timed out a minute after the last success: cap %d, want 6", c.limit)
 	}
 }
