@@ -42,7 +42,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,6 +51,7 @@ import (
 	"github.com/backstophq/backstop/inbox"
 	"github.com/backstophq/backstop/inbox/internal/headers"
 	"github.com/backstophq/backstop/inbox/internal/keep"
+	"github.com/backstophq/backstop/inbox/internal/liveness"
 	"github.com/backstophq/backstop/inbox/internal/resume"
 	"github.com/backstophq/backstop/outbox"
 )
@@ -133,11 +133,7 @@ type Receiver struct {
 	beat atomic.Int64
 
 	// state is what Reading reports.
-	state struct {
-		sync.Mutex
-		live bool
-		why  error
-	}
+	state liveness.State
 }
 
 // errNotStarted is Reading's answer before Run's first read starts.
@@ -150,21 +146,11 @@ var errNotStarted = errors.New("natsinbox: not reading yet")
 // the connection's own state (nats.Conn.IsConnected) says that. For
 // readiness checks and status pages.
 func (r *Receiver) Reading() (bool, error) {
-	r.state.Lock()
-	defer r.state.Unlock()
-	if r.state.live {
-		return true, nil
-	}
-	if r.state.why == nil {
-		return false, errNotStarted
-	}
-	return false, r.state.why
+	return r.state.Get(errNotStarted)
 }
 
 func (r *Receiver) setReading(live bool, why error) {
-	r.state.Lock()
-	defer r.state.Unlock()
-	r.state.live, r.state.why = live, why
+	r.state.Set(live, why)
 }
 
 // New returns a Receiver; the error names a missing field.

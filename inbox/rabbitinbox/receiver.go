@@ -49,7 +49,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,6 +57,7 @@ import (
 	"github.com/backstophq/backstop/inbox"
 	"github.com/backstophq/backstop/inbox/internal/headers"
 	"github.com/backstophq/backstop/inbox/internal/keep"
+	"github.com/backstophq/backstop/inbox/internal/liveness"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/transport/rabbitmq"
 )
@@ -145,11 +145,7 @@ type Receiver struct {
 	reconnecting func()
 
 	// state is what Consuming reports.
-	state struct {
-		sync.Mutex
-		live bool
-		why  error
-	}
+	state liveness.State
 
 	// On a stream queue: nextOffset is the offset after the last delivery
 	// handled (0: none yet); notStream is set once the broker refused a
@@ -166,22 +162,12 @@ var errNotStarted = errors.New("rabbitinbox: not consuming yet")
 // connection lost, the queue deleted), or that none has started yet. For
 // readiness checks and status pages.
 func (r *Receiver) Consuming() (bool, error) {
-	r.state.Lock()
-	defer r.state.Unlock()
-	if r.state.live {
-		return true, nil
-	}
-	if r.state.why == nil {
-		return false, errNotStarted
-	}
-	return false, r.state.why
+	return r.state.Get(errNotStarted)
 }
 
 // setConsuming records what Consuming reports.
 func (r *Receiver) setConsuming(live bool, why error) {
-	r.state.Lock()
-	defer r.state.Unlock()
-	r.state.live, r.state.why = live, why
+	r.state.Set(live, why)
 }
 
 // New returns a Receiver; the error names a missing or bad field.
