@@ -12,6 +12,7 @@ import (
 
 	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/inbox/internal/headers"
 	"github.com/backstophq/backstop/outbox"
 )
 
@@ -90,23 +91,17 @@ func parkedID(name, source string, r *Received) string {
 	return "inbox-refused-" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// parkedHeaders are the headers of a refused message that can be stored,
-// cleaned, in name order until the limits are reached.
+// parkedHeaders are the headers of a refused message that a message could
+// carry (headers.Kept, in name order until the limits are reached).
 func parkedHeaders(hs map[string]string, limits outbox.Limits) map[string]string {
 	keys := make([]string, 0, len(hs))
 	for k := range hs {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	out := map[string]string{}
-	size := 0
+	kept := headers.Within(limits)
 	for _, k := range keys {
-		ck, cv := outbox.CleanText(k, parkedNameRunes), outbox.CleanText(hs[k], 0)
-		if ck == "" || len(out) == limits.MaxHeaders || size+len(ck)+len(cv) > limits.MaxHeaderBytes {
-			continue
-		}
-		out[ck] = cv
-		size += len(ck) + len(cv)
+		kept.Add(k, hs[k])
 	}
-	return out
+	return kept.Headers
 }

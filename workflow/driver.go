@@ -163,17 +163,9 @@ func (dr *driver) missingTasks() []string {
 
 // mark stores the marks of a plan and reports them.
 func (dr *driver) mark(marks []wfstore.Mark) error {
-	var moved int
-	_, err := dr.whileHeld(dr.ctx, func(ctx context.Context) (err error) {
-		// A try whose outcome was unknown and that was recorded moves
-		// nothing the second time: marked then reads the run again.
-		moved, err = dr.e.st.Mark(ctx, dr.runID, dr.e.lease(), marks)
+	if err := dr.storeMarks(marks); err != nil {
 		return err
-	})
-	if err != nil {
-		return fmt.Errorf("workflow: run %s: %w", dr.runID, err)
 	}
-	dr.marked(marks, moved)
 	now := dr.e.cfg.Clock.Now()
 	for _, m := range marks {
 		dr.e.log.LogAttrs(dr.ctx, slog.LevelInfo, "task not run", slog.String("run_id", dr.runID),
@@ -307,5 +299,22 @@ func (dr *driver) wait(nextDue time.Time, wantSlot bool) error {
 	case <-dr.ctx.Done():
 		return context.Cause(dr.ctx)
 	}
+	return nil
+}
+
+// storeMarks stores marks while the run is held and takes what moved
+// into the driver's copy of the run (marked).
+func (dr *driver) storeMarks(marks []wfstore.Mark) error {
+	var moved int
+	_, err := dr.whileHeld(dr.ctx, func(ctx context.Context) (err error) {
+		// A try whose outcome was unknown and that was recorded moves
+		// nothing the second time: marked then reads the run again.
+		moved, err = dr.e.st.Mark(ctx, dr.runID, dr.e.lease(), marks)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("workflow: run %s: %w", dr.runID, err)
+	}
+	dr.marked(marks, moved)
 	return nil
 }

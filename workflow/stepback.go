@@ -1,7 +1,6 @@
 package workflow
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -46,15 +45,9 @@ func (dr *driver) rebaseRetries(now time.Time) error {
 	if len(marks) == 0 {
 		return nil
 	}
-	var moved int
-	_, err := dr.whileHeld(dr.ctx, func(ctx context.Context) (err error) {
-		moved, err = dr.e.st.Mark(ctx, dr.runID, dr.e.lease(), marks)
+	if err := dr.storeMarks(marks); err != nil {
 		return err
-	})
-	if err != nil {
-		return fmt.Errorf("workflow: run %s: %w", dr.runID, err)
 	}
-	dr.marked(marks, moved)
 	for i, m := range marks {
 		dr.e.log.LogAttrs(dr.ctx, slog.LevelWarn, "the clock went back: a retry scheduled before is moved to its delay from now",
 			slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id), slog.String("task_id", m.TaskID),
