@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,14 +33,23 @@ func TestReadOnlyDatabaseKeepsTheOutcome(t *testing.T) {
 		_, err := e.s.DB().ExecContext(e.ctx, fmt.Sprintf("PRAGMA query_only = %d", on))
 		return err
 	}
+	var once sync.Once
+	var onErr error
 	rec := &recorder{fn: func(ctx context.Context, _ *outbox.Message, _ int) error {
-		return queryOnly(1) // delivered; the database takes no writes from now on
+		// Delivered; the database takes no writes from the first delivery
+		// on, until the test gives them back (once: a delivery still
+		// running then must not take them again).
+		once.Do(func() { onErr = queryOnly(1) })
+		return nil
 	}}
 	rn := e.start(e.config(map[string]Destination{"hooks": {Transport: rec.transport()}}))
 	rn.waitFor("a recording to fail", func() bool {
 		st := rn.r.Stats()
 		return st.StoreErrors > 0 || st.Unrecorded > 0
 	})
+	if onErr != nil {
+		t.Fatal(onErr)
+	}
 	if n := rn.r.Stats().Unrecorded; n != 0 {
 		t.Fatalf("%d outcomes dropped as refused while the database took no writes", n)
 	}

@@ -33,12 +33,13 @@ func isBusy(err error) bool {
 }
 
 // isExhausted reports whether err is the database out of a resource
-// (SQLITE_FULL: the disk, or max_page_count; SQLITE_IOERR; SQLITE_NOMEM,
-// any extended code): it says nothing of the statement's data, may have
-// rolled the whole transaction back, and the call may be made again once
-// the resource is back.
+// (SQLITE_FULL: the disk, or max_page_count; SQLITE_IOERR; SQLITE_NOMEM;
+// SQLITE_READONLY, writes refused for now, as by a file system remounted
+// read-only after a disk error; any extended code): it says nothing of
+// the statement's data, may have rolled the whole transaction back, and
+// the call may be made again once the resource is back.
 func isExhausted(err error) bool {
-	return hasCode(err, sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_NOMEM)
+	return hasCode(err, sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_READONLY)
 }
 
 // isReadOnly reports whether err says the database cannot be written
@@ -180,7 +181,8 @@ func commit(tx *sql.Tx) error {
 // another connection holding the database's lock past the store's wait,
 // or of the database out of a resource, rather than of the call's data
 // (store.Reachability): ErrBusy, SQLITE_BUSY or SQLITE_LOCKED, SQLITE_FULL
-// (a full disk), SQLITE_IOERR or SQLITE_NOMEM, or store.ErrUnavailable.
+// (a full disk), SQLITE_IOERR, SQLITE_NOMEM or SQLITE_READONLY, or
+// store.ErrUnavailable.
 // The call may be made again as it is.
 func (s *Store) Unreachable(err error) bool {
 	return errors.Is(err, ErrBusy) || isBusy(err) || isExhausted(err) || errors.Is(err, store.ErrUnavailable)
