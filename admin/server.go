@@ -227,20 +227,11 @@ func (s *Server) authPaged(role string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		// the scheme is case-insensitive (RFC 9110 11.1)
-		scheme, given, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") || given == "" {
+		found, given := s.token(r)
+		if !given {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="backstop"`)
 			problem(w, http.StatusUnauthorized, "missing bearer token", "send Authorization: Bearer <token>", "")
 			return
-		}
-		gh := sha256.Sum256([]byte(given))
-		var found *Token
-		for i := range s.cfg.Tokens {
-			th := sha256.Sum256([]byte(s.cfg.Tokens[i].Secret))
-			if subtle.ConstantTimeCompare(gh[:], th[:]) == 1 && found == nil {
-				found = &s.cfg.Tokens[i]
-			}
 		}
 		if found == nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="backstop", error="invalid_token"`)
@@ -255,6 +246,32 @@ func (s *Server) authPaged(role string, h http.HandlerFunc) http.HandlerFunc {
 		ctx := context.WithValue(r.Context(), ctxKey{}, caller{found.Name, found.Role})
 		h(w, r.WithContext(ctx))
 	}
+}
+
+// token is the configured token r's Authorization header carries, nil
+// when it carries none (given false) or an unknown one (given true).
+func (s *Server) token(r *http.Request) (found *Token, given bool) {
+	// the scheme is case-insensitive (RFC 9110 11.1)
+	scheme, secret, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" {
+		return nil, false
+	}
+	gh := sha256.Sum256([]byte(secret))
+	for i := range s.cfg.Tokens {
+		th := sha256.Sum256([]byte(s.cfg.Tokens[i].Secret))
+		if subtle.ConstantTimeCompare(gh[:], th[:]) == 1 && found == nil {
+			found = &s.cfg.Tokens[i]
+		}
+	}
+	return found, true
+}
+
+// Authorized says whether r carries one of the configured tokens, of
+// either role. Routes outside the API that answer without a token (serve's
+// /readyz) use it to say more to a caller who has one.
+func (s *Server) Authorized(r *http.Request) bool {
+	found, _ := s.token(r)
+	return found != nil
 }
 
 func (s *Server) routes() {

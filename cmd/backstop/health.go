@@ -43,7 +43,16 @@ type health struct {
 	lastRound func() time.Time
 	maxPoll   time.Duration
 	now       func() time.Time
+	// detailed says whether a request may read why a check failed: a
+	// driver's error names hosts, users and databases, and /readyz needs
+	// no token. Nil lets every request read it (serve without tokens
+	// listens on loopback only).
+	detailed func(*http.Request) bool
 }
+
+// withheld replaces a failed check's error for a request that may not
+// read it.
+const withheld = "failed; send an admin token (Authorization: Bearer) to read why"
 
 // storeCheck asks the store a read whose cost does not grow with
 // anything: one message by primary key (the nil ID, which none has). It
@@ -120,6 +129,9 @@ wait:
 				results[a.i].OK, results[a.i].Error = true, ""
 			case !errors.Is(a.err, context.DeadlineExceeded):
 				results[a.i].Error = a.err.Error()
+				if a.i > 0 && h.detailed != nil && !h.detailed(r) {
+					results[a.i].Error = withheld // checks[0] is the relay's: no names in it
+				}
 			}
 		case <-ctx.Done():
 			break wait

@@ -177,6 +177,9 @@ func serve(ctx context.Context, c *config.Config, logger *slog.Logger, ready fun
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	hl := &health{checks: append([]check{storeCheck(st)}, srcs.checks()...),
 		lastRound: r.LastRound, maxPoll: r.Config().MaxPollInterval, now: time.Now}
+	if len(tokens) > 0 {
+		hl.detailed = api.Authorized
+	}
 	mux.HandleFunc("GET /healthz", hl.healthz)
 	mux.HandleFunc("GET /readyz", hl.readyz)
 	srcs.handle(mux)
