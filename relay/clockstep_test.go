@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/backstophq/backstop/circuitbreaker"
 	"github.com/backstophq/backstop/clock"
 	"github.com/backstophq/backstop/errorhandling"
@@ -99,11 +101,12 @@ func TestRetryAfterDoesNotOutlastAClockSteppedBack(t *testing.T) {
 // longest probe interval, so a probe time further ahead was set before the
 // step: a message enqueued after it probes the destination, up again,
 // within seconds and closes the circuit, where the probe waited out the
-// hour. (The three messages released when the circuit opened are due
-// when the store's clock reaches the time it gave them, an hour later:
-// the store cannot tell a retry's time from one an application chose.)
-// With a fleet the shared circuit's reading says the probe is due (the
-// store sees the step); alone (NoFleet), the relay's gate must.
+// hour. With a fleet the shared circuit's reading says the probe is due
+// (the store sees the step); alone (NoFleet), the relay's gate must. With
+// a fleet the three messages released when the circuit opened are then
+// delivered too: the leader's beat has the store move their waits, set
+// before the step, to their length from now (store.ScheduleRebaser);
+// they waited out the hour. A relay alone does not move them.
 func TestProbeDoesNotOutlastAClockSteppedBack(t *testing.T) {
 	for _, alone := range []bool{false, true} {
 		t.Run(fmt.Sprintf("NoFleet=%v", alone), func(t *testing.T) { probeAfterAStepBack(t, alone) })
@@ -116,8 +119,11 @@ func probeAfterAStepBack(t *testing.T, alone bool) {
 		clk.Fake = c.Clock.(*clock.Fake)
 		c.Clock = clk
 	})
+	var released []uuid.UUID
 	for i := range 3 {
-		e.enqueue(msg("down", fmt.Sprintf("s%d", i), i))
+		m := msg("down", fmt.Sprintf("s%d", i), i)
+		e.enqueue(m)
+		released = append(released, m.ID)
 	}
 	var down atomic.Bool
 	down.Store(true)
@@ -144,5 +150,28 @@ func probeAfterAStepBack(t *testing.T, alone bool) {
 	if st := rn.r.Breaker("down").State(); st != circuitbreaker.StateClosed || e.get(m.ID) != nil {
 		t.Fatalf("breaker %v, message enqueued after the step delivered: %v, %v after the clock was stepped back an hour; want closed by a probe",
 			st, e.get(m.ID) == nil, 2*DefaultMaxProbeInterval)
+	}
+	if alone {
+		return
+	}
+	pending := func() bool {
+		for _, id := range released {
+			if e.get(id) != nil {
+				return true
+			}
+		}
+		return false
+	}
+	beat := rn.r.cfg.HeartbeatInterval
+	for i := 0; i < 3 && pending(); i++ {
+		before := signalRound(&rn.r.maint.parked)
+		rn.advance(beat)
+		if err := rn.r.maint.parked.wait(e.ctx, before); err != nil { // the leader's beat is over
+			t.Fatal(err)
+		}
+		rn.advance(2 * time.Second) // the moved waits (a second) pass
+	}
+	if pending() {
+		t.Fatalf("the messages released when the circuit opened are not delivered three beats (%v) after the clock was stepped back an hour", 3*beat)
 	}
 }

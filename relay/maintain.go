@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/backstophq/backstop/store"
 )
 
 // With a store.Fleet store, maintenance is off the claim path: each relay
@@ -162,6 +164,7 @@ func (r *Relay) beat(ctx context.Context) {
 			r.log.LogAttrs(ctx, slog.LevelWarn, "silent relay instances declared dead; their leases were released",
 				slog.Int("dead_instances", n))
 		}
+		r.rebaseSchedules(ctx)
 		until := r.clk.Now().Add(r.heartbeatEvery() / sweepShare) // the sweeps' share of the beat
 		if !r.cfg.NoSweep {
 			n, err := r.sweep(ctx, until, f.SweepIdempotencyKeys)
@@ -268,3 +271,26 @@ func (r *Relay) unknownPending() map[string]int {
 // maxUnknownWarnings bounds the destinations a count of unknown ones warns
 // about by name; the others are counted in one record.
 const maxUnknownWarnings = 20
+
+// rebaseSchedules has a store.ScheduleRebaser store move the retries and
+// waits scheduled before its clock was stepped back to their delay from
+// now: the leader's, at each beat (a clock reading when the clock was not
+// stepped). Without it a retry due in a minute when the clock went back
+// an hour ran an hour and a minute later, and the messages released when
+// a destination's circuit opened waited the hour too.
+func (r *Relay) rebaseSchedules(ctx context.Context) {
+	rb, ok := r.store.(store.ScheduleRebaser)
+	if !ok {
+		return
+	}
+	n, err := rb.RebaseSchedules(ctx)
+	if err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "moving retries after the clock went back failed; tried again at the next beat",
+			slog.String("error", err.Error()))
+		return
+	}
+	if n > 0 {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "the store's clock went back: retries and waits scheduled before are moved to their delay from now",
+			slog.Int("messages", n))
+	}
+}

@@ -547,6 +547,24 @@ type Reachability interface {
 // it, an operator dead-lettered it, or it was delivered already).
 var ErrLeaseLost = errors.New("store: lease lost")
 
+// ScheduleRebaser is a store that moves the waits it holds when its clock
+// is stepped back. A retry's due time, and the wait after a fault blamed on
+// the destination (a Release with After), are wall times: the time of the
+// failure, stamped on the message, plus the delay. When the clock is then
+// stepped back, a message whose failure is stamped ahead of the clock was
+// scheduled before the step, and waited the step's length on top of its
+// delay: a retry due in a minute when the clock went back an hour ran an
+// hour and a minute later. A time an application chose (Message.
+// ScheduledFor, no failure stamped) is kept.
+type ScheduleRebaser interface {
+	// RebaseSchedules reads the store's clock and, when it was stepped back
+	// since the last call (or this is the first), moves each waiting
+	// message whose failure is stamped ahead of the clock to its delay
+	// from now, and returns how many it moved. Cheap when the clock was
+	// not stepped: one reading.
+	RebaseSchedules(ctx context.Context) (int, error)
+}
+
 // Fleet is implemented by stores through which the relay instances that
 // share them act as one: they heart-beat on their own cadence, elect a
 // leader for maintenance, and share each destination's circuit, so that

@@ -10,7 +10,10 @@ import (
 	"github.com/backstophq/backstop/store"
 )
 
-var _ store.Fleet = (*Store)(nil)
+var (
+	_ store.Fleet           = (*Store)(nil)
+	_ store.ScheduleRebaser = (*Store)(nil)
+)
 
 // leaderName is the row of the maintenance leader's lease.
 const leaderName = "maintenance"
@@ -237,4 +240,32 @@ func (s *Store) PauseDestination(ctx context.Context, destination string, d time
 		return fmt.Errorf("postgres: pause %q: %w", destination, err)
 	}
 	return nil
+}
+
+// rebaseChunk is the most messages one rebaseSQL statement moves.
+const rebaseChunk = 1000
+
+// RebaseSchedules moves the waits scheduled before the clock (the
+// database's, or Config.Clock) was stepped back; see
+// store.ScheduleRebaser.
+func (s *Store) RebaseSchedules(ctx context.Context) (int, error) {
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT `+nowExpr, s.now()).Scan(&now); err != nil {
+		return 0, fmt.Errorf("postgres: read the clock: %w", err)
+	}
+	if !s.steps.Back(now) {
+		return 0, nil
+	}
+	total := 0
+	for {
+		tag, err := s.pool.Exec(ctx, s.sql.rebase, now, rebaseChunk)
+		if err != nil {
+			s.steps.Forget()
+			return total, fmt.Errorf("postgres: move retries scheduled before the clock went back: %w", err)
+		}
+		total += int(tag.RowsAffected())
+		if tag.RowsAffected() < rebaseChunk {
+			return total, nil
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/backstophq/backstop/store"
+	"github.com/backstophq/backstop/store/internal/clockstep"
 )
 
 // Store is the PostgreSQL store. It is safe for concurrent use by many
@@ -31,6 +32,9 @@ type Store struct {
 
 	// badCircuits logs the circuits rows Circuits reads past.
 	badCircuits store.CircuitWarnings
+
+	// steps tells RebaseSchedules when the clock was stepped back.
+	steps clockstep.Watch
 }
 
 var _ store.Store = (*Store)(nil)

@@ -96,15 +96,32 @@ FROM unnest($2::text[], $3::uuid[], $4::text[], $5::int[], $6::text[], $7::text[
 JOIN {o} o ON o.id = d.id`
 
 // releaseSQL gives leased messages back without charging an attempt; a
-// message dead-lettered meanwhile gets no due time.
+// message dead-lettered meanwhile gets no due time. One given a wait (a
+// fault blamed on the destination) has the fault's time stamped as its
+// last failure, as a retry has: its due time is that time plus the wait,
+// which rebaseSQL moves when the clock is stepped back.
 const releaseSQL = `
 UPDATE {o} o SET instance_id = NULL, lease_expiry = NULL, status = o.status | r.flags,
 	scheduled_for = CASE WHEN r.after > 0 AND o.dead_lettered_at IS NULL
 		THEN {now} + r.after * interval '1 microsecond' ELSE o.scheduled_for END,
+	last_failed_at = CASE WHEN r.after > 0 AND o.dead_lettered_at IS NULL
+		THEN {now} ELSE o.last_failed_at END,
 	error = CASE WHEN r.err <> '' THEN r.err ELSE o.error END
 FROM unnest($3::uuid[], $4::bigint[], $5::int[], $6::text[]) AS r(id, after, flags, err)
 WHERE o.id = r.id AND o.instance_id = $2
 RETURNING o.id`
+
+// rebaseSQL moves up to $2 waiting messages whose last failure is stamped
+// more than a second ahead of now, scheduled on a clock since stepped
+// back, to their delay from now (store.ScheduleRebaser). It reads the
+// due index from now on.
+const rebaseSQL = `
+UPDATE {o} o SET scheduled_for = {now} + (o.scheduled_for - o.last_failed_at), last_failed_at = {now}
+WHERE o.seq IN (
+	SELECT seq FROM {o}
+	WHERE published_at IS NULL AND dead_lettered_at IS NULL AND instance_id IS NULL
+		AND scheduled_for > {now} AND last_failed_at > {now} + interval '1 second'
+	ORDER BY scheduled_for, seq LIMIT $2 FOR UPDATE SKIP LOCKED)`
 
 // renewSQL extends the caller's own leases to $4 microseconds from now; it
 // never shortens a longer lease, and returns the new expiries, and with a
@@ -151,7 +168,7 @@ type statements struct {
 	insert, insertOne                                   string
 	heartbeat, deadInstances, deletePublished, complete string
 	lockFailures, fail, deadLetter, release, renew      string
-	unpark                                              string
+	unpark, rebase                                      string
 	claim                                               string
 }
 
@@ -172,6 +189,7 @@ func newStatements(n names) statements {
 		fail:            r.Replace(failSQL),
 		deadLetter:      r.Replace(deadLetterSQL),
 		release:         r.Replace(releaseSQL),
+		rebase:          r.Replace(rebaseSQL),
 		renew:           r.Replace(renewSQL),
 		claim:           r.Replace(claimSQL),
 	}

@@ -380,14 +380,22 @@ func (s *Store) applyReleases(ctx context.Context, tx *sql.Tx, b *store.Batch, r
 			errText = outbox.TruncateError(r.Error)
 		}
 		var n int64
+		// A wait (a fault blamed on the destination) stamps the fault's
+		// time as the last failure, as a retry does: RebaseSchedules moves
+		// the wait by it when the clock is stepped back.
+		var failed any
+		if due != nil {
+			failed = now.UnixMilli()
+		}
 		err := s.outcome(ctx, tx, res, r.ID, "release", func() error {
 			var err error
 			n, err = affected(tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}outbox SET
 				instance_id = NULL, lease_expiry = NULL, status = status | ?,
 				scheduled_for = CASE WHEN dead_lettered_at IS NULL THEN coalesce(?, scheduled_for) ELSE scheduled_for END,
+				last_failed_at = CASE WHEN dead_lettered_at IS NULL THEN coalesce(?, last_failed_at) ELSE last_failed_at END,
 				error = coalesce(?, error)
 				WHERE id = ? AND instance_id = ?`),
-				int32(r.CompletedStatus), due, errText, r.ID.String(), b.Instance.ID))
+				int32(r.CompletedStatus), due, failed, errText, r.ID.String(), b.Instance.ID))
 			if err != nil {
 				n = -1
 			}

@@ -276,3 +276,36 @@ func (s *Store) fleetExec(ctx context.Context, query string, args ...any) (int64
 	})
 	return n, err
 }
+
+var _ store.ScheduleRebaser = (*Store)(nil)
+
+// rebaseChunk is the most messages one statement of RebaseSchedules moves.
+const rebaseChunk = 1000
+
+// RebaseSchedules moves the waits scheduled before the store's clock was
+// stepped back; see store.ScheduleRebaser. Rows whose times are not
+// integers are the quarantine's, and left to it.
+func (s *Store) RebaseSchedules(ctx context.Context) (int, error) {
+	now := s.now()
+	if !s.steps.Back(now) {
+		return 0, nil
+	}
+	ms := now.UnixMilli()
+	total := 0
+	for {
+		n, err := s.fleetExec(ctx, `UPDATE {{prefix}}outbox SET scheduled_for = ? + (scheduled_for - last_failed_at), last_failed_at = ?
+			WHERE seq IN (SELECT seq FROM {{prefix}}outbox
+				WHERE published_at IS NULL AND dead_lettered_at IS NULL AND instance_id IS NULL
+					AND scheduled_for > ? AND last_failed_at > ?
+					AND typeof(scheduled_for) = 'integer' AND typeof(last_failed_at) = 'integer'
+				ORDER BY scheduled_for LIMIT ?)`, ms, ms, ms, ms+1000, rebaseChunk)
+		total += int(n)
+		if err != nil {
+			s.steps.Forget()
+			return total, fmt.Errorf("sqlite: move retries scheduled before the clock went back: %w", err)
+		}
+		if n < rebaseChunk {
+			return total, nil
+		}
+	}
+}

@@ -34,6 +34,7 @@ import (
 	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
+	"github.com/backstophq/backstop/store/internal/clockstep"
 )
 
 // Store is the SQLite store. It implements store.Store and is safe for
@@ -52,6 +53,9 @@ type Store struct {
 
 	// badCircuits logs the circuits rows Circuits reads past.
 	badCircuits store.CircuitWarnings
+
+	// steps tells RebaseSchedules when the clock was stepped back.
+	steps clockstep.Watch
 
 	// sweepStmt is sweepSQL (quarantine.go) prepared once on the writer
 	// when the store opens: the statement is long (the partial index's

@@ -32,6 +32,7 @@ var fleetCases = []testCase{
 	{"HeartbeatAndReap", testHeartbeatAndReap},
 	{"DeadInstanceAfterAClockSteppedBack", testDeadInstanceAfterAClockSteppedBack},
 	{"LeadershipAfterAClockSteppedBack", testLeadershipAfterAClockSteppedBack},
+	{"RetriesFollowAClockSteppedBack", testRetriesFollowAClockSteppedBack},
 	{"SweepBatch", testSweepBatch},
 	{"IdempotencyKeysExpire", testIdempotencyKeysExpire},
 	{"PendingByDestination", testPendingByDestination},
@@ -489,4 +490,62 @@ func testPendingByDestination(t *testing.T, h Harness) {
 	if len(got) != 2 || got["a"] != 3 || got["b-é"] != 2 {
 		t.Fatalf("PendingByDestination = %v", got)
 	}
+}
+
+// testRetriesFollowAClockSteppedBack: a retry due in a minute, and a
+// wait of two minutes after a fault blamed on the destination (a release),
+// were scheduled; the clock is then stepped back an hour. Both are moved
+// to their delay from the new now, and a time the application chose is
+// kept. Before, both waited the hour on top of their delay: the store
+// could not tell a retry's due time from an application's.
+func testRetriesFollowAClockSteppedBack(t *testing.T, h Harness) {
+	e, clk, _ := steppedEnv(t, h)
+	rb, ok := e.s.(store.ScheduleRebaser)
+	if !ok {
+		t.Skip("the store does not move schedules after a clock step (store.ScheduleRebaser)")
+	}
+	rebase := func() int {
+		t.Helper()
+		n, err := rb.RebaseSchedules(e.ctx)
+		if err != nil {
+			t.Fatalf("RebaseSchedules: %v", err)
+		}
+		return n
+	}
+	strict := msgs(2, "d", "s")
+	e.enqueue(strict[0])
+	released := e.enqueue(msg("d", ""))[0]
+	chosen := msg("d", "")
+	chosen.ScheduledFor = epoch.Add(30 * time.Minute)
+	e.enqueue(chosen)
+	e.claimExactly("a", 10, strict[0], released)
+	e.enqueue(strict[1]) // waits behind its stream's head
+	e.fail("a", store.Failure{ID: strict[0].ID, Error: "503"}) // due in a minute (DurableBackoff)
+	e.batch("a", store.Batch{Releases: []store.Release{{ID: released.ID, After: 2 * time.Minute, Error: "503"}}})
+	if n := rebase(); n != 0 {
+		t.Fatalf("RebaseSchedules moved %d before any step", n)
+	}
+
+	clk.back.Store(int64(time.Hour))
+	if n := rebase(); n != 2 {
+		t.Fatalf("RebaseSchedules moved %d after a step back of an hour, want the retry and the release", n)
+	}
+	if n := rebase(); n != 0 {
+		t.Fatalf("RebaseSchedules moved %d more with the clock not stepped again", n)
+	}
+	now := clk.Now()
+	timeEq(t, "the retry's due time", e.get(strict[0].ID).ScheduledFor, now.Add(time.Minute))
+	timeEq(t, "the release's due time", e.get(released.ID).ScheduledFor, now.Add(2*time.Minute))
+	timeEq(t, "the application's time", e.get(chosen.ID).ScheduledFor, epoch.Add(30*time.Minute))
+	e.claimExactly("b", 10)
+	e.clk.Advance(time.Minute)
+	e.claimExactly("b", 10, strict...)
+	e.complete("b", outbox.StatusPublished, strict[0].ID, strict[1].ID)
+	e.clk.Advance(time.Minute)
+	e.claimExactly("b", 10, released)
+	e.complete("b", outbox.StatusPublished, released.ID)
+	e.clk.Advance(28 * time.Minute)
+	e.claimExactly("b", 10)
+	e.clk.Advance(time.Hour)
+	e.claimExactly("b", 10, chosen)
 }
