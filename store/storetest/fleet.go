@@ -519,7 +519,7 @@ func testRetriesFollowAClockSteppedBack(t *testing.T, h Harness) {
 	chosen.ScheduledFor = epoch.Add(30 * time.Minute)
 	e.enqueue(chosen)
 	e.claimExactly("a", 10, strict[0], released)
-	e.enqueue(strict[1]) // waits behind its stream's head
+	e.enqueue(strict[1])                                       // waits behind its stream's head
 	e.fail("a", store.Failure{ID: strict[0].ID, Error: "503"}) // due in a minute (DurableBackoff)
 	e.batch("a", store.Batch{Releases: []store.Release{{ID: released.ID, After: 2 * time.Minute, Error: "503"}}})
 	if n := rebase(); n != 0 {
