@@ -268,6 +268,12 @@ type Destination struct {
 	// hang or crawl never holds every worker: it holds at most Workers less
 	// that reserve, and its share once others have work.
 	Concurrency int
+
+	// RateLimit, when set, caps the deliveries started to this
+	// destination (see RateLimit): a message waits for its token without
+	// a worker, its timeout, an attempt or the breaker. Nil means no
+	// limit.
+	RateLimit *RateLimit
 }
 
 // UnknownDestinationPolicy says what the relay does with a message for a
@@ -427,6 +433,13 @@ func (d Destination) withDefaults(name string, c *Config) Destination {
 	if d.SingledOutAfter == 0 {
 		d.SingledOutAfter = DefaultSingledOutAfter
 	}
+	if d.RateLimit != nil {
+		rl := *d.RateLimit
+		if rl.Burst == 0 {
+			rl.Burst = 1
+		}
+		d.RateLimit = &rl
+	}
 	return d
 }
 
@@ -439,6 +452,10 @@ func (c Config) clone() Config {
 	for name, d := range c.Destinations {
 		in, br := *d.InProcess, *d.Breaker
 		d.InProcess, d.Breaker = &in, &br
+		if d.RateLimit != nil {
+			rl := *d.RateLimit
+			d.RateLimit = &rl
+		}
 		dests[name] = d
 	}
 	c.Destinations = dests

@@ -102,7 +102,7 @@ func TestHangingDestinationLeavesWorkersForAnotherWithDefaults(t *testing.T) {
 // to the one under its share, until both hold half.
 func TestSchedulerGivesFreedWorkersToTheDestinationUnderItsShare(t *testing.T) {
 	slow, fast := &destination{name: "slow", concurrency: 16}, &destination{name: "fast", concurrency: 16}
-	s := newScheduler([]*destination{fast, slow}, 16)
+	s := newScheduler([]*destination{fast, slow}, 16, nil)
 	for range 40 {
 		s.push(&task{dest: slow})
 	}

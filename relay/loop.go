@@ -600,10 +600,14 @@ func (l *loop) untilRenew() time.Duration {
 // minutes of work that another relay of the fleet could do: at most its
 // room, less what it holds. Its room is an equal share of the prefetch's
 // target, or less, what it delivers in paceHorizon (l.paces), and never
-// below four times its Concurrency.
+// below four times its Concurrency. A destination with a RateLimit, even
+// alone, has at most what its limit starts within a LeaseDuration
+// (limiter.leased): its messages wait here for their tokens, and more would
+// be leases hoarded from the other relays of a fleet.
 func (l *loop) perDestination() map[string]int {
 	r := l.r
-	if len(r.destList) < 2 {
+	limited := slices.ContainsFunc(r.destList, func(d *destination) bool { return d.limit != nil })
+	if len(r.destList) < 2 && !limited {
 		return nil
 	}
 	held := make(map[*destination]int, len(r.destList))
@@ -617,8 +621,14 @@ func (l *loop) perDestination() map[string]int {
 	out := make(map[string]int, len(r.destList))
 	size := l.pf.target()
 	for _, d := range r.destList {
-		paced := int(math.Ceil(l.pace(d).rate * paceHorizon.Seconds()))
-		room := max(min(size/len(r.destList), paced), min(size, 4*d.concurrency))
+		room := size
+		if len(r.destList) > 1 {
+			paced := int(math.Ceil(l.pace(d).rate * paceHorizon.Seconds()))
+			room = max(min(size/len(r.destList), paced), min(size, 4*d.concurrency))
+		}
+		if d.limit != nil {
+			room = min(room, d.limit.leased(r.cfg.LeaseDuration))
+		}
 		out[d.name] = max(room-held[d], 0)
 	}
 	return out

@@ -133,6 +133,7 @@ type destination struct {
 	openFor     time.Duration // the breaker's Timeout
 	timeout     time.Duration
 	concurrency int
+	limit       *limiter // nil: no RateLimit
 	stats       destCounters
 	m           destMetrics
 
@@ -199,7 +200,7 @@ func New(s store.Store, cfg Config) (*Relay, error) {
 		r.destList = append(r.destList, d)
 	}
 	sort.Slice(r.destList, func(i, j int) bool { return r.destList[i].name < r.destList[j].name })
-	r.sched = newScheduler(r.destList, r.cfg.Workers)
+	r.sched = newScheduler(r.destList, r.cfg.Workers, r.clk)
 	if cfg.Metrics != nil {
 		if err := r.metrics.register(cfg.Metrics, r); err != nil {
 			return nil, fmt.Errorf("relay: Metrics: %w", err)
@@ -220,6 +221,7 @@ func (r *Relay) newDestination(name string, cfg Destination) *destination {
 		maxProbe:        cfg.MaxProbeInterval,
 		timeout:         cfg.Timeout,
 		concurrency:     cfg.Concurrency,
+		limit:           newLimiter(cfg.RateLimit),
 		m:               r.metrics.forDestination(name),
 	}
 	if d.openFor == 0 {

@@ -3,6 +3,7 @@ package relay
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/backstophq/backstop/outbox"
@@ -111,6 +112,12 @@ func (d Destination) validate(field string) error {
 		return fmt.Errorf("relay: %s.MaxProbeInterval must not be less than FirstProbe (%s), got %s", field, d.FirstProbe, d.MaxProbeInterval)
 	case d.Concurrency < 0:
 		return fmt.Errorf("relay: %s.Concurrency must not be negative, got %d", field, d.Concurrency)
+	case d.RateLimit == nil:
+	case !(d.RateLimit.PerSecond >= MinRatePerSecond) || math.IsInf(d.RateLimit.PerSecond, 0):
+		// NaN fails the comparison
+		return fmt.Errorf("relay: %s.RateLimit.PerSecond must be finite and at least %v (one a day), got %v", field, MinRatePerSecond, d.RateLimit.PerSecond)
+	case d.RateLimit.Burst < 1:
+		return fmt.Errorf("relay: %s.RateLimit.Burst must be at least 1, got %d", field, d.RateLimit.Burst)
 	}
 	if err := d.Breaker.Validate(); err != nil {
 		return fmt.Errorf("relay: %s.Breaker: %w", field, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/backstophq/backstop/circuitbreaker"
+	"github.com/backstophq/backstop/clock"
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/transport"
@@ -37,9 +38,14 @@ type task struct {
 // deliveries end, the workers go to whoever is under its share. The
 // reserve stays idle while a single destination has work: a delivery, once
 // started, cannot be taken back when another destination's messages come.
+//
+// A destination with a RateLimit starts a task only with a token: its
+// tasks wait here for one, holding no worker, and an alarm on the relay's
+// clock wakes the workers when the first is due.
 type scheduler struct {
 	mu      sync.Mutex
 	cond    sync.Cond
+	clk     clock.Clock
 	dests   []*destination
 	queues  map[*destination][]*task
 	next    int
@@ -47,10 +53,11 @@ type scheduler struct {
 	workers int // the pool's size
 	running int // tasks running, over every destination
 	reserve int // idle workers kept for destinations under their share
+	alarm   alarm
 }
 
-func newScheduler(dests []*destination, workers int) *scheduler {
-	s := &scheduler{dests: dests, queues: make(map[*destination][]*task, len(dests)), workers: workers}
+func newScheduler(dests []*destination, workers int, clk clock.Clock) *scheduler {
+	s := &scheduler{dests: dests, queues: make(map[*destination][]*task, len(dests)), workers: workers, clk: clock.OrReal(clk)}
 	if len(dests) > 1 {
 		s.reserve = max(1, workers/4)
 	}
@@ -81,16 +88,26 @@ func (s *scheduler) take() (*task, bool) {
 		if s.closed {
 			return nil, false
 		}
+		now := s.clk.Now()
 		share := -1 // no bound beyond Concurrency while more than reserve workers are idle
 		if s.workers-s.running <= s.reserve {
-			share = s.fairShare()
+			share = s.fairShare(now)
 		}
+		var wake time.Duration // until the first token due of a destination held by its limit
 		for i := range s.dests {
 			k := (s.next + i) % len(s.dests)
 			d := s.dests[k]
 			q := s.queues[d]
 			if len(q) == 0 || d.running >= d.concurrency || (share >= 0 && d.running >= share) {
 				continue
+			}
+			if d.limit != nil {
+				if w := d.limit.take(now); w > 0 {
+					if wake == 0 || w < wake {
+						wake = w
+					}
+					continue
+				}
 			}
 			t := q[0]
 			q[0] = nil
@@ -100,6 +117,9 @@ func (s *scheduler) take() (*task, bool) {
 			s.next = (k + 1) % len(s.dests)
 			return t, true
 		}
+		if wake > 0 {
+			s.alarm.set(s, now, wake)
+		}
 		s.cond.Wait()
 	}
 }
@@ -107,11 +127,12 @@ func (s *scheduler) take() (*task, bool) {
 // fairShare is the pool divided among the destinations with tasks queued
 // or running, counting at least two: a destination alone with work keeps
 // to the pool less the reserve, since a delivery cannot be taken back
-// from it when another's messages arrive.
-func (s *scheduler) fairShare() int {
+// from it when another's messages arrive. Tasks waiting for their
+// destination's token at now do not count: they could not take a worker.
+func (s *scheduler) fairShare(now time.Time) int {
 	active := 0
 	for _, d := range s.dests {
-		if d.running > 0 || len(s.queues[d]) > 0 {
+		if d.running > 0 || len(s.queues[d]) > 0 && (d.limit == nil || d.limit.wait(now) == 0) {
 			active++
 		}
 	}
@@ -135,6 +156,7 @@ func (s *scheduler) close() []*task {
 		delete(s.queues, d)
 	}
 	s.closed = true
+	s.alarm.stop()
 	s.mu.Unlock()
 	s.cond.Broadcast()
 	return left
@@ -202,10 +224,20 @@ func (r *Relay) runGuarded(t *task) {
 // (see resume). When the recording fails (the store is unreachable, or
 // refused it) the rest is given back undelivered, never sent. The lease
 // of each message is checked again before it starts.
+//
+// A destination with a RateLimit takes a token for each message: the rest
+// of a task goes back to the scheduler after each, to wait for its next
+// token without the worker.
 func (r *Relay) runTask(t *task) {
 	for i, m := range t.msgs {
 		if r.stopping.Load() {
 			r.report(shutdownRelease(t.dest, t.msgs[i:])...)
+			return
+		}
+		if i > 0 && t.dest.limit != nil {
+			if rest := t.msgs[i:]; !r.sched.push(&task{dest: t.dest, msgs: rest, probe: t.probe}) {
+				r.report(shutdownRelease(t.dest, rest)...)
+			}
 			return
 		}
 		if !r.fl.startable(m.ID, r.clk.Now(), r.startMargin) {
@@ -373,6 +405,9 @@ func (r *Relay) attempt(d *destination, m *outbox.Message) (completed outbox.Sta
 			if !r.fl.holds(m.ID, r.clk.Now(), r.startMargin) {
 				lapsed = true
 				return errorhandling.Permanent(last)
+			}
+			if d.limit != nil && d.limit.take(r.clk.Now()) > 0 {
+				return errorhandling.Permanent(last) // stop: no token for another try
 			}
 			r.stats.retries.Add(1)
 			d.stats.retries.Add(1)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/backstophq/backstop/circuitbreaker"
-	"github.com/backstophq/backstop/clock"
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/inbox"
 	"github.com/backstophq/backstop/outbox"
@@ -98,8 +97,9 @@ func (c *Config) RelayConfig(ctx context.Context, logger *slog.Logger) (relay.Co
 		if d.UnknownErrors == "transient" {
 			tr = &unknownTransient{Transport: tr, classifier: rc.Classifier}
 		}
+		var rl *relay.RateLimit
 		if d.RateLimit != nil {
-			tr = newRateLimited(tr, d.RateLimit.PerSecond, d.RateLimit.Burst, clock.Real)
+			rl = &relay.RateLimit{PerSecond: d.RateLimit.PerSecond, Burst: d.RateLimit.Burst}
 		}
 		rc.Destinations[d.Name] = relay.Destination{
 			Transport: tr,
@@ -110,8 +110,9 @@ func (c *Config) RelayConfig(ctx context.Context, logger *slog.Logger) (relay.Co
 				HalfOpenMaxRequests: d.Breaker.HalfOpenMaxRequests,
 			},
 			Timeout:         d.Timeout.D(),
-			Concurrency:     d.concurrency(c.Relay.Workers),
+			Concurrency:     d.Concurrency,
 			SingledOutAfter: d.SingledOutAfter.D(),
+			RateLimit:       rl,
 		}
 	}
 	return rc, opened, nil

@@ -7,7 +7,11 @@
 // Every setting has a default; docs/configuration.md lists them.
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/backstophq/backstop/relay"
+)
 
 // Defaults of the settings a file leaves out.
 const (
@@ -123,7 +127,9 @@ type Destination struct {
 	InnerRetry InnerRetry `yaml:"inner_retry"`
 	// Breaker guards the destination.
 	Breaker Breaker `yaml:"breaker"`
-	// RateLimit caps the deliveries started per second; unset means none.
+	// RateLimit caps the deliveries started per second (the relay's
+	// relay.RateLimit: a message waits for its token leased, without a
+	// worker or its timeout); unset means none.
 	RateLimit *RateLimit `yaml:"rate_limit"`
 	// UnknownErrors says what an error nobody classified is: permanent
 	// (default: dead-lettered and logged) or transient.
@@ -201,7 +207,7 @@ func (d Duration) D() time.Duration { return time.Duration(d) }
 const MinTokenLen = 16
 
 // MinRatePerSecond is the lowest rate_limit.per_second: one a day.
-const MinRatePerSecond = 1.0 / 86400
+const MinRatePerSecond = relay.MinRatePerSecond
 
 // MaxTablePrefixLen is the longest store.table_prefix: PostgreSQL cuts
 // names at 63 bytes, and the longest name the migrations give an object

@@ -162,25 +162,3 @@ func TestParseRefuses(t *testing.T) {
 		})
 	}
 }
-
-func TestRateLimit(t *testing.T) {
-	r := newRateLimited(nil, 1000, 2, nil)
-	ctx := context.Background()
-	start := time.Now()
-	for range 12 {
-		if err := r.wait(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// 2 at once, then 10 more at 1 ms each: at least 9 ms.
-	if el := time.Since(start); el < 9*time.Millisecond {
-		t.Errorf("12 tokens at 1000/s with burst 2 took %s", el)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	slow := newRateLimited(nil, 0.001, 1, nil)
-	_ = slow.wait(ctx)
-	if err := slow.wait(cctx); err == nil {
-		t.Error("wait ignored a cancelled context")
-	}
-}
