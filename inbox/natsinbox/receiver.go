@@ -184,23 +184,31 @@ func New(cfg Config) (*Receiver, error) {
 }
 
 // Run receives messages until ctx is done, then returns nil. It returns an
-// error when it cannot start reading the consumer. Once it has, a
-// consumer that goes away under it (deleted) is read again after
-// Config.RetryDelay, doubling up to MaxRetryDelay while it stays away,
-// with a warning each time. When ctx is done, the messages it has taken
+// error when its first read of the consumer fails in a way no retry cures
+// (IsPermanent: the consumer or its stream missing, a consumer setting it
+// refuses, the server refusing the request); one that fails because the
+// server cannot be reached or answered (the connection down, a timeout,
+// JetStream not available yet) is tried again like any later one, so that
+// a server down when the receiver starts is read once it is back. A
+// consumer that goes away under it (deleted), or that cannot be read, is
+// read again after Config.RetryDelay, doubling up to MaxRetryDelay while
+// it stays away, with one warning for the outage (the tries after it are
+// logged at debug level) and a record at info level when reading starts
+// again; Reading says meanwhile why it is not reading. When ctx is done, the messages it has taken
 // from the consumer and not stored are given back (Nak), so that the next
 // receiver has them without waiting for the consumer's AckWait.
 func (r *Receiver) Run(ctx context.Context) error {
 	return resume.Run(ctx, resume.Config{
 		Delay: r.cfg.RetryDelay, MaxDelay: r.cfg.MaxRetryDelay,
-		Log: r.log, Message: "consumer lost; reading it again", Retrying: r.retrying,
+		Log: r.log, Message: "not reading the consumer; trying again", Retrying: r.retrying,
+		Permanent: IsPermanent,
 	}, r.read)
 }
 
 // read receives from one iterator over the consumer until ctx is done or
-// the iterator ends (the consumer deleted). It reports whether the
-// iterator started, and why it ended.
-func (r *Receiver) read(ctx context.Context) (started bool, err error) {
+// the iterator ends (the consumer deleted), calling up once it started.
+// It reports whether the iterator started, and why it ended.
+func (r *Receiver) read(ctx context.Context, up func()) (started bool, err error) {
 	defer func() {
 		why := err
 		if why == nil {
@@ -219,17 +227,17 @@ func (r *Receiver) read(ctx context.Context) (started bool, err error) {
 		// through a store outage, given back at a stop or in hand at a
 		// crash would never come again. AckAll acknowledges, with a later
 		// message, the earlier ones given back and not yet stored.
-		return false, fmt.Errorf("natsinbox: consumer %q has AckPolicy %s, want %s: a message taken and not yet stored "+
-			"(held through a store outage, given back at a stop, in hand at a crash) would be lost", info.Name, p, jetstream.AckExplicitPolicy)
+		return false, permanent(fmt.Errorf("natsinbox: consumer %q has AckPolicy %s, want %s: a message taken and not yet stored "+
+			"(held through a store outage, given back at a stop, in hand at a crash) would be lost", info.Name, p, jetstream.AckExplicitPolicy))
 	}
 	if info.Config.HeadersOnly {
-		return false, fmt.Errorf("natsinbox: consumer %q is HeadersOnly: it delivers no payload, and every message would be stored "+
-			"and acknowledged without its content", info.Name)
+		return false, permanent(fmt.Errorf("natsinbox: consumer %q is HeadersOnly: it delivers no payload, and every message would be stored "+
+			"and acknowledged without its content", info.Name))
 	}
 	if wait, window := longestAckWait(info.Config), r.cfg.Inbox.DedupWindow(); wait >= window {
-		return false, fmt.Errorf("natsinbox: consumer %q waits up to %s for an acknowledgement (AckWait, BackOff), not less than the inbox's DedupWindow (%s): "+
+		return false, permanent(fmt.Errorf("natsinbox: consumer %q waits up to %s for an acknowledgement (AckWait, BackOff), not less than the inbox's DedupWindow (%s): "+
 			"a message whose acknowledgement was lost would come again after its id was forgotten, and be handled twice",
-			info.Name, wait, window)
+			info.Name, wait, window))
 	}
 	r.beat.Store(int64(heldBeat(r.cfg.NakDelay, info.Config)))
 	opts, err := pullOpts(info.Name, info.Config)
@@ -246,6 +254,7 @@ func (r *Receiver) read(ctx context.Context) (started bool, err error) {
 	defer stop()
 	defer it.Stop()
 	r.setReading(true, nil)
+	up()
 	if r.reading != nil {
 		r.reading()
 	}
@@ -294,7 +303,7 @@ func pullOpts(name string, c jetstream.ConsumerConfig) ([]jetstream.PullMessages
 	opts := []jetstream.PullMessagesOpt{jetstream.PullMaxMessages(batch)}
 	if exp := c.MaxRequestExpires; exp > 0 && exp < jetstream.DefaultExpires {
 		if exp < minPullExpiry {
-			return nil, fmt.Errorf("natsinbox: consumer %q has MaxRequestExpires %s: a pull waits at least %s", name, exp, minPullExpiry)
+			return nil, permanent(fmt.Errorf("natsinbox: consumer %q has MaxRequestExpires %s: a pull waits at least %s", name, exp, minPullExpiry))
 		}
 		opts = append(opts, jetstream.PullExpiry(exp))
 	}

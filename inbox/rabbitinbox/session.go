@@ -20,26 +20,34 @@ import (
 var ErrConnClosed = errors.New("rabbitinbox: connection closed")
 
 // Run consumes the queue until ctx is done, then returns nil. A first
-// session that cannot start (the broker unreachable, the queue missing)
-// is an error, so that a mistake in the configuration shows at once.
-// After that, when the channel or the connection closes under it, Run
-// consumes again after ReconnectDelay, doubling up to MaxReconnectDelay
-// while the tries fail: the unacknowledged deliveries go back to the
-// queue and come again. With Config.Conn, Run returns an error matching
+// session that cannot start for a reason no retry cures (IsPermanent: the
+// queue missing, credentials or the virtual host refused, a bad URL) is
+// an error, so that a mistake in the configuration shows at once; one
+// that cannot start because the broker is unreachable or went away is
+// tried again like any later one, so that a broker down when the receiver
+// starts is consumed once it is back. When the channel or the connection
+// closes under it, or a session cannot start, Run consumes again after
+// ReconnectDelay, doubling up to MaxReconnectDelay while the tries fail,
+// with one warning for the outage (the tries after it are logged at debug
+// level) and a record at info level once it consumes again; Consuming
+// says meanwhile why it does not. The unacknowledged deliveries go back
+// to the queue and come again. With Config.Conn, Run returns an error matching
 // ErrConnClosed once that connection is closed.
 func (r *Receiver) Run(ctx context.Context) error {
 	return resume.Run(ctx, resume.Config{
 		Delay: r.cfg.ReconnectDelay, MaxDelay: r.cfg.MaxReconnectDelay,
-		Log: r.log, Message: "consumer lost; consuming again", Attrs: []slog.Attr{slog.String("queue", r.cfg.Queue)},
-		Fatal:    func(err error) bool { return errors.Is(err, ErrConnClosed) },
-		Retrying: r.reconnecting,
+		Log: r.log, Message: "not consuming the queue; trying again", Attrs: []slog.Attr{slog.String("queue", r.cfg.Queue)},
+		Fatal:     func(err error) bool { return errors.Is(err, ErrConnClosed) },
+		Permanent: IsPermanent,
+		Retrying:  r.reconnecting,
 	}, r.session)
 }
 
 // session consumes on one connection (dialed for it unless the caller
-// owns one) and one channel until either closes or ctx is done. It
-// reports whether its consumer started, and why it ended.
-func (r *Receiver) session(ctx context.Context) (started bool, err error) {
+// owns one) and one channel until either closes or ctx is done, calling
+// up once its consumer started. It reports whether its consumer started,
+// and why it ended.
+func (r *Receiver) session(ctx context.Context, up func()) (started bool, err error) {
 	defer func() {
 		why := err
 		if why == nil {
@@ -51,7 +59,7 @@ func (r *Receiver) session(ctx context.Context) (started bool, err error) {
 	if conn == nil {
 		if conn, err = amqp.DialConfig(r.cfg.URL, r.cfg.AMQP); err != nil {
 			if ue := (*url.Error)(nil); errors.As(err, &ue) {
-				return false, fmt.Errorf("rabbitinbox: dial: Config.URL is %w", rabbitmq.WithoutURL(err))
+				return false, &permanentError{fmt.Errorf("rabbitinbox: dial: Config.URL is %w", rabbitmq.WithoutURL(err))}
 			}
 			return false, fmt.Errorf("rabbitinbox: dial: %w", err)
 		}
@@ -67,6 +75,7 @@ func (r *Receiver) session(ctx context.Context) (started bool, err error) {
 		return false, err
 	}
 	r.setConsuming(true, nil)
+	up()
 	if r.consuming != nil {
 		r.consuming()
 	}
