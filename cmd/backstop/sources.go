@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -158,58 +157,36 @@ func newSource(ctx context.Context, sc *config.Source, st store.Store, si store.
 	return s, nil
 }
 
-// openNATS connects to the source's server and creates or updates its
-// durable consumer: explicit acks, one message in flight (so that a
-// redelivery cannot overtake a later message of its stream).
+// openNATS opens the source's NATS server connection and creates or
+// updates its durable consumer: explicit acks, one message in flight (so
+// that a redelivery cannot overtake a later message of its stream). A
+// mistake the server refuses (natsinbox.IsPermanent: the stream missing,
+// an invalid name, credentials refused) is the error, so that serve does
+// not start with it; a server that cannot be reached is not: the source
+// starts not ready, says why on /readyz, and is opened once the server is
+// back (natsOpener.run).
 func (s *source) openNATS(ctx context.Context, kind, header string, log *slog.Logger) error {
-	sc := s.cfg
-	var rcv *natsinbox.Receiver
-	nc, err := nats.Connect(sc.URL, natsSourceOptions(sc.Inbox, log)...)
-	if err != nil {
-		return fmt.Errorf("connect to %s: %w", redactDB(sc.URL), err)
-	}
-	js, err := jetstream.New(nc)
-	if err == nil {
-		var cons jetstream.Consumer
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		cons, err = js.CreateOrUpdateConsumer(cctx, sc.Stream, jetstream.ConsumerConfig{
-			Durable: sc.Consumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: sc.AckWait.D(),
-			MaxAckPending: 1, FilterSubject: sc.Subject,
-		})
-		cancel()
-		if err != nil {
-			err = fmt.Errorf("consumer %s on stream %s: %w", sc.Consumer, sc.Stream, err)
-		} else {
-			var r *natsinbox.Receiver
-			r, err = natsinbox.New(natsinbox.Config{Inbox: s.in, Consumer: cons, Logger: log,
-				StreamKey: func(m jetstream.Msg) string {
-					switch kind {
-					case "header":
-						return natsHeader(m.Headers(), header)
-					case "subject":
-						return m.Subject()
-					}
-					return ""
-				}})
-			s.run, rcv = r.Run, r
+	n := &natsOpener{s: s, log: log, newRx: func(cons jetstream.Consumer) (*natsinbox.Receiver, error) {
+		return natsinbox.New(natsinbox.Config{Inbox: s.in, Consumer: cons, Logger: log,
+			StreamKey: func(m jetstream.Msg) string {
+				switch kind {
+				case "header":
+					return natsHeader(m.Headers(), header)
+				case "subject":
+					return m.Subject()
+				}
+				return ""
+			}})
+	}}
+	if err := n.open(ctx); err != nil {
+		if natsinbox.IsPermanent(err) || ctx.Err() != nil {
+			n.close()
+			return err
 		}
+		log.Warn("NATS source not open: its server cannot be reached; serving without it until it can, trying again",
+			"error", err.Error())
 	}
-	if err != nil {
-		nc.Close()
-		return err
-	}
-	s.close = nc.Close
-	s.health = func(context.Context) error {
-		if !nc.IsConnected() {
-			why := fmt.Sprintf("NATS connection to %s is %s", redactDB(sc.URL), nc.Status())
-			if err := nc.LastError(); err != nil {
-				why += ": " + err.Error()
-			}
-			return errors.New(why)
-		}
-		_, err := rcv.Reading()
-		return err
-	}
+	s.run, s.health, s.close = n.run, n.health, n.close
 	return nil
 }
 
