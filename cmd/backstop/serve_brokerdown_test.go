@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/backstophq/backstop/admin"
 	"github.com/backstophq/backstop/internal/config"
 	"github.com/backstophq/backstop/internal/testenv"
 )
@@ -148,5 +150,85 @@ sources:
 	err = serve(t.Context(), c, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err == nil || !strings.Contains(err.Error(), "sources[0] (inbox orders): stream: ") || !strings.Contains(err.Error(), "stream not found") {
 		t.Fatalf("serve = %v, want an error naming sources[0]'s stream, not found", err)
+	}
+}
+
+// TestServeStartsWithItsDestinationBrokersDown starts serve while the
+// NATS server and the RabbitMQ broker of its destinations cannot be
+// reached: serve starts (it exited: making each transport dialed it), a
+// message enqueued for each fails meanwhile, and both are published once
+// the brokers are reachable.
+func TestServeStartsWithItsDestinationBrokersDown(t *testing.T) {
+	js, stream, prefix := natsSource(t)
+	conn, err := amqp.DialConfig(testenv.AMQPURL(), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
+	if err != nil {
+		testenv.Unreachable(t, "RabbitMQ at "+testenv.AMQPURL(), testenv.AMQPEnv, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := "servetest_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	if _, err := ch.QueueDeclare(queue, false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = ch.QueueDelete(queue, false, false, false); ch.Close() })
+	deliveries, err := ch.Consume(queue, "", true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	published, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	via := func(raw string) (*tcpProxy, string) {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := newTCPProxy(t, u.Host)
+		p.cut()
+		u.Host = p.addr
+		return p, u.String()
+	}
+	np, natsURL := via(testenv.NATSURL())
+	rp, amqpURL := via(testenv.AMQPURL())
+	const policy = `retry: {base: 20ms, max: 100ms, jitter: 0, max_attempts: 1000}, inner_retry: {attempts: 1}, breaker: {timeout: 100ms}`
+	cl, base := startServe(t, fmt.Sprintf(`listen: 127.0.0.1:0
+db: 'sqlite:%s'
+relay: {poll_interval: 20ms}
+tokens:
+  - {name: ops, token: operate-token-0123456789, role: operate}
+destinations:
+  - {name: to-nats, type: nats, url: '%s', subject: '%s.{type}', stream: %s, %s}
+  - {name: to-rabbit, type: rabbitmq, url: '%s', routing_key: %s, %s}
+`, filepath.Join(t.TempDir(), "b.db"), natsURL, prefix, stream, policy, amqpURL, queue, policy))
+	awaitReadyz(t, base, "", http.StatusOK, "")
+	for _, dest := range []string{"to-nats", "to-rabbit"} {
+		if _, err := cl.Enqueue(ctx, admin.EnqueueRequest{Destination: dest, Type: "order.created", Payload: []byte(`{"to":"` + dest + `"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	np.reopen(t)
+	rp.reopen(t)
+	m, err := published.Next(jetstream.FetchContext(ctx))
+	if err != nil {
+		t.Fatalf("nothing published to NATS once it was reachable: %v", err)
+	}
+	if string(m.Data()) != `{"to":"to-nats"}` {
+		t.Errorf("NATS got %s", m.Data())
+	}
+	select {
+	case d := <-deliveries:
+		if string(d.Body) != `{"to":"to-rabbit"}` {
+			t.Errorf("RabbitMQ got %s", d.Body)
+		}
+	case <-ctx.Done():
+		t.Fatal("nothing published to RabbitMQ once it was reachable")
 	}
 }

@@ -124,7 +124,7 @@ func (d *Destination) transport(logger *slog.Logger) (transport.Transport, error
 	case "nats":
 		return natstransport.New(natstransport.Config{URL: d.URL, Subject: d.Subject, Stream: d.Stream, Timeout: d.Timeout.D(), Logger: logger})
 	case "rabbitmq":
-		return rabbitmq.New(rabbitmq.Config{URL: d.URL, Exchange: d.Exchange, RoutingKey: d.RoutingKey, Timeout: d.Timeout.D()})
+		return rabbitmq.New(rabbitmq.Config{URL: d.URL, Exchange: d.Exchange, RoutingKey: d.RoutingKey, Timeout: d.Timeout.D(), Logger: logger})
 	}
 	return webhook.New(d.webhookConfig())
 }

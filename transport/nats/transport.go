@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -127,7 +128,12 @@ var _ transport.Transport = (*Transport)(nil)
 // New connects (unless cfg.Conn is set) and, when cfg.Stream is set,
 // checks that the stream exists. A bad URL, refused credentials or a
 // missing stream are reported here, so that a misconfigured destination
-// refuses to start; failures after New are delivery faults.
+// refuses to start; failures after New are delivery faults. A server that
+// cannot be reached (nothing listening, the dial timing out) is not an
+// error: New returns a Transport whose connection keeps trying in the
+// background, with a warning on Config.Logger, and whose deliveries fail
+// as transient faults until the server is back; the stream is then not
+// checked.
 func New(cfg Config) (*Transport, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -136,6 +142,11 @@ func New(cfg Config) (*Transport, error) {
 	t := &Transport{cfg: cfg, nc: cfg.Conn, dialing: make(chan struct{}, 1)}
 	if t.nc == nil {
 		nc, err := t.dial()
+		if err != nil && unreachable(err) {
+			t.cfg.Logger.Warn("natstransport: the server cannot be reached; connecting in the background, deliveries fail until it is back",
+				slog.String("server", redact(t.cfg.URL)), slog.String("error", err.Error()))
+			nc, err = t.dialInBackground()
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -147,7 +158,7 @@ func New(cfg Config) (*Transport, error) {
 		return nil, fmt.Errorf("natstransport: jetstream: %w", err)
 	}
 	t.js = js
-	if cfg.Stream != "" {
+	if cfg.Stream != "" && t.nc.IsConnected() {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
 		defer cancel()
 		if _, err := js.Stream(ctx, cfg.Stream); err != nil {
@@ -313,6 +324,30 @@ func (t *Transport) dial() (*nats.Conn, error) {
 			// may be the password.
 			err = errors.New("not a valid URL (a user name or password holding a reserved character such as #, /, ?, @ or : must be percent-encoded)")
 		}
+		return nil, fmt.Errorf("natstransport: connect to %s: %w", redact(t.cfg.URL), err)
+	}
+	return nc, nil
+}
+
+// unreachable reports whether err, from dial, says that the server could
+// not be reached (nothing listening, a dial or handshake timing out), as
+// opposed to refusing the connection (credentials) or a bad URL.
+func unreachable(err error) bool {
+	var ne net.Error
+	return errors.Is(err, nats.ErrNoServers) || errors.Is(err, nats.ErrTimeout) || errors.As(err, &ne)
+}
+
+// dialInBackground returns a connection to Config.URL that is not
+// connected yet and keeps trying (nats.RetryOnFailedConnect), logging
+// once it connects.
+func (t *Transport) dialInBackground() (*nats.Conn, error) {
+	log := t.cfg.Logger
+	nc, err := nats.Connect(t.cfg.URL, append([]nats.Option{nats.Name("backstop"), nats.MaxReconnects(-1),
+		nats.Timeout(t.cfg.Timeout), nats.RetryOnFailedConnect(true),
+		nats.ConnectHandler(func(nc *nats.Conn) {
+			log.Info("natstransport: connected", slog.String("server", redact(nc.ConnectedUrl())))
+		})}, logTo(log)...)...)
+	if err != nil {
 		return nil, fmt.Errorf("natstransport: connect to %s: %w", redact(t.cfg.URL), err)
 	}
 	return nc, nil

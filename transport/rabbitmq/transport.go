@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
@@ -66,6 +67,9 @@ type Config struct {
 	// still applies: a larger body is refused by the broker (code
 	// rejected), also the message's fault.
 	Limits outbox.Limits
+	// Logger receives the warning of a broker that New cannot reach. Nil
+	// means slog.Default().
+	Logger *slog.Logger
 	// AllowReservedHeaders lets a message's RabbitMQ-reserved headers
 	// through (see IsReservedHeader: CC and BCC, x-delay, x-death...).
 	// False (the default) drops them: they change how the broker routes,
@@ -84,6 +88,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Channels == 0 {
 		c.Channels = DefaultChannels
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 	return c
 }
@@ -148,7 +155,12 @@ var _ transport.Transport = (*Transport)(nil)
 // New dials the broker and, when cfg.Exchange is set, checks that the
 // exchange exists. A bad URL, refused credentials or a missing exchange
 // are reported here, so that a misconfigured destination refuses to start;
-// failures after New are delivery faults.
+// failures after New are delivery faults. A broker that cannot be reached
+// (nothing listening, the dial timing out, the connection closed during
+// the handshake) is not an error: New warns on Config.Logger and returns a
+// Transport that dials at each delivery until the broker is back (the
+// deliveries fail as transient faults meanwhile); the exchange is then not
+// checked.
 func New(cfg Config) (*Transport, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -158,6 +170,11 @@ func New(cfg Config) (*Transport, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
 	defer cancel()
 	conn, err := t.dial(ctx)
+	if err != nil && !refused(err) {
+		cfg.Logger.Warn("rabbitmq: the broker cannot be reached; dialing again at each delivery until it is back",
+			slog.String("error", err.Error()))
+		return t, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("rabbitmq: %w", err)
 	}
@@ -210,4 +227,16 @@ func (t *Transport) routingKey(m *outbox.Message) string {
 	// One pass: a field containing "{type}" is not expanded again.
 	return strings.NewReplacer("{destination}", m.Destination, "{type}", m.Type,
 		"{stream}", m.Stream, "{id}", m.ID.String()).Replace(t.cfg.RoutingKey)
+}
+
+// refused reports whether err, from dial, is the broker refusing the
+// connection for good (credentials, the virtual host, no common SASL
+// mechanism), as opposed to a broker that could not be reached.
+func refused(err error) bool {
+	if errors.Is(err, amqp.ErrCredentials) || errors.Is(err, amqp.ErrVhost) || errors.Is(err, amqp.ErrSASL) {
+		return true
+	}
+	var e *amqp.Error
+	return errors.As(err, &e) && e.Server && (e.Code == amqp.AccessRefused ||
+		e.Code == amqp.NotAllowed && !strings.Contains(e.Reason, "limit"))
 }

@@ -254,7 +254,6 @@ func TestNewChecks(t *testing.T) {
 		{rabbitmq.Config{URL: amqpURL(), Channels: -1}, "Config.Channels"},
 		{rabbitmq.Config{URL: amqpURL(), Limits: outbox.Limits{MaxPayloadBytes: -1}}, "Config.Limits"},
 		{rabbitmq.Config{URL: amqpURL(), Exchange: unique("bt.missing")}, "Config.Exchange"},
-		{rabbitmq.Config{URL: "amqp://guest:secret@127.0.0.1:1/", Timeout: time.Second}, "connect to 127.0.0.1:1"},
 	} {
 		_, err := rabbitmq.New(c.cfg)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
