@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -271,29 +272,88 @@ func TestOutageLongerThanTheLeaseStopsTheRun(t *testing.T) {
 	st, ws := openSQLite(t, ":memory:")
 	f := newFlakyStore(ws, clock.NewFake(t0))
 	f.before["StartAttempt"] = 1 << 20
-	h := newHarnessOn(t, st, f, workflow.Config{LeaseDuration: 30 * time.Second, Clock: f.clk})
+	const lease = 30 * time.Second
+	h := newHarnessOn(t, st, f, workflow.Config{LeaseDuration: lease, Clock: f.clk})
 	h.register("down", nil, h.task("a", nil))
 	done, out := h.runAsync("down", workflow.RunOptions{ID: "r-down"})
-	go func() { // from timer to timer: the waits to try again, the renewals
-		for h.clock.WaitForTimers(1, done) {
-			if next, ok := h.clock.NextDeadline(); ok {
-				h.clock.Set(next)
-			}
-		}
-	}()
+	tries := pumpOutage(h, f, lease, t0.Add(2*lease/3), done)
 	_, err := out()
 	if !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("Run = %v, want the store's unavailability", err)
 	}
-	// Tries 1, 2, 4 and 8 s apart, and the last at 20 s, unless the clock
-	// passed their time before the driver made them.
-	f.mu.Lock()
-	tries := f.failures["StartAttempt"]
-	f.mu.Unlock()
-	if tries < 2 || tries > 6 {
-		t.Errorf("StartAttempt was tried %d times, want 2 to 6 in two thirds of the 30 s lease", tries)
+	// Tries 1, 2, 4 and 8 s apart, and the last when two thirds of the
+	// lease taken at t0 have gone.
+	var got []time.Duration
+	for _, at := range tries() {
+		got = append(got, at.Sub(t0))
+	}
+	want := []time.Duration{0, time.Second, 3 * time.Second, 7 * time.Second, 15 * time.Second, 20 * time.Second}
+	if !slices.Equal(got, want) {
+		t.Errorf("StartAttempt tried at %v, want %v: 1 s apart doubling, until two thirds of the 30 s lease", got, want)
 	}
 	if n := h.callsOf("a"); n != 0 {
 		t.Errorf("a ran %d times", n)
+	}
+}
+
+// pumpOutage moves the harness's clock through an outage longer than the
+// lease, from timer to timer (the driver's waits to try again, the lease's
+// renewals), and returns when f's calls failed, once Run has returned (done). After each failure it
+// waits until the driver waits to try again (two timers pending: that
+// wait and the next renewal), and only then moves the clock, from
+// deadline to deadline, to the try (a thirtieth of lease after the first
+// failure, doubling, and at giveUp at the latest, as pumpRetries). Moved
+// to the next pending timer at once, the clock went to the renewal at
+// 10 s when the driver had not yet started its wait, then to 20 s: past
+// the tries, and the driver gave up after fewer of them. It stops when
+// done is closed.
+func pumpOutage(h *harness, f *flakyStore, lease time.Duration, giveUp time.Time, done <-chan struct{}) (tries func() []time.Time) {
+	var at []time.Time
+	finished := make(chan struct{})
+	go func() {
+		defer func() { // the failures sent before Run returned, not yet seen
+			for {
+				select {
+				case fl := <-f.failed:
+					at = append(at, fl.at)
+				default:
+					close(finished)
+					return
+				}
+			}
+		}()
+		for {
+			var fl failure
+			select {
+			case fl = <-f.failed:
+			case <-done:
+				return
+			}
+			at = append(at, fl.at)
+			retry := fl.at.Add(lease / 30 << (fl.streak - 1))
+			if retry.After(giveUp) {
+				retry = giveUp
+			}
+			if !fl.at.Before(retry) {
+				continue // the driver gives up
+			}
+			if !h.clock.WaitForTimers(2, done) {
+				return
+			}
+			for {
+				next, ok := h.clock.NextDeadline()
+				if !ok {
+					break
+				}
+				h.clock.Set(next) // a renewal before the try, or the try
+				if !next.Before(retry) {
+					break
+				}
+			}
+		}
+	}()
+	return func() []time.Time {
+		<-finished
+		return at
 	}
 }
