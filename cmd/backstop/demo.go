@@ -31,7 +31,7 @@ type demoOptions struct {
 	listen  string        // the admin API's address
 	streams int           // per destination
 	steps   int           // messages per stream
-	outage  time.Duration // how long billing answers 503 to everything
+	outage  time.Duration // how long billing answers 503 to everything, at least until its breaker opens
 	live    bool          // redraw one progress line (a terminal)
 	logs    io.Writer     // the relay's operations log; nil discards it
 	timeout time.Duration // gives up delivering after this; 0 means demoTimeout
@@ -73,7 +73,7 @@ demo's data until Ctrl-C (--exit ends at once).`,
 	f.StringVar(&o.listen, "listen", defaultDemoListen, "the admin API's address (when 8080 is taken: any free port)")
 	f.IntVar(&o.streams, "streams", 30, "streams per destination (2 destinations)")
 	f.IntVar(&o.steps, "steps", 50, "messages per stream")
-	f.DurationVar(&o.outage, "outage", 2500*time.Millisecond, "how long the billing endpoint is down")
+	f.DurationVar(&o.outage, "outage", 2500*time.Millisecond, "how long the billing endpoint is down (longer, if its breaker has not opened by then)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print the relay's operations log (WARN and ERROR) on stderr")
 	return cmd
 }
@@ -188,10 +188,14 @@ func (d *demoRun) newRelay(fast retry.Strategy) error {
 		if err != nil {
 			return err
 		}
+		breaker := &circuitbreaker.Config{MaxFailures: 5, Timeout: 500 * time.Millisecond}
+		if name == d.hook.plan.outageDest {
+			breaker.OnStateChange = d.hook.breakerChanged
+		}
 		dests[name] = relay.Destination{
 			Transport: tr,
 			InProcess: retry.NewConfig(2, retry.NewFixedDelay(25*time.Millisecond, false)),
-			Breaker:   &circuitbreaker.Config{MaxFailures: 5, Timeout: 500 * time.Millisecond},
+			Breaker:   breaker,
 			Timeout:   5 * time.Second,
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/backstophq/backstop/circuitbreaker"
 	"github.com/backstophq/backstop/transport/webhook"
 )
 
@@ -24,6 +25,8 @@ type demoHook struct {
 	answered map[int]int       // status -> count
 	tries    map[msgKey]int    // requests per message
 	accepted int
+	// opened is set once the outage destination's breaker has opened.
+	opened bool
 	// violations counts steps that arrived out of order: a step before an
 	// earlier one, a step twice, or a step with an earlier one missing.
 	violations int
@@ -38,8 +41,10 @@ type msgKey struct {
 
 // demoPlan says how the endpoints misbehave.
 type demoPlan struct {
-	// outageDest answers 503 to everything from outageFrom to outageTo
-	// after start: long enough to open its breaker.
+	// outageDest answers 503 to everything from outageFrom after start
+	// until outageTo, and past it until its breaker has opened: the outage
+	// is there to open the breaker, and on a busy machine, where few
+	// requests reach the endpoint in that time, it did not.
 	outageDest           string
 	outageFrom, outageTo time.Duration
 	// bad are the messages the endpoint refuses with 422 (the message's
@@ -107,7 +112,7 @@ func (h *demoHook) serve(w http.ResponseWriter, r *http.Request) {
 	h.tries[k]++
 	n := h.tries[k]
 	switch {
-	case k.dest == h.plan.outageDest && since >= h.plan.outageFrom && since < h.plan.outageTo:
+	case k.dest == h.plan.outageDest && since >= h.plan.outageFrom && (since < h.plan.outageTo || !h.opened):
 		h.answerLocked(w, http.StatusServiceUnavailable, "upstream database unavailable")
 	case h.plan.bad[k]:
 		h.answerLocked(w, http.StatusUnprocessableEntity, "amount must not be negative")
@@ -142,6 +147,17 @@ func (h *demoHook) answer(w http.ResponseWriter, status int, text string) {
 func (h *demoHook) answerLocked(w http.ResponseWriter, status int, text string) {
 	h.answered[status]++
 	http.Error(w, text, status)
+}
+
+// breakerChanged is the outage destination's Breaker.OnStateChange: it
+// notes that the breaker opened, which may end the outage.
+func (h *demoHook) breakerChanged(_, to circuitbreaker.State) {
+	if to != circuitbreaker.StateOpen {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.opened = true
 }
 
 // hookCounts is a snapshot of what the endpoint saw.
