@@ -159,7 +159,7 @@ func TestShortRetryAfterIsWaitedInProcess(t *testing.T) {
 	}}))
 	// The in-process retry waits 5 s on the fake clock: move it when the
 	// wait has begun.
-	if !e.clk.WaitForTimers(3, e.ctx.Done()) { // loop, delivery timeout, retry wait
+	if !e.clk.WaitForTimers(3, e.waitDone()) { // loop, delivery timeout, retry wait
 		t.Fatal("no retry wait")
 	}
 	rn.advance(5 * time.Second)

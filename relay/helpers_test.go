@@ -39,8 +39,7 @@ type env struct {
 // base policy: strict ordering, 3 attempts, a fixed 1 min between them.
 func newEnv(t *testing.T, opts ...func(*store.Config)) *env {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a safety net only
-	t.Cleanup(cancel)
+	ctx := safetyNet(t)
 	clk := clock.NewFake(epoch)
 	cfg := store.Config{
 		DefaultPolicy: store.Policy{Strategy: retry.NewFixedDelay(time.Minute, false), MaxAttempts: 3, Ordering: outbox.OrderingStrict},
@@ -56,6 +55,36 @@ func newEnv(t *testing.T, opts ...func(*store.Config)) *env {
 	}
 	t.Cleanup(func() { s.Close() })
 	return &env{t: t, ctx: ctx, clk: clk, s: s, path: path, logs: &logSink{}}
+}
+
+// safetyNet returns the context of a test's store calls and relays: it
+// ends a little before the test binary's -timeout, so that a test that
+// hangs fails with its own message. Each wait of a test has its own,
+// shorter net (waitNet). A fixed 30 s for the whole test failed healthy
+// tests on a loaded machine: a test of a hundred rounds, or of a few
+// hundred deliveries on real time, takes a few seconds of CPU under
+// -race, and several times as long when it gets a fraction of a core.
+func safetyNet(t *testing.T) context.Context {
+	ctx := context.Background()
+	if d, ok := t.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-min(time.Until(d)/10, 30*time.Second)))
+		t.Cleanup(cancel)
+	}
+	return ctx
+}
+
+// waitNet bounds one wait of a test for the relay (a round, Run's
+// return, a delivery): a safety net only, since one round takes well
+// under a second even on a loaded machine.
+const waitNet = 30 * time.Second
+
+// waitDone returns a channel closed after waitNet: the net of one wait
+// that selects on it.
+func (e *env) waitDone() <-chan struct{} {
+	ctx, cancel := context.WithTimeout(e.ctx, waitNet)
+	e.t.Cleanup(cancel)
+	return ctx.Done()
 }
 
 func withOrdering(o outbox.Ordering) func(*store.Config) {
@@ -142,11 +171,13 @@ func (e *env) start(cfg Config) *running { return e.run(e.newRelay(cfg)) }
 // stop ends Run and returns its error.
 func (rn *running) stop() error {
 	rn.cancel()
+	net := time.NewTimer(waitNet)
+	defer net.Stop()
 	select {
 	case err := <-rn.done:
 		rn.done <- err
 		return err
-	case <-rn.e.ctx.Done():
+	case <-net.C:
 		rn.e.t.Fatal("Run did not return")
 		return nil
 	}
@@ -157,9 +188,11 @@ func (rn *running) stop() error {
 // and recorded.
 func (rn *running) settle() {
 	rn.e.t.Helper()
+	ctx, cancel := context.WithTimeout(rn.e.ctx, waitNet)
+	defer cancel()
 	before := rn.r.rounds.Load()
 	rn.r.wake()
-	if err := rn.r.idle.wait(rn.e.ctx, before); err != nil {
+	if err := rn.r.idle.wait(ctx, before); err != nil {
 		rn.e.t.Fatalf("relay did not settle: %v (stats %+v)", err, rn.r.Stats())
 	}
 }
@@ -175,9 +208,12 @@ func (rn *running) advance(d time.Duration) {
 func (rn *running) waitFor(what string, cond func() bool) {
 	rn.e.t.Helper()
 	for !cond() {
+		ctx, cancel := context.WithTimeout(rn.e.ctx, waitNet)
 		before := rn.r.rounds.Load()
 		rn.r.wake()
-		if err := rn.r.turned.wait(rn.e.ctx, before); err != nil {
+		err := rn.r.turned.wait(ctx, before)
+		cancel()
+		if err != nil {
 			rn.e.t.Fatalf("waiting for %s: %v (stats %+v)", what, err, rn.r.Stats())
 		}
 	}

@@ -42,7 +42,7 @@ func (rn *running) stopAdvancing() {
 		case err := <-rn.done:
 			rn.done <- err
 			return
-		case <-rn.e.ctx.Done():
+		case <-rn.e.waitDone():
 			rn.e.t.Fatal("Run did not return")
 		case <-time.After(10 * time.Millisecond):
 			rn.e.clk.Advance(time.Second)

@@ -48,7 +48,7 @@ func TestStopEndsAMaintenanceCallThatHangs(t *testing.T) {
 	e.clk.Advance(r.heartbeatEvery()) // the second turn counts pending messages
 	select {
 	case <-h.called:
-	case <-e.ctx.Done():
+	case <-e.waitDone():
 		t.Fatal("the maintainer never counted")
 	}
 	if err := rn.stop(); err != nil {
@@ -140,7 +140,7 @@ func TestNoInProcessRetryAfterTheLeaseLapsed(t *testing.T) {
 	rn := e.run(r)
 	select {
 	case <-tried:
-	case <-e.ctx.Done():
+	case <-e.waitDone():
 		t.Fatal("never tried")
 	}
 	before := r.rounds.Load()
@@ -202,7 +202,7 @@ func TestShutdownEndsAClaimThatHangs(t *testing.T) {
 	rn := e.run(r)
 	select {
 	case <-h.called:
-	case <-e.ctx.Done():
+	case <-e.waitDone():
 		t.Fatal("the relay never claimed")
 	}
 	rn.cancel()

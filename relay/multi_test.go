@@ -25,8 +25,7 @@ func TestTwoRelaysOnOneDatabaseDeliverEachMessageOnce(t *testing.T) {
 // twoRelays runs two relays over one SQLite file, through two store
 // handles (two processes) or one shared.
 func twoRelays(t *testing.T, shared bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := safetyNet(t)
 	path := filepath.Join(t.TempDir(), "shared.db")
 	open := func() *sqlite.Store { // one handle per "process", on the wall clock
 		s, err := sqlite.Open(ctx, path, store.Config{})
@@ -58,6 +57,7 @@ func twoRelays(t *testing.T, shared bool) {
 	var log []string
 	byInstance := map[string]int{}
 	all := make(chan struct{})
+	progress := make(chan struct{}, 1) // a delivery since the test last looked
 	deliver := func(instance string) transport.Transport {
 		return transport.Func(func(_ context.Context, m *outbox.Message) error {
 			mu.Lock()
@@ -66,6 +66,10 @@ func twoRelays(t *testing.T, shared bool) {
 			byInstance[instance]++
 			if len(log) == len(msgs) {
 				close(all)
+			}
+			select {
+			case progress <- struct{}{}:
+			default:
 			}
 			return nil
 		})
@@ -89,13 +93,27 @@ func twoRelays(t *testing.T, shared bool) {
 	}
 	r1, _ := start(s1, "relay-1")
 	r2, _ := start(s2, "relay-2")
-	select {
-	case <-all:
-	case <-ctx.Done():
-		mu.Lock()
-		n := len(log)
-		mu.Unlock()
-		t.Fatalf("delivered %d of %d", n, len(msgs))
+	// The relays are on the wall clock, and on a loaded machine their
+	// deliveries take tens of seconds (SQLite under -race on a fraction
+	// of a core): what is waited for is progress. A fixed 30 s for them
+	// all failed healthy runs. A relay starved of CPU holds the heads of
+	// the streams it claimed until their lease lapses, so a stall is no
+	// delivery for two leases.
+	stall := 2 * s1.Config().LeaseDuration
+	stalled := time.NewTimer(stall)
+	defer stalled.Stop()
+	for waiting := true; waiting; {
+		select {
+		case <-all:
+			waiting = false
+		case <-progress:
+			stalled.Reset(stall)
+		case <-stalled.C:
+			mu.Lock()
+			n := len(log)
+			mu.Unlock()
+			t.Fatalf("delivered %d of %d, then none for %s", n, len(msgs), stall)
+		}
 	}
 
 	mu.Lock()
@@ -183,7 +201,7 @@ func TestNotificationWakesAnIdleRelay(t *testing.T) {
 	}
 	select {
 	case <-delivered:
-	case <-e.ctx.Done():
+	case <-e.waitDone():
 		t.Fatal("the notification did not wake the relay")
 	}
 }

@@ -139,7 +139,7 @@ func TestDestinationConcurrencyIsRespected(t *testing.T) {
 	for _, ch := range []chan struct{}{slowStarted, allFast} { // a blocked destination does not hold up another
 		select {
 		case <-ch:
-		case <-e.ctx.Done():
+		case <-e.waitDone():
 			t.Fatal("a destination starved")
 		}
 	}
