@@ -25,6 +25,11 @@ type demoHook struct {
 	answered map[int]int       // status -> count
 	tries    map[msgKey]int    // requests per message
 	accepted int
+	// seen holds the webhook-id of every message accepted: a receiver
+	// de-duplicates on it, since delivery is at least once (a request that
+	// outlived the relay's timeout was accepted here and is sent again).
+	seen       map[string]bool
+	duplicates int
 	// opened is set once the outage destination's breaker has opened.
 	opened bool
 	// violations counts steps that arrived out of order: a step before an
@@ -82,7 +87,7 @@ func hashKey(k msgKey) uint32 {
 
 func newDemoHook(secret []byte, plan demoPlan) *demoHook {
 	h := &demoHook{plan: plan, start: time.Now(), next: map[streamKey]int{},
-		answered: map[int]int{}, tries: map[msgKey]int{}}
+		answered: map[int]int{}, tries: map[msgKey]int{}, seen: map[string]bool{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /hooks/{dest}", h.serve)
 	h.srv = httptest.NewServer(webhook.RequireSignature(secret, 5*time.Minute, mux))
@@ -109,6 +114,13 @@ func (h *demoHook) serve(w http.ResponseWriter, r *http.Request) {
 	since := time.Since(h.start)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	id := r.Header.Get("webhook-id")
+	if h.seen[id] {
+		h.duplicates++ // accepted before: answered as done, counted once
+		h.answered[http.StatusNoContent]++
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	h.tries[k]++
 	n := h.tries[k]
 	switch {
@@ -133,6 +145,7 @@ func (h *demoHook) serve(w http.ResponseWriter, r *http.Request) {
 			h.next[sk] = body.Step + 1
 		}
 		h.accepted++
+		h.seen[id] = true
 		h.answered[http.StatusNoContent]++
 		w.WriteHeader(http.StatusNoContent)
 	}
@@ -162,14 +175,14 @@ func (h *demoHook) breakerChanged(_, to circuitbreaker.State) {
 
 // hookCounts is a snapshot of what the endpoint saw.
 type hookCounts struct {
-	accepted, violations int
-	answered             map[int]int
+	accepted, violations, duplicates int
+	answered                         map[int]int
 }
 
 func (h *demoHook) counts() hookCounts {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	c := hookCounts{accepted: h.accepted, violations: h.violations, answered: map[int]int{}}
+	c := hookCounts{accepted: h.accepted, violations: h.violations, duplicates: h.duplicates, answered: map[int]int{}}
 	for s, n := range h.answered {
 		c.answered[s] = n
 	}

@@ -124,6 +124,9 @@ func (d *demoRun) summary(ctx context.Context, out io.Writer, elapsed time.Durat
 	}
 	row("breaker openings", trips, strings.Join(tripped, ", "))
 	row("endpoint answers", "", answers(h.answered))
+	if h.duplicates > 0 { // at least once: a request that outlived the relay's timeout is sent again
+		row("duplicates dropped", h.duplicates, "sent again after a timeout; the endpoint de-duplicates on webhook-id")
+	}
 	row("order violations", h.violations, "")
 	row("elapsed", elapsed.Round(10*time.Millisecond), "")
 	fmt.Fprint(out, strings.ReplaceAll(tw.String(), "  \n", "\n"))
