@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/backstophq/backstop/internal/testenv"
 )
 
@@ -16,28 +18,8 @@ import (
 // and why once the server is out of reach, ready again with the source
 // excluded.
 func TestReadyzNamesANATSSourceThatLostItsServer(t *testing.T) {
-	_, stream, _ := natsSource(t)
-	u, err := url.Parse(testenv.NATSURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newTCPProxy(t, u.Host)
-	via := *u
-	via.Host = p.addr
-	hook := newHookRecorder(t)
-	_, base := startServe(t, fmt.Sprintf(`listen: 127.0.0.1:0
-db: 'sqlite:%s'
-relay: {poll_interval: 20ms}
-destinations:
-  - {name: partner-hook, type: webhook, url: '%s', inner_retry: {attempts: 1}}
-sources:
-  - inbox: orders
-    type: nats
-    url: %s
-    stream: %s
-    consumer: backstop
-    forward: {to: [partner-hook]}
-`, filepath.Join(t.TempDir(), "b.db"), hook.srv.URL, via.String(), stream))
+	ns := serveNATSSource(t, false, "")
+	p, base := ns.proxy, ns.base
 	awaitReadyz(t, base, "", http.StatusOK, "")
 	p.cut()
 	awaitReadyz(t, base, "", http.StatusServiceUnavailable, "source:orders")
@@ -51,30 +33,10 @@ sources:
 // token of either role reads it. Before, anyone who reached the port
 // read the broker's address in the error.
 func TestReadyzWithholdsWhyWithoutAToken(t *testing.T) {
-	_, stream, _ := natsSource(t)
-	u, err := url.Parse(testenv.NATSURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newTCPProxy(t, u.Host)
-	via := *u
-	via.Host = p.addr
-	hook := newHookRecorder(t)
-	_, base := startServe(t, fmt.Sprintf(`listen: 127.0.0.1:0
-db: 'sqlite:%s'
-relay: {poll_interval: 20ms}
-destinations:
-  - {name: partner-hook, type: webhook, url: '%s', inner_retry: {attempts: 1}}
-sources:
-  - inbox: orders
-    type: nats
-    url: %s
-    stream: %s
-    consumer: backstop
-    forward: {to: [partner-hook]}
-tokens:
+	ns := serveNATSSource(t, false, `tokens:
   - {name: viewer, token: read-token-0123456789abcdef, role: read}
-`, filepath.Join(t.TempDir(), "b.db"), hook.srv.URL, via.String(), stream))
+`)
+	p, base := ns.proxy, ns.base
 	awaitReadyz(t, base, "", http.StatusOK, "")
 	p.cut()
 	awaitReadyz(t, base, "", http.StatusServiceUnavailable, "source:orders")
@@ -118,4 +80,45 @@ tokens:
 	if why := read("read-token-0123456789abcdef"); why == withheld || why == "" {
 		t.Errorf("/readyz with the read token says %q, want the source's error", why)
 	}
+}
+
+// natsServe is serve with a NATS source, inbox orders, reading through a
+// proxy the test cuts and reopens, and forwarding to a webhook.
+type natsServe struct {
+	proxy  *tcpProxy
+	base   string // the listener's URL
+	js     jetstream.JetStream
+	prefix string // the stream's subjects' prefix
+	hook   *hookRecorder
+}
+
+// serveNATSSource starts a natsServe, its proxy cut first when down, with
+// extra appended to the config.
+func serveNATSSource(t *testing.T, down bool, extra string) natsServe {
+	t.Helper()
+	js, stream, prefix := natsSource(t)
+	u, err := url.Parse(testenv.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := natsServe{proxy: newTCPProxy(t, u.Host), js: js, prefix: prefix, hook: newHookRecorder(t)}
+	if down {
+		ns.proxy.cut()
+	}
+	via := *u
+	via.Host = ns.proxy.addr
+	_, ns.base = startServe(t, fmt.Sprintf(`listen: 127.0.0.1:0
+db: 'sqlite:%s'
+relay: {poll_interval: 20ms}
+destinations:
+  - {name: partner-hook, type: webhook, url: '%s', inner_retry: {attempts: 1}}
+sources:
+  - inbox: orders
+    type: nats
+    url: %s
+    stream: %s
+    consumer: backstop
+    forward: {to: [partner-hook]}
+`, filepath.Join(t.TempDir(), "b.db"), ns.hook.srv.URL, via.String(), stream)+extra)
+	return ns
 }

@@ -40,29 +40,8 @@ func (p *tcpProxy) reopen(t *testing.T) {
 // turns ready. Before, serve exited at its start: the source connected
 // and created its consumer before serving, and failed on a server down.
 func TestServeStartsWithTheNATSSourceDown(t *testing.T) {
-	js, stream, prefix := natsSource(t)
-	u, err := url.Parse(testenv.NATSURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newTCPProxy(t, u.Host)
-	p.cut()
-	via := *u
-	via.Host = p.addr
-	hook := newHookRecorder(t)
-	_, base := startServe(t, fmt.Sprintf(`listen: 127.0.0.1:0
-db: 'sqlite:%s'
-relay: {poll_interval: 20ms}
-destinations:
-  - {name: partner-hook, type: webhook, url: '%s', inner_retry: {attempts: 1}}
-sources:
-  - inbox: orders
-    type: nats
-    url: %s
-    stream: %s
-    consumer: backstop
-    forward: {to: [partner-hook]}
-`, filepath.Join(t.TempDir(), "b.db"), hook.srv.URL, via.String(), stream))
+	ns := serveNATSSource(t, true, "")
+	p, base, js, prefix, hook := ns.proxy, ns.base, ns.js, ns.prefix, ns.hook
 	awaitReadyz(t, base, "", http.StatusServiceUnavailable, "source:orders")
 	awaitReadyz(t, base, "?exclude=source:orders", http.StatusOK, "")
 
