@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -146,6 +147,7 @@ func (r *Relay) beat(ctx context.Context) {
 	if err := f.Heartbeat(ctx, r.cfg.Instance); err != nil {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "heart-beat failed", slog.String("error", err.Error()))
 	}
+	r.shareLimits(ctx)
 	lead, err := f.AcquireLeadership(ctx, id, r.cfg.Store.InstanceTimeout/2)
 	if err != nil {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "leader election failed", slog.String("error", err.Error()))
@@ -292,5 +294,28 @@ func (r *Relay) rebaseSchedules(ctx context.Context) {
 	if n > 0 {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "the store's clock went back: retries and waits scheduled before are moved to their delay from now",
 			slog.Int("messages", n))
+	}
+}
+
+// shareLimits divides each destination's RateLimit among the fleet's
+// instances alive, counted at each heart-beat (store.FleetCounter). A
+// count that fails keeps the shares as they were.
+func (r *Relay) shareLimits(ctx context.Context) {
+	fc, ok := r.store.(store.FleetCounter)
+	if !ok || !slices.ContainsFunc(r.destList, func(d *destination) bool { return d.limit != nil }) {
+		return
+	}
+	n, err := fc.LiveInstances(ctx)
+	if err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "counting the fleet's instances for the rate limits failed; the shares stay as they were",
+			slog.String("error", err.Error()))
+		return
+	}
+	for _, d := range r.destList {
+		if d.limit != nil && d.limit.setShare(n) {
+			r.log.LogAttrs(ctx, slog.LevelInfo, "rate limit divided among the fleet's instances alive",
+				slog.String("destination", d.name), slog.Int("instances", max(n, 1)),
+				slog.Float64("per_second", d.limit.rl.PerSecond/float64(max(n, 1))))
+		}
 	}
 }

@@ -16,6 +16,14 @@ const MinRatePerSecond = 1.0 / 86400
 // Burst. Each delivery attempt, and each in-process retry within one,
 // takes a token.
 //
+// With a store.FleetCounter store (both of Backstop's), the relays of a
+// fleet divide the limit among the instances alive: each starts
+// PerSecond/N a second with a burst of Burst/N (at least 1), N read at
+// every heart-beat, so that the fleet as a whole keeps to the limit while
+// relays come and go (a relay that dies leaves its share unused for up to
+// the store's InstanceTimeout). A relay alone (NoFleet, or a store that
+// counts no instances) keeps the whole limit.
+//
 // A message waiting for its token waits in the relay's scheduler, leased
 // (its lease renewed) but holding no worker, with its delivery timeout not
 // yet running, no attempt charged and nothing counted by the breaker. An
@@ -24,8 +32,7 @@ const MinRatePerSecond = 1.0 / 86400
 // The relay leases for a rate-limited destination about what the limit
 // lets it start within one LeaseDuration (Burst + PerSecond ×
 // LeaseDuration), so that it does not hoard messages other relays of a
-// fleet could deliver. The limit is each relay's own: N relays sharing a
-// store start up to N × PerSecond a second.
+// fleet could deliver.
 type RateLimit struct {
 	// PerSecond is the most deliveries started per second, on average.
 	// It must be finite and at least MinRatePerSecond (one a day).
@@ -36,28 +43,55 @@ type RateLimit struct {
 }
 
 // limiter is a RateLimit's token bucket on the relay's clock. Tokens are
-// taken when due, never booked ahead.
+// taken when due, never booked ahead. With a fleet, the relay's share of
+// the limit is the limit divided by the instances alive (share).
 type limiter struct {
-	burst    int
-	rate     float64       // tokens a second
+	rl RateLimit // the destination's, for the whole fleet
+
+	mu       sync.Mutex
+	share    int           // the instances alive that divide the limit, at least 1
+	burst    int           // this relay's: rl.Burst / share, at least 1
+	rate     float64       // this relay's tokens a second: rl.PerSecond / share
 	interval time.Duration // between tokens
 	full     time.Duration // burst-1 intervals: how far next may lag now
-
-	mu   sync.Mutex
-	next time.Time // when the next token is due; in the past while the bucket holds more
-	seen time.Time // the latest reading of the clock
+	next     time.Time     // when the next token is due; in the past while the bucket holds more
+	seen     time.Time     // the latest reading of the clock
 }
 
 func newLimiter(rl *RateLimit) *limiter {
 	if rl == nil {
 		return nil
 	}
-	interval := time.Duration(float64(time.Second) / rl.PerSecond)
-	full := time.Duration(math.MaxInt64)
-	if n := int64(rl.Burst - 1); n < int64(math.MaxInt64/interval) {
-		full = time.Duration(n) * interval
+	l := &limiter{rl: *rl}
+	l.divide(1)
+	return l
+}
+
+// divide makes l this relay's share of the limit among n relays; l.mu is
+// held, or l not yet shared.
+func (l *limiter) divide(n int) {
+	n = max(n, 1)
+	l.share = n
+	l.burst = max(l.rl.Burst/n, 1)
+	l.rate = l.rl.PerSecond / float64(n)
+	l.interval = time.Duration(min(float64(time.Second)/l.rate, math.MaxInt64/2))
+	l.full = time.Duration(math.MaxInt64)
+	if b := int64(l.burst - 1); b < int64(math.MaxInt64/l.interval) {
+		l.full = time.Duration(b) * l.interval
 	}
-	return &limiter{burst: rl.Burst, rate: rl.PerSecond, interval: interval, full: full}
+}
+
+// setShare divides the limit among n relays alive (n below 1 counts as
+// 1), and reports whether the share changed. A token already due stays
+// due; the next ones come at the new pace.
+func (l *limiter) setShare(n int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if max(n, 1) == l.share {
+		return false
+	}
+	l.divide(n)
+	return true
 }
 
 // take takes a token when one is due at now, returning 0, and otherwise
@@ -113,6 +147,8 @@ func (l *limiter) reached(at time.Time) {
 // leased is how many messages of its destination the relay should hold:
 // what the limit lets it start within lease.
 func (l *limiter) leased(lease time.Duration) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	n := float64(l.burst) + math.Ceil(l.rate*lease.Seconds())
 	return int(min(n, math.MaxInt32))
 }

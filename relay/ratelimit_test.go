@@ -279,3 +279,63 @@ func TestLimiterOfHugeBurst(t *testing.T) {
 		t.Fatalf("leased %d", n)
 	}
 }
+
+// TestRateLimitDividedAmongTheFleet: with a second instance alive in the
+// store, a relay keeps to half the limit (one a second with a burst of 2
+// becomes one every 2 s with a burst of 1), so that the fleet as a whole
+// keeps to it. Before, each relay of a fleet took the whole limit, and a
+// partner's API limited to one a second got one a second from each
+// replica.
+func TestRateLimitDividedAmongTheFleet(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withOrdering(outbox.OrderingNone))
+	if err := e.s.Heartbeat(e.ctx, store.Instance{ID: "another-relay"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		e.enqueue(msg("api", fmt.Sprintf("s%d", i), i))
+	}
+	rec := &recorder{}
+	rn := e.start(e.config(map[string]Destination{"api": {
+		Transport: rec.transport(),
+		RateLimit: &RateLimit{PerSecond: 1, Burst: 2},
+	}}))
+	rn.waitFor("the first delivery", func() bool { return rn.delivered("api") >= 1 })
+	rn.rounds(3)
+	if n := rn.delivered("api"); n != 1 {
+		t.Fatalf("%d delivered at once, want 1: half the burst of 2 with two instances alive", n)
+	}
+	e.clk.Advance(time.Second)
+	rn.rounds(3)
+	if n := rn.delivered("api"); n != 1 {
+		t.Fatalf("%d delivered after a second, want 1: half of one a second with two instances alive", n)
+	}
+	e.clk.Advance(time.Second)
+	rn.waitFor("the second delivery", func() bool { return rn.delivered("api") >= 2 })
+}
+
+// TestLimiterShare: a limit divided among n relays gives each PerSecond/n
+// with a burst of Burst/n (at least 1), and whole again when alone.
+func TestLimiterShare(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	l := newLimiter(&RateLimit{PerSecond: 4, Burst: 4})
+	if !l.setShare(4) || l.setShare(4) {
+		t.Fatal("setShare does not report the change once")
+	}
+	if l.take(t0) != 0 {
+		t.Fatal("no first token")
+	}
+	if w := l.take(t0); w != time.Second {
+		t.Fatalf("next token in %v, want 1s (4/s among 4)", w)
+	}
+	if n := l.leased(30 * time.Second); n != 31 {
+		t.Fatalf("leased %d, want 1 + 30", n)
+	}
+	l.setShare(0)
+	if w := l.wait(t0.Add(time.Second)); w != 0 {
+		t.Fatalf("whole again, a token due in %v at the second", w)
+	}
+	if n := l.leased(30 * time.Second); n != 124 {
+		t.Fatalf("leased %d alone, want 4 + 120", n)
+	}
+}

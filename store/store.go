@@ -547,6 +547,14 @@ type Reachability interface {
 // it, an operator dead-lettered it, or it was delivered already).
 var ErrLeaseLost = errors.New("store: lease lost")
 
+// FleetCounter is a Fleet that counts its instances alive, so that the
+// relays can divide a fleet-wide limit among them (relay.RateLimit).
+type FleetCounter interface {
+	// LiveInstances counts the instances whose last heart-beat is within
+	// the InstanceTimeout of now.
+	LiveInstances(ctx context.Context) (int, error)
+}
+
 // ScheduleRebaser is a store that moves the waits it holds when its clock
 // is stepped back. A retry's due time, and the wait after a fault blamed on
 // the destination (a Release with After), are wall times: the time of the

@@ -13,6 +13,7 @@ import (
 var (
 	_ store.Fleet           = (*Store)(nil)
 	_ store.ScheduleRebaser = (*Store)(nil)
+	_ store.FleetCounter    = (*Store)(nil)
 )
 
 // leaderName is the row of the maintenance leader's lease.
@@ -268,4 +269,16 @@ func (s *Store) RebaseSchedules(ctx context.Context) (int, error) {
 			return total, nil
 		}
 	}
+}
+
+// LiveInstances counts the instances whose last heart-beat is within the
+// instance timeout of now; see store.FleetCounter.
+func (s *Store) LiveInstances(ctx context.Context) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.n.instances+`
+		WHERE last_heartbeat >= `+nowExpr+` - $2 * interval '1 microsecond'`,
+		s.now(), micros(s.cfg.InstanceTimeout)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("postgres: count instances: %w", err)
+	}
+	return n, nil
 }

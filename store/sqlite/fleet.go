@@ -309,3 +309,16 @@ func (s *Store) RebaseSchedules(ctx context.Context) (int, error) {
 		}
 	}
 }
+
+var _ store.FleetCounter = (*Store)(nil)
+
+// LiveInstances counts the instances whose last heart-beat is within the
+// instance timeout of now; see store.FleetCounter.
+func (s *Store) LiveInstances(ctx context.Context) (int, error) {
+	var n int
+	err := retryBusy(ctx, func() error {
+		return s.r.QueryRowContext(ctx, s.sql(`SELECT count(*) FROM {{prefix}}instances WHERE last_heartbeat >= ?`),
+			s.now().Add(-s.cfg.InstanceTimeout).UnixMilli()).Scan(&n)
+	})
+	return n, wrap("count instances", err)
+}

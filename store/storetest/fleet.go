@@ -33,6 +33,7 @@ var fleetCases = []testCase{
 	{"DeadInstanceAfterAClockSteppedBack", testDeadInstanceAfterAClockSteppedBack},
 	{"LeadershipAfterAClockSteppedBack", testLeadershipAfterAClockSteppedBack},
 	{"RetriesFollowAClockSteppedBack", testRetriesFollowAClockSteppedBack},
+	{"LiveInstances", testLiveInstances},
 	{"SweepBatch", testSweepBatch},
 	{"IdempotencyKeysExpire", testIdempotencyKeysExpire},
 	{"PendingByDestination", testPendingByDestination},
@@ -548,4 +549,37 @@ func testRetriesFollowAClockSteppedBack(t *testing.T, h Harness) {
 	e.claimExactly("b", 10)
 	e.clk.Advance(time.Hour)
 	e.claimExactly("b", 10, chosen)
+}
+
+// testLiveInstances: the instances alive are those heard from within the
+// InstanceTimeout (exactly the timeout is alive), whether or not the
+// silent ones have been reaped yet.
+func testLiveInstances(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	f := fleetOf(t, e)
+	fc, ok := e.s.(store.FleetCounter)
+	if !ok {
+		t.Skip("the store counts no instances (store.FleetCounter)")
+	}
+	count := func(want int, when string) {
+		t.Helper()
+		if n, err := fc.LiveInstances(e.ctx); err != nil || n != want {
+			t.Fatalf("%s: %d instances alive, %v; want %d", when, n, err, want)
+		}
+	}
+	count(0, "none heard from")
+	for _, id := range []string{"a", "b"} {
+		if err := f.Heartbeat(e.ctx, store.Instance{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count(2, "two heard from")
+	e.clk.Advance(30 * time.Second)
+	if err := f.Heartbeat(e.ctx, store.Instance{ID: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Advance(30 * time.Second) // a silent for exactly the timeout
+	count(2, "a silent for exactly the timeout")
+	e.clk.Advance(time.Millisecond)
+	count(1, "a silent past the timeout, not reaped")
 }
