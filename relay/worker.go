@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,10 +55,12 @@ type scheduler struct {
 	running int // tasks running, over every destination
 	reserve int // idle workers kept for destinations under their share
 	alarm   alarm
+	limited bool // a destination has a RateLimit: take reads the clock
 }
 
 func newScheduler(dests []*destination, workers int, clk clock.Clock) *scheduler {
-	s := &scheduler{dests: dests, queues: make(map[*destination][]*task, len(dests)), workers: workers, clk: clock.OrReal(clk)}
+	s := &scheduler{dests: dests, queues: make(map[*destination][]*task, len(dests)), workers: workers, clk: clock.OrReal(clk),
+		limited: slices.ContainsFunc(dests, func(d *destination) bool { return d.limit != nil })}
 	if len(dests) > 1 {
 		s.reserve = max(1, workers/4)
 	}
@@ -88,7 +91,10 @@ func (s *scheduler) take() (*task, bool) {
 		if s.closed {
 			return nil, false
 		}
-		now := s.clk.Now()
+		var now time.Time // read only for the limits, off the path of a relay without any
+		if s.limited {
+			now = s.clk.Now()
+		}
 		share := -1 // no bound beyond Concurrency while more than reserve workers are idle
 		if s.workers-s.running <= s.reserve {
 			share = s.fairShare(now)

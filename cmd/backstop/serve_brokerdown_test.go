@@ -56,20 +56,7 @@ func TestServeStartsWithTheNATSSourceDown(t *testing.T) {
 // TestServeStartsWithTheRabbitMQSourceDown: the same for a RabbitMQ
 // source. Before, the receiver's first dial failed and serve exited.
 func TestServeStartsWithTheRabbitMQSourceDown(t *testing.T) {
-	conn, err := amqp.DialConfig(testenv.AMQPURL(), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
-	if err != nil {
-		testenv.Unreachable(t, "RabbitMQ at "+testenv.AMQPURL(), testenv.AMQPEnv, err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	queue := "servetest_" + strings.ReplaceAll(uuid.NewString(), "-", "")
-	if _, err := ch.QueueDeclare(queue, false, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = ch.QueueDelete(queue, false, false, false); ch.Close() })
+	ch, queue := rabbitQueue(t)
 	u, err := url.Parse(testenv.AMQPURL())
 	if err != nil {
 		t.Fatal(err)
@@ -139,20 +126,7 @@ sources:
 // the brokers are reachable.
 func TestServeStartsWithItsDestinationBrokersDown(t *testing.T) {
 	js, stream, prefix := natsSource(t)
-	conn, err := amqp.DialConfig(testenv.AMQPURL(), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
-	if err != nil {
-		testenv.Unreachable(t, "RabbitMQ at "+testenv.AMQPURL(), testenv.AMQPEnv, err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	queue := "servetest_" + strings.ReplaceAll(uuid.NewString(), "-", "")
-	if _, err := ch.QueueDeclare(queue, false, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = ch.QueueDelete(queue, false, false, false); ch.Close() })
+	ch, queue := rabbitQueue(t)
 	deliveries, err := ch.Consume(queue, "", true, false, false, false, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -67,6 +67,27 @@ func (h *hookRecorder) await(t *testing.T, what string) forwarded {
 }
 
 // natsSource connects to the test server and makes a stream of the
+// rabbitQueue declares a queue of its own on the test broker, deleted
+// when the test ends, and returns a channel to it.
+func rabbitQueue(t *testing.T) (*amqp.Channel, string) {
+	t.Helper()
+	conn, err := amqp.DialConfig(testenv.AMQPURL(), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
+	if err != nil {
+		testenv.Unreachable(t, "RabbitMQ at "+testenv.AMQPURL(), testenv.AMQPEnv, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := "servetest_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	if _, err := ch.QueueDeclare(queue, false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = ch.QueueDelete(queue, false, false, false); ch.Close() })
+	return ch, queue
+}
+
 // test's own, deleted when the test ends; its subjects are <prefix>.>.
 func natsSource(t *testing.T) (js jetstream.JetStream, stream, prefix string) {
 	t.Helper()
@@ -284,20 +305,7 @@ func TestServeRabbitMQSource(t *testing.T) {
 }
 
 func testServeRabbitMQSource(t *testing.T, db string) {
-	conn, err := amqp.DialConfig(testenv.AMQPURL(), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
-	if err != nil {
-		testenv.Unreachable(t, "RabbitMQ at "+testenv.AMQPURL(), testenv.AMQPEnv, err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	queue := "servetest_" + strings.ReplaceAll(uuid.NewString(), "-", "")
-	if _, err := ch.QueueDeclare(queue, false, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = ch.QueueDelete(queue, false, false, false); ch.Close() })
+	ch, queue := rabbitQueue(t)
 	ctx := context.Background()
 	for _, id := range []string{"r1", "r1", "r2"} {
 		if err := ch.PublishWithContext(ctx, "", queue, false, false, amqp.Publishing{MessageId: id, Type: "payment.settled",
