@@ -121,6 +121,9 @@ WHERE o.seq IN (
 	SELECT seq FROM {o}
 	WHERE published_at IS NULL AND dead_lettered_at IS NULL AND instance_id IS NULL
 		AND scheduled_for > {now} AND last_failed_at > {now} + interval '1 second'
+		-- an infinite time (a row older than the checks) cannot be
+		-- subtracted: the row is the quarantine's
+		AND isfinite(scheduled_for) AND isfinite(last_failed_at)
 	ORDER BY scheduled_for, seq LIMIT $2 FOR UPDATE SKIP LOCKED)`
 
 // renewSQL extends the caller's own leases to $4 microseconds from now; it

@@ -284,7 +284,7 @@ const rebaseChunk = 1000
 
 // RebaseSchedules moves the waits scheduled before the store's clock was
 // stepped back; see store.ScheduleRebaser. Rows whose times are not
-// integers are the quarantine's, and left to it.
+// integers in the range of a time are the quarantine's, and left to it.
 func (s *Store) RebaseSchedules(ctx context.Context) (int, error) {
 	now := s.now()
 	if !s.steps.Back(now) {
@@ -298,6 +298,7 @@ func (s *Store) RebaseSchedules(ctx context.Context) (int, error) {
 				WHERE published_at IS NULL AND dead_lettered_at IS NULL AND instance_id IS NULL
 					AND scheduled_for > ? AND last_failed_at > ?
 					AND typeof(scheduled_for) = 'integer' AND typeof(last_failed_at) = 'integer'
+					AND scheduled_for BETWEEN `+millisRange+` AND last_failed_at BETWEEN `+millisRange+`
 				ORDER BY scheduled_for LIMIT ?)`, ms, ms, ms, ms+1000, rebaseChunk)
 		total += int(n)
 		if err != nil {
