@@ -44,6 +44,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 		scenarios, systems, scale, cpuProfile string
 		rounds                                int
 		analyze                               bool
+		workFor                               time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -75,6 +76,12 @@ depend on River).`,
 			sc, err := scenario.ScaleNamed(scale)
 			if err != nil {
 				return fmt.Errorf("--scale: %w", err)
+			}
+			if workFor < 0 {
+				return fmt.Errorf("--work-for must not be negative, got %s", workFor)
+			}
+			if workFor > 0 {
+				sc.WorkFor = workFor
 			}
 			names, err := benchList("--scenarios", scenarios, scenario.Names)
 			if err != nil {
@@ -113,6 +120,7 @@ depend on River).`,
 	f.StringVar(&scale, "scale", "default", "small (seconds), default or large")
 	f.IntVar(&rounds, "rounds", 1, "how many times each case runs")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process over the whole run, set-up included, to this file (go tool pprof reads it)")
+	f.DurationVar(&workFor, "work-for", 0, "how long the insert-and-work scenarios insert, instead of the scale's (a soak: past the lease duration, leases of deleted rows lapse in the index)")
 	f.BoolVar(&analyze, "analyze", true, "VACUUM ANALYZE a PostgreSQL drain's backlog before timing it, as autovacuum would")
 	return cmd
 }

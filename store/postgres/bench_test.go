@@ -86,7 +86,7 @@ func newBenchStore(parent, sub *testing.B, sz benchSize) *benchStore {
 	sub.Logf("loaded %d pending (%d streams) and %d waiting retries in %s",
 		sz.Pending, sz.Streams, sz.Scheduled, time.Since(start).Round(time.Millisecond))
 	if os.Getenv("BACKSTOP_BENCH_EXPLAIN") != "" {
-		plan, err := s.explainClaim(context.Background(), 100, true)
+		plan, err := s.explainClaim(context.Background(), store.ClaimRequest{Limit: 100}, true)
 		if err != nil {
 			sub.Fatal(err)
 		}

@@ -268,7 +268,7 @@ func loadShape(b *testing.B, sh claimShape, pending int) *shapeLoad {
 	}
 	b.Logf("%s: loaded %d pending in %s", sh.name, pending, time.Since(start).Round(time.Millisecond))
 	if os.Getenv("BACKSTOP_BENCH_EXPLAIN") != "" {
-		plan, err := s.explainClaim(ctx, 100, true)
+		plan, err := s.explainClaim(ctx, store.ClaimRequest{Limit: 100}, true)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -25,14 +25,16 @@ import (
 // LOAD (or the server preloads): without it only the call's plan is
 // returned, with a note.
 func (s *Store) ExplainClaim(ctx context.Context, limit int, analyze bool) (string, error) {
-	plan, err := s.explainClaim(ctx, limit, analyze)
+	plan, err := s.explainClaim(ctx, store.ClaimRequest{Limit: limit}, analyze)
 	if err != nil {
 		return "", fmt.Errorf("postgres: explain claim: %w", err)
 	}
 	return plan, nil
 }
 
-func (s *Store) explainClaim(ctx context.Context, limit int, analyze bool) (string, error) {
+// explainClaim is ExplainClaim of a claim of req (its Limit, Destinations,
+// ExcludeDestinations and PerDestination).
+func (s *Store) explainClaim(ctx context.Context, req store.ClaimRequest, analyze bool) (string, error) {
 	var (
 		mu      sync.Mutex
 		notices []string
@@ -76,8 +78,8 @@ func (s *Store) explainClaim(ctx context.Context, limit int, analyze bool) (stri
 		if analyze {
 			opts = "EXPLAIN (ANALYZE, BUFFERS) "
 		}
-		args := []any{nil, "explain", limit, micros(s.cfg.LeaseDuration)}
-		rows, err := tx.Query(ctx, opts+s.sql.claim, append(args, s.claimArgs(store.ClaimRequest{})...)...)
+		args := append([]any{nil, "explain", req.Limit, micros(s.cfg.LeaseDuration)}, s.claimArgs(req)...)
+		rows, err := tx.Query(ctx, opts+s.sql.claim, args...)
 		if err != nil {
 			return err
 		}
@@ -86,7 +88,7 @@ func (s *Store) explainClaim(ctx context.Context, limit int, analyze bool) (stri
 		}
 		if !analyze && nested {
 			// auto_explain reports statements that ran: run the claim.
-			rows, err := tx.Query(ctx, s.sql.claim, append(args, s.claimArgs(store.ClaimRequest{})...)...)
+			rows, err := tx.Query(ctx, s.sql.claim, args...)
 			if err != nil {
 				return err
 			}
