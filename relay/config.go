@@ -204,6 +204,12 @@ type Config struct {
 	// deployments that run store.Store.Sweep themselves.
 	NoSweep bool
 
+	// NoVacuum turns off the leader's vacuum of the store's busy tables
+	// (store.Vacuumer: PostgreSQL's outbox, streams and wake-ups, each
+	// once its dead rows pass a threshold, checked every 5 s), for a
+	// database whose autovacuum is tuned to keep up with them.
+	NoVacuum bool
+
 	// Clock is the time source of every timer the relay sets. Nil means
 	// clock.Real. Tests pass a clock.Fake, and the same one to the store.
 	Clock clock.Clock

@@ -40,6 +40,9 @@ const (
 	// waiting for unknown destinations: a count over the outbox, kept off
 	// the start and rare.
 	countEvery = 4
+	// vacuumEvery is how often the leader asks a store.Vacuumer store to
+	// vacuum the tables that need it.
+	vacuumEvery = 5 * time.Second
 )
 
 // maintenance is the maintainer's state, read by Stats and the metrics.
@@ -52,6 +55,8 @@ type maintenance struct {
 
 	gauges storeGauges
 	parked signal // the maintainer's turns after which it waits for its timer
+	// vacuumParked: the same for the vacuum's turns (vacuum).
+	vacuumParked signal
 }
 
 // heartbeatEvery is the maintainer's cadence.
@@ -78,6 +83,11 @@ func (r *Relay) maintain(stop <-chan struct{}, done chan<- struct{}) {
 		case <-ctx.Done():
 		}
 	}()
+	if v, ok := r.store.(store.Vacuumer); ok && !r.cfg.NoVacuum {
+		var vacuum sync.WaitGroup
+		defer vacuum.Wait() // ctx ends with stop, and the vacuum with it
+		vacuum.Go(func() { r.vacuum(ctx, v) })
+	}
 	for n := 0; ; n++ {
 		if n > 0 { // Run made the first beat
 			r.beat(ctx)
@@ -273,6 +283,34 @@ func (r *Relay) unknownPending() map[string]int {
 // maxUnknownWarnings bounds the destinations a count of unknown ones warns
 // about by name; the others are counted in one record.
 const maxUnknownWarnings = 20
+
+// vacuum has a store.Vacuumer store vacuum its busy tables every
+// vacuumEvery while this relay leads its fleet, until ctx ends. It runs on
+// a goroutine of its own: a VACUUM takes seconds on a deep backlog, and
+// the heart-beats must not wait for it. The store decides whether a table
+// needs it, at the cost of one read of the database's statistics; the
+// beat's cadence (15 s by default) let a busy outbox collect enough dead
+// entries between vacuums to slow the claim.
+func (r *Relay) vacuum(ctx context.Context, v store.Vacuumer) {
+	for n := uint64(1); ; n++ {
+		t := r.clk.NewTimer(vacuumEvery)
+		r.maint.vacuumParked.set(n)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		if !r.maint.leader.Load() {
+			continue
+		}
+		tables, err := v.Vacuum(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.log.LogAttrs(ctx, slog.LevelWarn, "vacuuming the store's tables failed", slog.String("error", err.Error()))
+		}
+		r.stats.vacuums.Add(int64(len(tables)))
+	}
+}
 
 // rebaseSchedules has a store.ScheduleRebaser store move the retries and
 // waits scheduled before its clock was stepped back to their delay from

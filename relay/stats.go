@@ -65,6 +65,9 @@ type Stats struct {
 	// Swept is the number of delivered messages the relay swept as
 	// leader.
 	Swept int64
+	// Vacuums is the number of store tables the relay vacuumed as leader
+	// (store.Vacuumer stores only).
+	Vacuums int64
 	// UnknownPending counts the messages waiting for each destination
 	// this relay does not know, at the last count (store.Fleet stores
 	// only).
@@ -102,7 +105,7 @@ type counters struct {
 	claimed, delivered, failed, released, deadLettered  atomic.Int64
 	retries, rejected, leasesLost, storeErrors, batches atomic.Int64
 	inFlight, reclaimed, unrecorded, stalls, swept      atomic.Int64
-	prefetch, overdue                                   atomic.Int64
+	prefetch, overdue, vacuums                          atomic.Int64
 }
 
 // destCounters are a destination's counts behind DestinationStats.
@@ -132,6 +135,7 @@ func (r *Relay) Stats() Stats {
 		Stalls:         r.stats.stalls.Load(),
 		Leader:         r.maint.leader.Load(),
 		Swept:          r.stats.swept.Load(),
+		Vacuums:        r.stats.vacuums.Load(),
 		UnknownPending: r.unknownPending(),
 		Destinations:   make(map[string]DestinationStats, len(r.destList)),
 	}

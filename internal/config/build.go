@@ -77,6 +77,7 @@ func (c *Config) RelayConfig(ctx context.Context, logger *slog.Logger) (relay.Co
 		PollInterval:    c.Relay.PollInterval.D(),
 		ShutdownTimeout: c.Relay.ShutdownTimeout.D(),
 		Classifier:      errorhandling.NewErrorClassifier(),
+		NoVacuum:        c.Store.Vacuum != nil && !*c.Store.Vacuum,
 	}
 	switch c.Relay.UnknownDestinations {
 	case "ignore":

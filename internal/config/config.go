@@ -92,6 +92,10 @@ type Store struct {
 	// Default 168h (store.DefaultIdempotencyWindow).
 	IdempotencyWindow Duration `yaml:"idempotency_window"`
 	TablePrefix       string   `yaml:"table_prefix"` // default backstop_
+	// Vacuum: the fleet's leader vacuums the busy tables once their dead
+	// rows pass a threshold (PostgreSQL; relay.Config.NoVacuum). Default
+	// true; false leaves them to autovacuum.
+	Vacuum *bool `yaml:"vacuum"`
 }
 
 // Destination is everything about one destination.

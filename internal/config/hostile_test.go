@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -194,5 +195,36 @@ func TestSecretsUnderTheWrongKeyAreNotQuoted(t *testing.T) {
 	_, err = Parse([]byte(hostileBase+"    retry:\n      max_attempts: ${N}\n"), env(map[string]string{"N": "0"}))
 	if err == nil || !strings.Contains(err.Error(), "got 0") {
 		t.Errorf("Parse = %v, want the 0 quoted", err)
+	}
+}
+
+// store.vacuum: false turns the leader's vacuum off; left out, or true, it
+// is on; a value that is not a boolean is refused naming the key.
+func TestStoreVacuumReachesTheRelay(t *testing.T) {
+	for _, c := range []struct {
+		yaml     string
+		noVacuum bool
+	}{
+		{"", false},
+		{"store: {vacuum: true}\n", false},
+		{"store: {vacuum: false}\n", true},
+	} {
+		cfg, err := Parse([]byte(c.yaml+hostileBase), env(nil))
+		if err != nil {
+			t.Fatalf("%q: %v", c.yaml, err)
+		}
+		rc, closers, err := cfg.RelayConfig(context.Background(), nil)
+		if err != nil {
+			t.Fatalf("%q: %v", c.yaml, err)
+		}
+		for _, tr := range closers {
+			_ = tr.Close()
+		}
+		if rc.NoVacuum != c.noVacuum {
+			t.Errorf("%q: NoVacuum = %v, want %v", c.yaml, rc.NoVacuum, c.noVacuum)
+		}
+	}
+	if _, err := Parse([]byte("store: {vacuum: sometimes}\n"+hostileBase), env(nil)); err == nil || !strings.Contains(err.Error(), "vacuum") {
+		t.Errorf("vacuum: sometimes: %v, want an error naming the key", err)
 	}
 }

@@ -35,6 +35,9 @@ type Store struct {
 
 	// steps tells RebaseSchedules when the clock was stepped back.
 	steps clockstep.Watch
+
+	// vac is what Vacuum remembers between calls.
+	vac vacuumState
 }
 
 var _ store.Store = (*Store)(nil)

@@ -1,0 +1,138 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/backstophq/backstop/store"
+)
+
+// The tables Vacuum looks after: those every delivered message churns.
+// The outbox gets a row, a new version at the lease and a delete at the
+// recording; a shallow strict stream's row is created, updated and
+// deleted with each of its messages; the wake-ups are posted and
+// consumed.
+func (s *Store) vacuumTables() []string {
+	return []string{s.n.outbox, s.n.qual + "streams", s.n.qual + "stream_wakes"}
+}
+
+// A table is vacuumed once its dead rows number vacuumMinDead and a tenth
+// of its live rows. The first keeps a quiet deployment from vacuuming at
+// all: 20,000 dead entries at the front of an index cost a claim about 60
+// index pages passed over (a few tenths of a millisecond). The second keeps
+// the cost of a vacuum, which reads the whole of every index, in
+// proportion to what it removes on a deep backlog.
+const (
+	vacuumMinDead     = 20_000
+	vacuumLiveDivisor = 10
+)
+
+// vacuumState is what Vacuum remembers between calls.
+type vacuumState struct {
+	running atomic.Bool
+	// refused is set once the store found it may not vacuum a table
+	// (another role owns it): Vacuum then does nothing, as autovacuum
+	// must keep up on its own, which is said once in the log.
+	refused atomic.Bool
+}
+
+// Vacuum implements store.Vacuumer: it reads the busy tables' counts of
+// dead and live rows from pg_stat_user_tables and runs VACUUM (SKIP_LOCKED)
+// on each past the threshold, one at a time, on a connection of its own
+// with no statement_timeout (a VACUUM cancelled halfway would be begun
+// again at every beat). A call while another is running returns at once.
+func (s *Store) Vacuum(ctx context.Context) ([]string, error) {
+	if s.vac.refused.Load() || !s.vac.running.CompareAndSwap(false, true) {
+		return nil, nil
+	}
+	defer s.vac.running.Store(false)
+	names, err := s.vacuum(ctx)
+	if err != nil {
+		return names, fmt.Errorf("postgres: vacuum: %w", err)
+	}
+	return names, nil
+}
+
+func (s *Store) vacuum(ctx context.Context) ([]string, error) {
+	tables := s.vacuumTables()
+	rows, err := s.pool.Query(ctx, `
+		SELECT t.name, coalesce(st.n_dead_tup, 0), coalesce(st.n_live_tup, 0),
+			pg_has_role(c.relowner, 'USAGE')
+		FROM unnest($1::text[]) WITH ORDINALITY AS t(name, i)
+		JOIN pg_class c ON c.oid = to_regclass(t.name)
+		LEFT JOIN pg_stat_user_tables st ON st.relid = c.oid
+		ORDER BY t.i`, tables)
+	if err != nil {
+		return nil, err
+	}
+	type table struct {
+		name       string
+		dead, live int64
+		mayVacuum  bool
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (table, error) {
+		var t table
+		err := r.Scan(&t.name, &t.dead, &t.live, &t.mayVacuum)
+		return t, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var due []table
+	for _, t := range list {
+		if t.dead < vacuumMinDead || t.dead < t.live/vacuumLiveDivisor {
+			continue
+		}
+		if !t.mayVacuum {
+			if !s.vac.refused.Swap(true) {
+				s.cfg.Log().LogAttrs(ctx, slog.LevelInfo, "backstop may not vacuum its tables (another role owns them): "+
+					"their dead rows are left to autovacuum, which should vacuum them often (docs/operating.md)",
+					slog.String("table", t.name))
+			}
+			return nil, nil
+		}
+		due = append(due, t)
+	}
+	if len(due) == 0 {
+		return nil, nil
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	// The session's statement_timeout is set back as it was (an
+	// AfterConnect may have set it: RESET would lose that) before the
+	// connection goes back to the pool; one that could not be is closed.
+	var timeout string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('statement_timeout'), set_config('statement_timeout', '0', false)").
+		Scan(&timeout, new(string)); err != nil {
+		return nil, err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(rctx, "SELECT set_config('statement_timeout', $1, false)", timeout); err != nil {
+			_ = conn.Conn().Close(rctx) // the pool drops a closed connection
+		}
+	}()
+	var done []string
+	for _, t := range due {
+		start := time.Now()
+		if _, err := conn.Exec(ctx, "VACUUM (SKIP_LOCKED) "+t.name); err != nil {
+			return done, fmt.Errorf("%s: %w", t.name, err)
+		}
+		done = append(done, t.name)
+		s.cfg.Log().LogAttrs(ctx, slog.LevelDebug, "vacuumed", slog.String("table", t.name),
+			slog.Int64("dead_rows", t.dead), slog.Int64("live_rows", t.live),
+			slog.Duration("took", time.Since(start)))
+	}
+	return done, nil
+}
+
+var _ store.Vacuumer = (*Store)(nil)
