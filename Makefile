@@ -6,7 +6,7 @@ PKGS        ?= ./...
 TESTFLAGS   ?=
 BENCHFLAGS  ?= -benchmem -run '^$$'
 
-.PHONY: test vet lint gotest fuzz fuzz-ci bench bench-targets bench-floors bench-smoke bench-breaker bench-postgres bench-sqlite bench-relay fmt chaos
+.PHONY: test vet lint gotest fuzz fuzz-ci bench bench-targets soak bench-floors bench-smoke bench-breaker bench-postgres bench-sqlite bench-relay fmt chaos
 
 ## test: vet, lint, run every test with the race detector, then every fuzz
 ## target briefly.
@@ -56,6 +56,12 @@ fuzz-each:
 BENCH_ARGS ?=
 bench:
 	cd bench && BENCH_VIA='make bench' $(GO) run ./cmd/bench --rounds 3 --scale default --out ../BENCHMARKS.md $(BENCH_ARGS)
+
+## soak: insert-and-work for two minutes, past the lease duration (dead
+## rows pile up between vacuums), Backstop's defaults beside River's
+## benchmark settings, 2 rounds (about 12 minutes here); writes SOAK.md.
+soak:
+	cd bench && go run ./cmd/bench --rounds 2 --work-for 120s --cases 'postgres/work/backstop$$,postgres/work/river-bench$$' --out ../SOAK.md
 
 ## bench-targets: only the cases issue 10's targets compare (Backstop with
 ## its defaults, River with its benchmark settings or defaults, raw SQL), 3

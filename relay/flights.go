@@ -206,6 +206,21 @@ func (fs *flights) renewable() []uuid.UUID {
 	return ids
 }
 
+// anyOrdered reports whether any of ids is a message of an ordered stream
+// (store.Batch.LazyCommit): its Stream set and its ordering not none. One
+// the relay does not hold counts as ordered.
+func (fs *flights) anyOrdered(ids []uuid.UUID) bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for _, id := range ids {
+		f := fs.m[id]
+		if f == nil || f.m.Stream != "" && f.m.Ordering != outbox.OrderingNone {
+			return true
+		}
+	}
+	return false
+}
+
 // watch starts (on) or ends the watch a claim call keeps: the ids whose
 // flights end while it is under way are noted in recent, so that the
 // claim does not deliver again a message whose outcome was recorded after

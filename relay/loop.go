@@ -261,6 +261,9 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 		renewed = slices.DeleteFunc(renewed, func(id uuid.UUID) bool { return back[id] })
 		b.RenewLeases = renewed
 	}
+	// A claim of unordered messages may commit without waiting for the
+	// disk while no lease renewed with it holds a stream's order.
+	b.LazyCommit = !r.fl.anyOrdered(renewed)
 	// Every round that claims, renews, gives leases back, was asked for (a
 	// notification, the poll timer) or has not called the store for a poll
 	// interval makes a call.

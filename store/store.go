@@ -294,6 +294,15 @@ type Batch struct {
 	// cadence (Fleet.Heartbeat) and leaves reaping to the fleet's leader
 	// (Fleet.ReapDeadInstances) keeps them off its hot path.
 	SkipMaintenance bool
+	// LazyCommit says that no lease in RenewLeases is of a message of an
+	// ordered stream (its Stream set, its ordering not none). When the
+	// batch also records no outcome (no Completions, Failures or
+	// Releases), a store may commit a claim that leases no message of a
+	// stream without waiting for the disk (PostgreSQL: synchronous_commit
+	// off for that transaction): a database crash may then lose the
+	// leases, and their messages are claimed and delivered again, as
+	// at-least-once allows, while no stream's order rests on them.
+	LazyCommit bool
 }
 
 // Result is what ProcessBatch returns.

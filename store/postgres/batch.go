@@ -109,6 +109,11 @@ func (p *pipeline) run(br pgx.BatchResults) error {
 	return err
 }
 
+// lazyCommitSQL asks the claim function, for this transaction, to commit
+// without waiting for the disk when it leases no message of a stream
+// (store.Batch.LazyCommit).
+const lazyCommitSQL = `SELECT set_config('backstop.lazy_commit', 'on', true)`
+
 func (s *Store) processBatch(ctx context.Context, b *store.Batch) (*store.Result, []badMessage, error) {
 	res := &store.Result{}
 	var bad []badMessage
@@ -227,6 +232,11 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, fs *fail
 		p.query(renewReader(ids, res), s.sql.renew, now, me, pgUUIDs(ids), micros(lease))
 	}
 	if b.Claim.Limit > 0 {
+		if b.LazyCommit && len(b.Completions) == 0 && len(b.Failures) == 0 && len(b.Releases) == 0 {
+			// The claim function commits lazily when it leased no message
+			// of a stream (migration 0030).
+			p.exec(lazyCommitSQL)
+		}
 		p.query(sweepReader(bad), s.life.sweep, now, me, sweepLimit)
 		p.query(func(rows pgx.Rows) error {
 			for rows.Next() {

@@ -59,14 +59,35 @@ func (s *Store) Vacuum(ctx context.Context) ([]string, error) {
 }
 
 func (s *Store) vacuum(ctx context.Context) ([]string, error) {
-	tables := s.vacuumTables()
-	rows, err := s.pool.Query(ctx, `
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	// The connection goes without statement_timeout (the statistics'
+	// read too: a short one must not keep the vacuum from ever running),
+	// and gets the session's own back (an AfterConnect may have set it:
+	// RESET would lose that) before it goes back to the pool; one that
+	// could not be is closed.
+	var timeout string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('statement_timeout'), set_config('statement_timeout', '0', false)").
+		Scan(&timeout, new(string)); err != nil {
+		return nil, err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(rctx, "SELECT set_config('statement_timeout', $1, false)", timeout); err != nil {
+			_ = conn.Conn().Close(rctx) // the pool drops a closed connection
+		}
+	}()
+	rows, err := conn.Query(ctx, `
 		SELECT t.name, coalesce(st.n_dead_tup, 0), coalesce(st.n_live_tup, 0),
 			pg_has_role(c.relowner, 'USAGE')
 		FROM unnest($1::text[]) WITH ORDINALITY AS t(name, i)
 		JOIN pg_class c ON c.oid = to_regclass(t.name)
 		LEFT JOIN pg_stat_user_tables st ON st.relid = c.oid
-		ORDER BY t.i`, tables)
+		ORDER BY t.i`, s.vacuumTables())
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +104,7 @@ func (s *Store) vacuum(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var due []table
+	var done []string
 	for _, t := range list {
 		if t.dead < vacuumMinDead || t.dead < t.live/vacuumLiveDivisor {
 			continue
@@ -91,38 +112,11 @@ func (s *Store) vacuum(ctx context.Context) ([]string, error) {
 		if !t.mayVacuum {
 			if !s.vac.refused.Swap(true) {
 				s.cfg.Log().LogAttrs(ctx, slog.LevelInfo, "backstop may not vacuum its tables (another role owns them): "+
-					"their dead rows are left to autovacuum, which should vacuum them often (docs/operating.md)",
+					"autovacuum must keep up with their dead rows alone",
 					slog.String("table", t.name))
 			}
-			return nil, nil
+			return done, nil
 		}
-		due = append(due, t)
-	}
-	if len(due) == 0 {
-		return nil, nil
-	}
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Release()
-	// The session's statement_timeout is set back as it was (an
-	// AfterConnect may have set it: RESET would lose that) before the
-	// connection goes back to the pool; one that could not be is closed.
-	var timeout string
-	if err := conn.QueryRow(ctx, "SELECT current_setting('statement_timeout'), set_config('statement_timeout', '0', false)").
-		Scan(&timeout, new(string)); err != nil {
-		return nil, err
-	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if _, err := conn.Exec(rctx, "SELECT set_config('statement_timeout', $1, false)", timeout); err != nil {
-			_ = conn.Conn().Close(rctx) // the pool drops a closed connection
-		}
-	}()
-	var done []string
-	for _, t := range due {
 		start := time.Now()
 		if _, err := conn.Exec(ctx, "VACUUM (SKIP_LOCKED) "+t.name); err != nil {
 			return done, fmt.Errorf("%s: %w", t.name, err)

@@ -51,6 +51,7 @@ func parent(ctx context.Context, argv []string) error {
 	pgURL := fs.String("postgres", envOr("BACKSTOP_TEST_POSTGRES_URL", defaultPostgres), "PostgreSQL URL (trust auth, database test)")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the rounds' shuffled order")
 	analyze := fs.Bool("analyze", true, "VACUUM ANALYZE a PostgreSQL drain's backlog before timing it, as autovacuum would")
+	workFor := fs.Duration("work-for", 0, "how long the insert-and-work scenarios insert, instead of the scale's (a soak: past the lease duration, where dead rows pile up between vacuums)")
 	quiet := fs.Duration("quiet-wait", 90*time.Second, "before each case, wait up to this long for other processes to use under 25% of the CPU")
 	list := fs.Bool("list", false, "list the cases and exit")
 	check := fs.Bool("check", false, "exit with status 1 if a case failed or a check found a violation (for CI)")
@@ -71,6 +72,12 @@ func parent(ctx context.Context, argv []string) error {
 	}
 	if *rounds < 1 {
 		return fmt.Errorf("--rounds must be at least 1")
+	}
+	if *workFor < 0 {
+		return fmt.Errorf("--work-for must not be negative")
+	}
+	if *workFor > 0 {
+		sc.WorkFor = *workFor
 	}
 	all := harness.Cases(sc, split(*stores), split(*cases))
 	if *list || len(all) == 0 {
@@ -158,6 +165,7 @@ func child(ctx context.Context, argv []string) error {
 	fs.StringVar(&a.Env.Dir, "dir", "", "")
 	fs.StringVar(&a.Result, "result", "", "")
 	fs.BoolVar(&a.Analyze, "analyze", true, "")
+	fs.DurationVar(&a.WorkFor, "work-for", 0, "")
 	if err := fs.Parse(argv[1:]); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/backstophq/backstop/bench/internal/riversys"
 	"github.com/backstophq/backstop/internal/benchkit/backstopsys"
@@ -16,10 +17,12 @@ import (
 
 // ChildArgs are what the parent tells a child process.
 type ChildArgs struct {
-	Case   string
-	Scale  string
-	Env    scenario.Env
-	Result string // the file the child writes its Result to, as JSON
+	Case  string
+	Scale string
+	// WorkFor, when positive, replaces the scale's WorkFor (a soak).
+	WorkFor time.Duration
+	Env     scenario.Env
+	Result  string // the file the child writes its Result to, as JSON
 	// Analyze runs VACUUM ANALYZE on a PostgreSQL drain's tables after
 	// the preload (see settle).
 	Analyze bool
@@ -51,6 +54,9 @@ func runCase(ctx context.Context, args ChildArgs, logger *slog.Logger) (scenario
 	sc, err := scenario.ScaleNamed(args.Scale)
 	if err != nil {
 		return scenario.Result{}, err
+	}
+	if args.WorkFor > 0 {
+		sc.WorkFor = args.WorkFor
 	}
 	sys, err := openSystem(ctx, c.System, args.Env, logger)
 	if err != nil {

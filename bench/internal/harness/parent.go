@@ -148,7 +148,8 @@ func spawn(ctx context.Context, opts Options, c Case, round int) (scenario.Resul
 	defer cancel()
 	cmd := exec.CommandContext(ctx, opts.Exe, ChildFlag, c.Name(),
 		"--scale", opts.Scale.Name, "--postgres", env.URL, "--schema", env.Schema,
-		"--dir", env.Dir, "--result", resultFile, fmt.Sprintf("--analyze=%t", opts.Analyze))
+		"--dir", env.Dir, "--result", resultFile, fmt.Sprintf("--analyze=%t", opts.Analyze),
+		"--work-for", opts.Scale.WorkFor.String())
 	cmd.Stdout, cmd.Stderr = opts.Log, opts.Log
 	runErr := cmd.Run()
 	b, err := os.ReadFile(resultFile)
