@@ -292,6 +292,7 @@ const maxUnknownWarnings = 20
 // beat's cadence (15 s by default) let a busy outbox collect enough dead
 // entries between vacuums to slow the claim.
 func (r *Relay) vacuum(ctx context.Context, v store.Vacuumer) {
+	failing := false // warned of a failure, not yet of the recovery
 	for n := uint64(1); ; n++ {
 		t := r.clk.NewTimer(vacuumEvery)
 		r.maint.vacuumParked.set(n)
@@ -305,8 +306,19 @@ func (r *Relay) vacuum(ctx context.Context, v store.Vacuumer) {
 			continue
 		}
 		tables, err := v.Vacuum(ctx)
-		if err != nil && ctx.Err() == nil {
-			r.log.LogAttrs(ctx, slog.LevelWarn, "vacuuming the store's tables failed", slog.String("error", err.Error()))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			// Once a failure streak: a database down would say it every
+			// vacuumEvery otherwise.
+			level := slog.LevelWarn
+			if failing {
+				level = slog.LevelDebug
+			}
+			r.log.LogAttrs(ctx, level, "vacuuming the store's tables failed", slog.String("error", err.Error()))
+			failing = true
+		case err == nil && failing:
+			r.log.LogAttrs(ctx, slog.LevelInfo, "vacuuming the store's tables works again")
+			failing = false
 		}
 		r.stats.vacuums.Add(int64(len(tables)))
 	}

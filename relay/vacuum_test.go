@@ -2,6 +2,8 @@ package relay
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 
@@ -95,5 +97,58 @@ func TestNoVacuumTurnsTheLeadersVacuumOff(t *testing.T) {
 	}
 	if got := v.calls.Load(); got != 0 || signalRound(&r.maint.vacuumParked) != 0 {
 		t.Errorf("%d vacuums with NoVacuum, and the vacuum's turns at %d; want none", got, signalRound(&r.maint.vacuumParked))
+	}
+}
+
+// failingVacuum fails its first fails calls.
+type failingVacuum struct {
+	*sqlite.Store
+	fails int32
+	calls atomic.Int32
+	done  chan struct{} // receives after each call
+}
+
+func (v *failingVacuum) Vacuum(context.Context) ([]string, error) {
+	defer func() { v.done <- struct{}{} }()
+	if v.calls.Add(1) <= v.fails {
+		return nil, errors.New("database down")
+	}
+	return nil, nil
+}
+
+// TestVacuumFailuresAreSaidOnce: a store that cannot vacuum (the database
+// down) is warned about once, not every vacuumEvery, and its recovery
+// once.
+func TestVacuumFailuresAreSaidOnce(t *testing.T) {
+	e := newEnv(t)
+	v := &failingVacuum{Store: e.s, fails: 3, done: make(chan struct{}, 8)}
+	r, err := New(v, e.config(map[string]Destination{"d": {Transport: (&recorder{}).transport()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.run(r)
+	for i := range uint64(4) {
+		if err := r.maint.vacuumParked.wait(e.ctx, i); err != nil { // its timer is set
+			t.Fatal(err)
+		}
+		e.clk.Advance(vacuumEvery)
+		select {
+		case <-v.done:
+		case <-e.waitDone():
+			t.Fatalf("vacuum call %d never came", i+1)
+		}
+	}
+	if err := r.maint.vacuumParked.wait(e.ctx, 4); err != nil { // the fourth call's outcome is logged
+		t.Fatal(err)
+	}
+	var warned int
+	for _, rec := range e.logs.find("vacuuming the store's tables failed") {
+		if rec.level == slog.LevelWarn {
+			warned++
+		}
+	}
+	if warned != 1 || len(e.logs.find("vacuuming the store's tables works again")) != 1 {
+		t.Errorf("three failures then a success: %d warnings and %d recoveries logged, want 1 and 1",
+			warned, len(e.logs.find("vacuuming the store's tables works again")))
 	}
 }

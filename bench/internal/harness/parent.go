@@ -134,6 +134,9 @@ func spawn(ctx context.Context, opts Options, c Case, round int) (scenario.Resul
 	switch c.Store {
 	case scenario.Postgres:
 		env.URL, env.Schema = opts.PostgresURL, schemaFor(c, round)
+		if err := pgenv.Checkpoint(ctx, env.URL); err != nil {
+			return scenario.Result{}, err
+		}
 		if err := pgenv.Create(ctx, env.URL, env.Schema); err != nil {
 			return scenario.Result{}, err
 		}

@@ -83,6 +83,7 @@ func writeSettings(w io.Writer, s scenario.Scale, analyzed bool) {
 		"`unnest($1::bytea[])`, multi-row `VALUES` on SQLite), drained by `DELETE … WHERE id IN (SELECT id … ORDER BY id "+
 		"LIMIT n FOR UPDATE SKIP LOCKED) RETURNING id, payload` (no SKIP LOCKED on SQLite): %s. No retries, no streams, "+
 		"no latency case.\n\n", rawsys.Settings)
+	fmt.Fprintf(w, "Every PostgreSQL case starts after a `CHECKPOINT`, so that the WAL an earlier case wrote is not flushed during it.\n\n")
 	fmt.Fprintf(w, "Scenarios at this scale:\n\n")
 	fmt.Fprintf(w, "- **enqueue**: %d goroutines each committing one transaction after another for %v (after %v of warm-up); "+
 		"no workers. Not checked by a handler: nothing is delivered.\n", s.EnqueueWriters, s.EnqueueFor, s.EnqueueFor/10)

@@ -69,3 +69,16 @@ func Settle(url, schema string, analyze bool) func(context.Context) error {
 		})
 	}
 }
+
+// Checkpoint forces a CHECKPOINT, so that the WAL and dirty pages an
+// earlier case left are written before the next case starts, not during
+// it: a case that writes gigabytes of WAL (a drain, insert-and-work)
+// triggered checkpoints whose writes slowed the commits of the light case
+// after it (latency, single-row enqueue), halving the raw single-row
+// insert's rate from one run to the next.
+func Checkpoint(ctx context.Context, url string) error {
+	return withConn(ctx, url, func(c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "CHECKPOINT")
+		return err
+	})
+}
