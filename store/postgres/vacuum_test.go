@@ -46,18 +46,11 @@ func deadTuples(t *testing.T, s *Store) int64 {
 }
 
 // The leader's vacuum: nothing below the threshold, the outbox once its
-// dead rows pass it (and they are gone after), nothing again right after,
-// whatever statement_timeout the store's sessions carry, which the
-// connection keeps.
+// dead rows pass it (and they are gone after), nothing again right after.
 func TestVacuumPastTheThreshold(t *testing.T) {
 	ctx := context.Background()
-	schema := newSchema(t)
-	pool := schemaPool(t, schema, 2)
-	s, err := New(pool, store.Config{})
+	s, err := openTest(t, store.Config{})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	deadRows(t, s, vacuumMinDead/2)
