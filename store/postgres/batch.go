@@ -234,7 +234,7 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, fs *fail
 	if b.Claim.Limit > 0 {
 		if b.LazyCommit && len(b.Completions) == 0 && len(b.Failures) == 0 && len(b.Releases) == 0 {
 			// The claim function commits lazily when it leased no message
-			// of a stream (migration 0030).
+			// of a stream (migration 0029).
 			p.exec(lazyCommitSQL)
 		}
 		p.query(sweepReader(bad), s.life.sweep, now, me, sweepLimit)
