@@ -474,3 +474,42 @@ func printWriterRates(rates map[string]float64, db string) {
 	}
 	fmt.Fprint(os.Stderr, t.String())
 }
+
+// BenchmarkClaimOverDeepStreams claims with the relay's default batch (256)
+// over 10,000 strict streams, one message deep and twenty deep, and prints
+// the cost of a leased message in each. Every ready stream the claim locks
+// is read (up to its share and four more rows), whether or not the cap
+// leaves it room, so the deep streams cost more a message:
+//
+//	BACKSTOP_BENCH_POSTGRES=1 go test -run '^$' -bench 'BenchmarkClaimOverDeepStreams' -benchtime 100x ./store/postgres/
+func BenchmarkClaimOverDeepStreams(b *testing.B) {
+	if os.Getenv("BACKSTOP_BENCH_POSTGRES") == "" {
+		b.Skip("set BACKSTOP_BENCH_POSTGRES=1 to run")
+	}
+	const limit = 256
+	depths := []int{1, 20}
+	loads := map[int]*shapeLoad{}
+	for _, d := range depths {
+		loads[d] = loadShape(b, claimShape{name: fmt.Sprintf("streams=10k/depth=%d", d), streams: 10_000}, 10_000*d)
+		defer loads[d].close()
+	}
+	perMsg := map[int][]float64{}
+	for round := range shapeRounds {
+		for _, d := range depths {
+			b.Run(fmt.Sprintf("depth=%d/round=%d", d, round+1), func(b *testing.B) {
+				r := loads[d].runLimit(b, limit)
+				us := float64(r.elapsed.Microseconds()) / float64(max(r.claimed, 1))
+				if b.N > 1 {
+					perMsg[d] = append(perMsg[d], us)
+				}
+				b.ReportMetric(us, "us/msg")
+				b.ReportMetric(float64(r.claimed)/float64(b.N), "msgs/claim")
+			})
+		}
+	}
+	shallow, deep := testenv.Median(perMsg[depths[0]]), testenv.Median(perMsg[depths[1]])
+	if shallow > 0 {
+		fmt.Fprintf(os.Stderr, "PostgreSQL, 10k strict streams, claims of %d: %.1f us/msg one deep, %.1f us/msg twenty deep: %.2fx\n",
+			limit, shallow, deep, deep/shallow)
+	}
+}
