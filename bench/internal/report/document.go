@@ -105,7 +105,7 @@ func (d *Document) writeFigures(w io.Writer, store string) {
 	}
 	fmt.Fprintf(w, "## Absolute figures on %s\n\n", title(store))
 	fmt.Fprintf(w, "Median [min–max] over rounds. Rates are msgs/s: rows written (enqueue), drained (drain), completed "+
-		"(insert-and-work) or delivered (latency). Latencies are ms: per transaction for enqueue, enqueue to handler for latency.\n\n")
+		"(insert-and-work) or delivered (latency). Latencies are ms: per transaction for enqueue and for the inserters of insert-and-work, enqueue to handler for latency.\n\n")
 	fmt.Fprintf(w, "| scenario | system | rate | p50 | p99 | p99.9 | inserted/s | backlog left (s of inserts) | checks |\n")
 	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {

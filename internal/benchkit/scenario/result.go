@@ -13,7 +13,8 @@ type Result struct {
 	// delivered (latency).
 	Rate float64 `json:"rate"`
 	// P50, P99 and P999 are latency percentiles in milliseconds: per
-	// transaction (enqueue) or enqueue to handler (latency).
+	// transaction (enqueue, and the inserters' in insert-and-work) or
+	// enqueue to handler (latency).
 	P50  float64 `json:"p50_ms,omitempty"`
 	P99  float64 `json:"p99_ms,omitempty"`
 	P999 float64 `json:"p999_ms,omitempty"`

@@ -11,8 +11,8 @@ import (
 
 // runWork starts the workers, then writes BatchRows-row transactions from
 // Inserters goroutines as fast as they go for WorkFor. It reports the rate
-// of messages recorded done during the window and the backlog left at its
-// end, then keeps the workers going for up to VerifyFor so that every
+// of messages recorded done during the window, the backlog left at its
+// end and the percentiles of the inserters' transactions, then keeps the workers going for up to VerifyFor so that every
 // message written can be checked as handled. With streams > 0 the
 // messages are spread over that many ordered streams, each written by one
 // inserter in order; with failEvery > 0 the first attempt of every
@@ -27,6 +27,7 @@ func runWork(ctx context.Context, sys System, sc Scale, streams, failEvery int64
 		stop           atomic.Bool
 		mu             sync.Mutex
 		firstErr       error
+		lat            []time.Duration // each inserter's transactions, in the window
 		wg             sync.WaitGroup
 	)
 	rows := int64(sc.BatchRows)
@@ -40,14 +41,24 @@ func runWork(ctx context.Context, sys System, sc Scale, streams, failEvery int64
 					return ((k+int64(i))*int64(sc.Inserters) + int64(w)) % streams
 				}
 			}
+			var mine []time.Duration
+			defer func() {
+				mu.Lock()
+				lat = append(lat, mine...)
+				mu.Unlock()
+			}()
 			for !stop.Load() && ctx.Err() == nil {
 				msgs := batch(next.Add(rows)-rows, int(rows), stream)
+				t0 := time.Now()
 				if err := sys.Insert(ctx, msgs); err != nil {
 					mu.Lock()
 					firstErr = cmpErr(firstErr, err)
 					mu.Unlock()
 					stop.Store(true)
 					return
+				}
+				if !stop.Load() {
+					mine = append(mine, time.Since(t0))
 				}
 				k += rows
 				inserted.Add(rows)
@@ -80,6 +91,10 @@ func runWork(ctx context.Context, sys System, sc Scale, streams, failEvery int64
 	if r.InsertRate > 0 {
 		r.BacklogSeconds = float64(r.Backlog) / r.InsertRate
 	}
+	// The percentiles are the inserters' transactions: how long the
+	// application's writes took while the system worked beside them.
+	sortDurations(lat)
+	r.setLatency(lat)
 	complete := waitFor(ctx, sc.VerifyFor, 10*time.Millisecond, func() bool { return sys.Completed() >= total })
 	stopErr := sys.Stop(ctx)
 	verify(c, &r, total, complete)

@@ -1,0 +1,221 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/backstophq/backstop/store"
+)
+
+// lockBoundedStore opens a migrated store in a fresh schema whose
+// connections give up on any lock after 20 s: a statement that would wait
+// for the test's own open transaction fails instead of hanging the test.
+func lockBoundedStore(t *testing.T) *Store {
+	t.Helper()
+	schema := newSchema(t)
+	cfg, err := pgxpool.ParseConfig(testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "20s"
+	cfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s, err := New(pool, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestWriterDoesNotWaitForAClaimHoldingItsStream: a claim holds the rows
+// of the streams it reads while it runs. An application's insert into such
+// a stream goes through at once (before 0030 it waited for the claim to
+// commit), and its message is claimed however the claim, which could not
+// see it, then left the row: not ready, deleted (the stream looked empty),
+// or with its head moved past the message (over a message of ordering
+// none written after it). Both kinds of writer.
+func TestWriterDoesNotWaitForAClaimHoldingItsStream(t *testing.T) {
+	for _, w := range writers {
+		for _, claimDid := range []struct{ name, sql string }{
+			{"left it not ready", `UPDATE %[1]sstreams SET ready = false, wait_until = NULL WHERE stream = 'a'`},
+			{"deleted it", `DELETE FROM %[1]sstreams WHERE stream = 'a'`},
+			{"moved its head past", `UPDATE %[1]sstreams SET ready = false, wait_until = NULL,
+				head_seq = (SELECT last_value + 1 FROM %[1]soutbox_seq_seq) WHERE stream = 'a'`},
+		} {
+			t.Run(w.name+", the claim "+claimDid.name, func(t *testing.T) {
+				ctx := context.Background()
+				s := lockBoundedStore(t)
+				// A row with no message in its stream, as a claim finds
+				// one it is about to delete or leave not ready.
+				if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.n.qual+`streams (destination, stream) VALUES ('d', 'a')`); err != nil {
+					t.Fatal(err)
+				}
+
+				// The "claim": holds a's row, as a claim reading the stream does.
+				claim, err := s.pool.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = claim.Rollback(ctx) }()
+				if _, err := claim.Exec(ctx, `SELECT 1 FROM `+s.n.qual+`streams WHERE stream = 'a' FOR UPDATE`); err != nil {
+					t.Fatal(err)
+				}
+
+				app, err := s.pool.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = app.Rollback(ctx) }()
+				a3, err := w.write(ctx, s, app, "a")
+				if err != nil {
+					t.Fatalf("the application's insert while a claim holds its stream: %v", err)
+				}
+				if _, err := claim.Exec(ctx, fmt.Sprintf(claimDid.sql, s.n.qual)); err != nil {
+					t.Fatal(err)
+				}
+				if err := claim.Commit(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := app.Commit(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if got := claimIDs(t, s); len(got["a"]) != 1 || got["a"][0] != a3 {
+					t.Fatalf("claimed %v, want the application's message %v", got, a3)
+				}
+			})
+		}
+	}
+}
+
+// TestStreamWithoutRowGetsItBackFromItsWake: a wake-up for a stream that
+// has no row while messages wait in it gives the stream its row back
+// (the row a writer found held was deleted before it committed). While a
+// writer of the stream is between its insert and its commit, the claim
+// neither waits for it nor drops the wake-up; once it commits, the
+// stream's messages are claimed in order.
+func TestStreamWithoutRowGetsItBackFromItsWake(t *testing.T) {
+	ctx := context.Background()
+	s := lockBoundedStore(t)
+	orphan := func(stream string) {
+		t.Helper()
+		if _, err := s.pool.Exec(ctx, `WITH d AS (DELETE FROM `+s.n.qual+`streams WHERE stream = $1)
+			INSERT INTO `+s.n.qual+`stream_wakes (destination, stream, head_seq)
+			SELECT 'd', $1, min(seq) FROM `+s.n.outbox+` WHERE stream = $1`, stream); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wakes := func() int {
+		t.Helper()
+		var n int
+		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.n.qual+`stream_wakes`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	b1 := enqueueStream(t, s, "b")
+	orphan("b")
+	if got := claimIDs(t, s); len(got["b"]) != 1 || got["b"][0] != b1 {
+		t.Fatalf("claimed %v, want b's message through its wake-up", got)
+	}
+	if n := wakes(); n != 0 {
+		t.Fatalf("%d wake-ups left, want none", n)
+	}
+
+	a1 := enqueueStream(t, s, "a")
+	orphan("a")
+	app, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = app.Rollback(ctx) }()
+	a2, err := writers[0].write(ctx, s, app, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := claimIDs(t, s); len(got["a"]) != 0 {
+		t.Fatalf("claimed %v while a's writer is in its transaction, want nothing of a", got)
+	}
+	if n := wakes(); n != 1 {
+		t.Fatalf("%d wake-ups left while a's writer is in its transaction, want a's", n)
+	}
+	if err := app.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := claimIDs(t, s); len(got["a"]) != 2 || got["a"][0] != a1 || got["a"][1] != a2 {
+		t.Fatalf("claimed %v, want a's two messages in order", got)
+	}
+	if n := wakes(); n != 0 {
+		t.Fatalf("%d wake-ups left, want none", n)
+	}
+}
+
+// TestWriterLowersAHeadMovedPastItsMessage: a claim may read the stream
+// after a writer's message is numbered and before the writer's statement
+// makes the stream ready, and move the head past it (over a message of
+// ordering none written meanwhile). The writer, finding the row free, then
+// lowers the head to its message, which is claimed. A trigger the test adds
+// holds the writer's statement in that window.
+func TestWriterLowersAHeadMovedPastItsMessage(t *testing.T) {
+	ctx := context.Background()
+	s := lockBoundedStore(t)
+	for _, q := range []string{
+		`INSERT INTO ` + s.n.qual + `streams (destination, stream) VALUES ('d', 'a')`,
+		`CREATE FUNCTION ` + s.n.qual + `hold() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NULL; END $$`,
+		`CREATE TRIGGER hold AFTER INSERT ON ` + s.n.outbox + ` FOR EACH ROW EXECUTE FUNCTION ` + s.n.qual + `hold()`,
+	} {
+		if _, err := s.pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gate, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = gate.Rollback(ctx) }()
+	if _, err := gate.Exec(ctx, `SELECT pg_advisory_xact_lock(4242)`); err != nil {
+		t.Fatal(err)
+	}
+
+	app, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Release()
+	pid := app.Conn().PgConn().PID()
+	done := make(chan error, 1)
+	var a3 uuid.UUID
+	go func() {
+		done <- app.QueryRow(ctx, `INSERT INTO `+s.n.outbox+` (destination, stream, type, payload)
+			VALUES ('d', 'a', 't', '{}') RETURNING id`).Scan(&a3)
+	}()
+	waitingOnLock(t, s.pool, pid) // numbered, its statement trigger not yet run
+
+	// The "claim": moves a's head past the message, which it cannot see.
+	if _, err := s.pool.Exec(ctx, `UPDATE `+s.n.qual+`streams SET ready = false, wait_until = NULL,
+		head_seq = (SELECT last_value + 1 FROM `+s.n.qual+`outbox_seq_seq) WHERE stream = 'a'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := gate.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := claimIDs(t, s); len(got["a"]) != 1 || got["a"][0] != a3 {
+		t.Fatalf("claimed %v, want the message %v", got, a3)
+	}
+}
