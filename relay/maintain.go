@@ -186,6 +186,13 @@ func (r *Relay) beat(ctx context.Context) {
 				r.log.LogAttrs(ctx, slog.LevelDebug, "idempotency keys past their window deleted", slog.Int("keys", n))
 			}
 		}
+		// Turn rows have no other sweeper: NoSweep (for deployments that
+		// sweep delivered messages themselves) leaves this one on.
+		if ts, ok := r.store.(store.StreamTurnSweeper); ok {
+			if _, err := r.sweep(ctx, until, ts.SweepStreamTurns); err != nil {
+				r.log.LogAttrs(ctx, slog.LevelWarn, "sweeping the turn rows of emptied streams failed", slog.String("error", err.Error()))
+			}
+		}
 		if r.cfg.Store.Retention > 0 && !r.cfg.NoSweep {
 			_, err := r.sweep(ctx, until, func(ctx context.Context, limit int) (int, error) {
 				n, err := f.SweepBatch(ctx, limit)

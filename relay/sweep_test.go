@@ -18,9 +18,9 @@ type expiring struct {
 	e    *env
 	step time.Duration
 
-	mu              sync.Mutex
-	keys, published int
-	calls           int
+	mu                     sync.Mutex
+	keys, published, turns int
+	calls                  int
 }
 
 func (x *expiring) take(backlog *int, limit int) int {
@@ -43,6 +43,16 @@ func (x *expiring) SweepBatch(_ context.Context, limit int) (int, error) {
 	return x.take(&x.published, limit), nil
 }
 
+func (x *expiring) SweepStreamTurns(_ context.Context, limit int) (int, error) {
+	return x.take(&x.turns, limit), nil
+}
+
+func (x *expiring) turnsLeft() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.turns
+}
+
 func (x *expiring) left() (keys, published, calls int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -59,7 +69,7 @@ func (x *expiring) left() (keys, published, calls int) {
 // its outbox the same way.
 func TestSweepKeepsUpWithExpiringRows(t *testing.T) {
 	e := newEnv(t, func(c *store.Config) { c.Retention = time.Hour })
-	x := &expiring{Store: e.s, e: e, keys: 25*sweepBatch + 1, published: 25*sweepBatch + 1}
+	x := &expiring{Store: e.s, e: e, keys: 25*sweepBatch + 1, published: 25*sweepBatch + 1, turns: 25*sweepBatch + 1}
 	r, err := New(x, e.config(map[string]Destination{"d": {Transport: (&recorder{}).transport()}}))
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +81,9 @@ func TestSweepKeepsUpWithExpiringRows(t *testing.T) {
 	if keys, published, _ := x.left(); keys != 0 || published != 0 {
 		t.Errorf("after one beat %d expired keys and %d expired messages are left, want 0 (the backlogs were %d)", keys, published, 25*sweepBatch+1)
 	}
+	if turns := x.turnsLeft(); turns != 0 {
+		t.Errorf("after one beat %d turn rows of emptied streams are left, want 0 (the backlog was %d)", turns, 25*sweepBatch+1)
+	}
 	if got := r.Stats().Swept; got != 25*sweepBatch+1 {
 		t.Errorf("Stats().Swept = %d, want %d", got, 25*sweepBatch+1)
 	}
@@ -78,11 +91,11 @@ func TestSweepKeepsUpWithExpiringRows(t *testing.T) {
 
 // TestSweepStopsWithinItsShareOfTheBeat: past their first sweepBatches
 // batches, the beat's sweeps go on only until the beat has taken
-// 1/sweepShare of HeartbeatInterval, shared by both, so that a database
+// 1/sweepShare of HeartbeatInterval, shared by all, so that a database
 // slow to delete does not hold the heart-beats past the leader's lease.
 func TestSweepStopsWithinItsShareOfTheBeat(t *testing.T) {
 	e := newEnv(t, func(c *store.Config) { c.Retention = time.Hour })
-	x := &expiring{Store: e.s, e: e, keys: 1000 * sweepBatch, published: 1000 * sweepBatch}
+	x := &expiring{Store: e.s, e: e, keys: 1000 * sweepBatch, published: 1000 * sweepBatch, turns: 1000 * sweepBatch}
 	r, err := New(x, e.config(map[string]Destination{"d": {Transport: (&recorder{}).transport()}}))
 	if err != nil {
 		t.Fatal(err)
@@ -92,10 +105,13 @@ func TestSweepStopsWithinItsShareOfTheBeat(t *testing.T) {
 	if err := r.maint.parked.wait(e.ctx, 0); err != nil { // Run's beat is over
 		t.Fatal(err)
 	}
-	// The keys' sweep took the share; the messages' sweep made its first
-	// sweepBatches calls.
-	if keys, published, calls := x.left(); calls != 20+sweepBatches || keys != 1000*sweepBatch-20*sweepBatch || published != 1000*sweepBatch-sweepBatches*sweepBatch {
+	// The keys' sweep took the share; the turn rows' and the messages'
+	// sweeps made their first sweepBatches calls each.
+	if keys, published, calls := x.left(); calls != 20+2*sweepBatches || keys != 1000*sweepBatch-20*sweepBatch || published != 1000*sweepBatch-sweepBatches*sweepBatch {
 		t.Errorf("the beat made %d sweep calls, leaving %d keys and %d messages; want %d calls, leaving %d and %d",
-			calls, keys, published, 20+sweepBatches, 1000*sweepBatch-20*sweepBatch, 1000*sweepBatch-sweepBatches*sweepBatch)
+			calls, keys, published, 20+2*sweepBatches, 1000*sweepBatch-20*sweepBatch, 1000*sweepBatch-sweepBatches*sweepBatch)
+	}
+	if turns := x.turnsLeft(); turns != 1000*sweepBatch-sweepBatches*sweepBatch {
+		t.Errorf("the beat left %d turn rows, want %d", turns, 1000*sweepBatch-sweepBatches*sweepBatch)
 	}
 }

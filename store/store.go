@@ -582,6 +582,18 @@ type ScheduleRebaser interface {
 	RebaseSchedules(ctx context.Context) (int, error)
 }
 
+// StreamTurnSweeper is a store that keeps a row per ordered stream for its
+// writers to take turns on (PostgreSQL: writers lock it until they commit,
+// so that a stream's messages are numbered in commit order, and no claim
+// ever waits for it), which outlives the stream's messages. The fleet's
+// leader sweeps them at each beat, as it sweeps expired idempotency keys.
+type StreamTurnSweeper interface {
+	// SweepStreamTurns deletes at most limit turn rows of streams with
+	// nothing left to deliver, passing over those a writer holds, and
+	// returns how many it deleted.
+	SweepStreamTurns(ctx context.Context, limit int) (int, error)
+}
+
 // Vacuumer is a store whose tables collect dead rows faster than the
 // database's own vacuum may clear them. On PostgreSQL every message
 // delivered leaves two dead row versions behind (the one its lease

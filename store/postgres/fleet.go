@@ -96,6 +96,31 @@ func (s *Store) SweepIdempotencyKeys(ctx context.Context, limit int) (int, error
 	return int(tag.RowsAffected()), nil
 }
 
+// SweepStreamTurns deletes at most limit rows of stream_turns whose stream
+// has no row and no undelivered ordered message; see
+// store.StreamTurnSweeper. A row a writer holds is passed over (SKIP
+// LOCKED), and a writer that meets one being deleted waits for this short
+// transaction only.
+func (s *Store) SweepStreamTurns(ctx context.Context, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.n.qual+`stream_turns WHERE ctid = ANY(ARRAY(
+		SELECT t.ctid FROM `+s.n.qual+`stream_turns t
+		WHERE NOT EXISTS (SELECT 1 FROM `+s.n.qual+`streams x
+				WHERE x.destination = t.destination AND x.stream = t.stream)
+			AND NOT EXISTS (SELECT 1 FROM `+s.n.outbox+` o
+				WHERE o.destination = t.destination AND o.stream = t.stream AND o.stream <> ''
+					AND o.published_at IS NULL AND o.ordering IS DISTINCT FROM 'none')
+		LIMIT $1 FOR UPDATE SKIP LOCKED))`, limit)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: sweep stream turns: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+var _ store.StreamTurnSweeper = (*Store)(nil)
+
 // PendingByDestination counts the undelivered, not dead-lettered
 // messages per destination.
 func (s *Store) PendingByDestination(ctx context.Context) (map[string]int, error) {

@@ -92,3 +92,45 @@ func TestMigrateWithoutTheRightToChangeTheSchema(t *testing.T) {
 		t.Fatalf("Migrate by a role without DDL rights on an old schema: %v, want an error saying what it needs", err)
 	}
 }
+
+// An application's role granted the tables before migration 0030 created
+// stream_turns (GRANT ... ON ALL TABLES covers the tables there at the
+// time) keeps writing to ordered streams: 0030 grants it on stream_turns
+// what it holds on streams, and INSERT on the wake-ups.
+func TestWriterRoleGrantedBeforeTheTurnTableKeepsWriting(t *testing.T) {
+	ctx := context.Background()
+	schema := newSchema(t)
+	owner, err := New(schemaPool(t, schema, 2), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The schema as version 29 left it, with the role granted then.
+	if _, err := owner.pool.Exec(ctx, `DROP TABLE `+owner.n.qual+`stream_turns;
+		DELETE FROM `+owner.n.qual+`migrations WHERE version = 30`); err != nil {
+		t.Fatal(err)
+	}
+	app, err := New(dmlRole(t, schema), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := &outbox.Message{Destination: "d", Stream: "s", Type: "t"}
+	if err := app.Enqueue(ctx, m); err != nil {
+		t.Fatalf("an ordered write by the application's role after 0030: %v", err)
+	}
+	r, err := app.ProcessBatch(ctx, &store.Batch{Instance: store.Instance{ID: "i"}, Claim: store.ClaimRequest{Limit: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Claimed) != 1 || r.Claimed[0].ID != m.ID {
+		t.Fatalf("claimed %v, want the message", r.Claimed)
+	}
+	if _, err := app.SweepStreamTurns(ctx, 10); err != nil {
+		t.Fatalf("the sweep by the application's role: %v", err)
+	}
+}

@@ -85,72 +85,85 @@ func waitingOnLock(t *testing.T, pool *pgxpool.Pool, pid uint32) {
 func TestInterleavedWritersKeepCommitOrder(t *testing.T) {
 	for _, w1 := range writers {
 		for _, w2 := range writers {
-			t.Run(w1.name+" then "+w2.name, func(t *testing.T) {
-				ctx := context.Background()
-				schema := newSchema(t)
-				pool := schemaPool(t, schema, 4)
-				s, err := New(pool, store.Config{})
-				if err != nil {
-					t.Fatal(err)
+			for _, earlier := range []bool{false, true} {
+				name := w1.name + " then " + w2.name
+				if earlier {
+					// the stream's turn row is there already (0030)
+					name += ", after a message delivered"
 				}
-				if err := s.Migrate(ctx); err != nil {
-					t.Fatal(err)
-				}
-				c1, err := pool.Acquire(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c1.Release()
-				c2, err := pool.Acquire(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c2.Release()
+				t.Run(name, func(t *testing.T) {
+					ctx := context.Background()
+					schema := newSchema(t)
+					pool := schemaPool(t, schema, 4)
+					s, err := New(pool, store.Config{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := s.Migrate(ctx); err != nil {
+						t.Fatal(err)
+					}
+					if earlier {
+						enqueueStream(t, s, "s")
+						if got := drainOrder(t, s); len(got) != 1 {
+							t.Fatalf("delivered %v, want the earlier message", got)
+						}
+					}
+					c1, err := pool.Acquire(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer c1.Release()
+					c2, err := pool.Acquire(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer c2.Release()
 
-				t1, err := c1.Begin(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				id1, err := w1.write(ctx, s, t1, "s")
-				if err != nil {
-					t.Fatal(err)
-				}
-				t2, err := c2.Begin(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var committed []uuid.UUID // commit order
-				var mu sync.Mutex
-				done := make(chan error, 1)
-				go func() {
-					id2, err := w2.write(ctx, s, t2, "s")
-					if err == nil {
-						err = t2.Commit(ctx)
+					t1, err := c1.Begin(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					id1, err := w1.write(ctx, s, t1, "s")
+					if err != nil {
+						t.Fatal(err)
+					}
+					t2, err := c2.Begin(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var committed []uuid.UUID // commit order
+					var mu sync.Mutex
+					done := make(chan error, 1)
+					go func() {
+						id2, err := w2.write(ctx, s, t2, "s")
+						if err == nil {
+							err = t2.Commit(ctx)
+						}
+						mu.Lock()
+						committed = append(committed, id2)
+						mu.Unlock()
+						done <- err
+					}()
+					waitingOnLock(t, pool, c2.Conn().PgConn().PID())
+					// While T1 is open its stream is not claimable.
+					if got := drainOrder(t, s); len(got) != 0 {
+						t.Fatalf("claimed %v while the stream's writer was open", got)
+					}
+					if err := t1.Commit(ctx); err != nil {
+						t.Fatal(err)
 					}
 					mu.Lock()
-					committed = append(committed, id2)
+					committed = append([]uuid.UUID{id1}, committed...)
 					mu.Unlock()
-					done <- err
-				}()
-				waitingOnLock(t, pool, c2.Conn().PgConn().PID())
-				// While T1 is open its stream is not claimable.
-				if got := drainOrder(t, s); len(got) != 0 {
-					t.Fatalf("claimed %v while the stream's writer was open", got)
-				}
-				if err := t1.Commit(ctx); err != nil {
-					t.Fatal(err)
-				}
-				mu.Lock()
-				committed = append([]uuid.UUID{id1}, committed...)
-				mu.Unlock()
-				if err := <-done; err != nil {
-					t.Fatal(err)
-				}
-				got := drainOrder(t, s)
-				if fmt.Sprint(got) != fmt.Sprint(committed) {
-					t.Fatalf("claim order %v, commit order %v", got, committed)
-				}
-			})
+					if err := <-done; err != nil {
+						t.Fatal(err)
+					}
+					got := drainOrder(t, s)
+					if fmt.Sprint(got) != fmt.Sprint(committed) {
+						t.Fatalf("claim order %v, commit order %v", got, committed)
+					}
+				})
+			}
 		}
 	}
 }

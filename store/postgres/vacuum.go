@@ -16,9 +16,10 @@ import (
 // The outbox gets a row, a new version at the lease and a delete at the
 // recording; a shallow strict stream's row is created, updated and
 // deleted with each of its messages; the wake-ups are posted and
-// consumed.
+// consumed; a stream's turn row is created by its first writer and swept
+// once the stream empties.
 func (s *Store) vacuumTables() []string {
-	return []string{s.n.outbox, s.n.qual + "streams", s.n.qual + "stream_wakes"}
+	return []string{s.n.outbox, s.n.qual + "streams", s.n.qual + "stream_wakes", s.n.qual + "stream_turns"}
 }
 
 // A table is vacuumed once its dead rows number vacuumMinDead and a tenth

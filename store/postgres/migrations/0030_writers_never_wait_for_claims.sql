@@ -11,13 +11,18 @@
 -- a stream the claim was reading: in insert-and-work over 10,000 strict
 -- streams (backstop bench --scenarios work-ordered) 23 of 63 samples of
 -- the writers' INSERT were waiting on a lock (pg_stat_activity every
--- 0.25 s), and their 100-row transactions took 84-120 ms at p99.
+-- 0.25 s), and their 100-row transactions took 84-214 ms at p99 (42-53
+-- ms with this migration).
 --
--- 1. Writers now take their turns on a transaction-scoped advisory lock
--- keyed by the stream (the two-key form, first key the hash of this
--- schema's streams table, so it shares nothing with an application's
--- one-key locks), which no claim waits for, and number the message after
--- it. A hash collision only makes two streams' writers take turns.
+-- 1. Writers now take their turns on a row of their own, in
+-- stream_turns, which no claim or recording ever waits for: the ordering
+-- trigger inserts or locks it, then numbers the message. Row locks cost
+-- the server's lock table nothing, so a transaction may write to any
+-- number of streams (a first version took an advisory lock a stream, and
+-- an insert into 20,000 streams failed with "out of shared memory" at
+-- the default max_locks_per_transaction). The fleet's leader sweeps the
+-- turn rows of streams with nothing left to deliver (SKIP LOCKED, a short
+-- transaction of its own); a writer then inserts the row again.
 --
 -- 2. The stream's row is made ready once per statement, by the statement
 -- trigger that already notifies listeners: rows it can lock at once
@@ -31,9 +36,9 @@
 -- 3. A claim or a recording may delete a row a writer found held (the
 -- stream looked empty to it: the writer had not committed). The claim now
 -- gives a woken stream whose row is gone its row back while undelivered
--- ordered messages wait in it, unless a writer of the stream holds the
--- advisory lock (the wake-up then stays for a later claim); before, a
--- wake-up for a stream with no row was dropped.
+-- ordered messages wait in it, once it can take the stream's turn row
+-- (SKIP LOCKED: while a writer holds it, the wake-up stays for a later
+-- claim); before, a wake-up for a stream with no row was dropped.
 --
 -- 4. The writers' waits had kept the inserters from outrunning the relay.
 -- Without them streams grow deep, and the claim locked up to cap + 32
@@ -47,13 +52,49 @@
 --
 -- The claim function is otherwise 0029's.
 
+-- One row per ordered (destination, stream) writers have written to:
+-- writers of the stream lock it in turn. Claims and recordings never wait
+-- for it. The fleet's leader deletes the rows of streams with nothing
+-- left to deliver, SKIP LOCKED, in transactions of their own (a writer
+-- meeting one waits for that delete only).
+CREATE TABLE {{T}}stream_turns (
+	destination text NOT NULL,
+	stream      text NOT NULL,
+	PRIMARY KEY (destination, stream)
+);
+
+-- The triggers run as the role that writes: a role that may write to the
+-- streams' rows (an application's, granted the tables that were there)
+-- may take turns too, and post wake-ups.
+DO $$
+DECLARE
+	g record;
+BEGIN
+	FOR g IN
+		SELECT a.privilege_type AS p, CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END AS who
+		FROM pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a
+		WHERE c.oid = '{{T}}streams'::regclass AND a.grantee <> c.relowner
+			AND a.privilege_type IN ('SELECT', 'INSERT', 'UPDATE', 'DELETE')
+	LOOP
+		EXECUTE format('GRANT %s ON {{T}}stream_turns TO %s', g.p, g.who);
+		IF g.p = 'INSERT' THEN
+			EXECUTE format('GRANT INSERT ON {{T}}stream_wakes TO %s', g.who);
+		END IF;
+	END LOOP;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION {{T}}outbox_order() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
 	IF NEW.stream = '' OR NEW.ordering = 'none' THEN
 		RETURN NEW;
 	END IF;
-	PERFORM pg_advisory_xact_lock(hashtext('{{T}}streams'), hashtext(NEW.destination || E'\n' || NEW.stream));
+	-- The stream's turn: its row in stream_turns, inserted or locked
+	-- (ON CONFLICT DO UPDATE locks the row it meets, and the WHERE that
+	-- never holds leaves it as it is) until this transaction ends.
+	INSERT INTO {{T}}stream_turns AS t (destination, stream) VALUES (NEW.destination, NEW.stream)
+	ON CONFLICT (destination, stream) DO UPDATE SET stream = t.stream WHERE t.stream IS NULL;
 	NEW.seq := nextval('{{T}}outbox_seq_seq');
 	RETURN NEW;
 END
@@ -186,21 +227,31 @@ BEGIN
 	), g AS (
 		-- The woken streams that have no row while messages wait in them:
 		-- a writer posted the wake-up while a recording or a claim held
-		-- the row it then deleted. Each gets its row back, if no writer of
-		-- the stream is between its insert and its commit (its advisory
-		-- lock, taken last: a claim never waits for a writer); otherwise
-		-- the wake-up stays for a later claim.
+		-- the row it then deleted. Each gets its row back, once no writer
+		-- of the stream is between its insert and its commit: its turn row
+		-- is taken, SKIP LOCKED (a claim never waits for a writer), and
+		-- while a writer holds it the wake-up stays for a later claim.
 		SELECT k.destination, k.stream,
 			EXISTS (SELECT 1 FROM {{T}}outbox o
 				WHERE o.destination = k.destination AND o.stream = k.stream AND o.stream <> ''
-					AND o.published_at IS NULL AND o.ordering IS DISTINCT FROM 'none') AS waiting
+					AND o.published_at IS NULL AND o.ordering IS DISTINCT FROM 'none') AS waiting,
+			EXISTS (SELECT 1 FROM {{T}}stream_turns t
+				WHERE t.destination = k.destination AND t.stream = k.stream) AS turned
 		FROM k WHERE NOT EXISTS (SELECT 1 FROM {{T}}streams s
 			WHERE s.destination = k.destination AND s.stream = k.stream)
+	), t AS (
+		SELECT x.destination, x.stream FROM g CROSS JOIN LATERAL (
+			SELECT t.destination, t.stream FROM {{T}}stream_turns t
+			WHERE t.destination = g.destination AND t.stream = g.stream
+			FOR UPDATE SKIP LOCKED) x
+		WHERE g.waiting
 	), c AS (
+		-- (a stream with no turn row either, which only plain SQL that
+		-- deleted it leaves, gets its row all the same)
 		INSERT INTO {{T}}streams (destination, stream)
 		SELECT g.destination, g.stream FROM g
-		WHERE CASE WHEN g.waiting THEN pg_try_advisory_xact_lock(hashtext('{{T}}streams'),
-			hashtext(g.destination || E'\n' || g.stream)) ELSE false END
+		WHERE g.waiting AND (NOT g.turned
+			OR EXISTS (SELECT 1 FROM t WHERE t.destination = g.destination AND t.stream = g.stream))
 		ORDER BY g.destination, g.stream
 		ON CONFLICT DO NOTHING
 		RETURNING destination, stream
