@@ -186,13 +186,7 @@ func (r *Relay) beat(ctx context.Context) {
 				r.log.LogAttrs(ctx, slog.LevelDebug, "idempotency keys past their window deleted", slog.Int("keys", n))
 			}
 		}
-		// Turn rows have no other sweeper: NoSweep (for deployments that
-		// sweep delivered messages themselves) leaves this one on.
-		if ts, ok := r.store.(store.StreamTurnSweeper); ok {
-			if _, err := r.sweep(ctx, until, ts.SweepStreamTurns); err != nil {
-				r.log.LogAttrs(ctx, slog.LevelWarn, "sweeping the turn rows of emptied streams failed", slog.String("error", err.Error()))
-			}
-		}
+		r.sweepTurns(ctx)
 		if r.cfg.Store.Retention > 0 && !r.cfg.NoSweep {
 			_, err := r.sweep(ctx, until, func(ctx context.Context, limit int) (int, error) {
 				n, err := f.SweepBatch(ctx, limit)
@@ -221,6 +215,29 @@ func (r *Relay) sweep(ctx context.Context, until time.Time, batch func(ctx conte
 		total += n
 		if err != nil || n < sweepBatch {
 			return total, err
+		}
+	}
+}
+
+// sweepTurns has a store.StreamTurnSweeper store delete the turn rows of
+// emptied streams: at most sweepBatches windows of sweepBatch rows a beat,
+// going round the table, so that a table of a million streams with
+// messages waiting costs a beat ten windows, not its sweeps' share of the
+// beat. Turn rows have no other sweeper: NoSweep (for deployments that
+// sweep delivered messages themselves) leaves this one on.
+func (r *Relay) sweepTurns(ctx context.Context) {
+	ts, ok := r.store.(store.StreamTurnSweeper)
+	if !ok {
+		return
+	}
+	for range sweepBatches {
+		n, err := ts.SweepStreamTurns(ctx, sweepBatch)
+		if err != nil {
+			r.log.LogAttrs(ctx, slog.LevelWarn, "sweeping the turn rows of emptied streams failed", slog.String("error", err.Error()))
+			return
+		}
+		if n < sweepBatch { // round the whole table
+			return
 		}
 	}
 }

@@ -588,9 +588,10 @@ type ScheduleRebaser interface {
 // ever waits for it), which outlives the stream's messages. The fleet's
 // leader sweeps them at each beat, as it sweeps expired idempotency keys.
 type StreamTurnSweeper interface {
-	// SweepStreamTurns deletes at most limit turn rows of streams with
-	// nothing left to deliver, passing over those a writer holds, and
-	// returns how many it deleted.
+	// SweepStreamTurns visits at most limit turn rows, going on from
+	// where its last call ended, deletes those of streams with nothing
+	// left to deliver, passing over those a writer holds, and returns how
+	// many it visited (fewer than limit: it went round the whole table).
 	SweepStreamTurns(ctx context.Context, limit int) (int, error)
 }
 

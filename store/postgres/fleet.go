@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -96,27 +97,58 @@ func (s *Store) SweepIdempotencyKeys(ctx context.Context, limit int) (int, error
 	return int(tag.RowsAffected()), nil
 }
 
-// SweepStreamTurns deletes at most limit rows of stream_turns whose stream
-// has no row and no undelivered ordered message; see
-// store.StreamTurnSweeper. A row a writer holds is passed over (SKIP
-// LOCKED), and a writer that meets one being deleted waits for this short
-// transaction only.
+// turnCursor is the key of the last turn row a sweep visited; the next
+// sweep goes on after it.
+type turnCursor struct {
+	mu                  sync.Mutex
+	destination, stream string
+}
+
+// SweepStreamTurns visits at most limit rows of stream_turns in key order,
+// from where the last call ended (round again once it reaches the end),
+// deletes those whose stream has no row and no undelivered ordered
+// message, and returns how many it visited; see store.StreamTurnSweeper.
+// A row a writer holds is passed over (SKIP LOCKED), and a writer that
+// meets one being deleted waits for this short transaction only. A call
+// costs its window whatever the table holds: a scan for rows to delete
+// took a second and more among a million streams with messages waiting.
 func (s *Store) SweepStreamTurns(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, nil
 	}
-	tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.n.qual+`stream_turns WHERE ctid = ANY(ARRAY(
-		SELECT t.ctid FROM `+s.n.qual+`stream_turns t
-		WHERE NOT EXISTS (SELECT 1 FROM `+s.n.qual+`streams x
-				WHERE x.destination = t.destination AND x.stream = t.stream)
-			AND NOT EXISTS (SELECT 1 FROM `+s.n.outbox+` o
-				WHERE o.destination = t.destination AND o.stream = t.stream AND o.stream <> ''
-					AND o.published_at IS NULL AND o.ordering IS DISTINCT FROM 'none')
-		LIMIT $1 FOR UPDATE SKIP LOCKED))`, limit)
+	s.turns.mu.Lock()
+	defer s.turns.mu.Unlock()
+	var visited int
+	var lastDest, lastStream *string
+	err := s.pool.QueryRow(ctx, `WITH v AS (
+			SELECT t.destination, t.stream FROM `+s.n.qual+`stream_turns t
+			WHERE (t.destination, t.stream) > ($1::text, $2::text)
+			ORDER BY t.destination, t.stream LIMIT $3
+		), d AS (
+			DELETE FROM `+s.n.qual+`stream_turns x WHERE x.ctid = ANY(ARRAY(
+				SELECT y.ctid FROM v CROSS JOIN LATERAL (
+					SELECT y.ctid FROM `+s.n.qual+`stream_turns y
+					WHERE y.destination = v.destination AND y.stream = v.stream
+						AND NOT EXISTS (SELECT 1 FROM `+s.n.qual+`streams z
+							WHERE z.destination = v.destination AND z.stream = v.stream)
+						AND NOT EXISTS (SELECT 1 FROM `+s.n.outbox+` o
+							WHERE o.destination = v.destination AND o.stream = v.stream AND o.stream <> ''
+								AND o.published_at IS NULL AND o.ordering IS DISTINCT FROM 'none')
+					FOR UPDATE SKIP LOCKED) y))
+		), last AS (
+			SELECT destination, stream FROM v ORDER BY destination DESC, stream DESC LIMIT 1
+		)
+		SELECT (SELECT count(*) FROM v), (SELECT destination FROM last), (SELECT stream FROM last)`,
+		s.turns.destination, s.turns.stream, limit).Scan(&visited, &lastDest, &lastStream)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: sweep stream turns: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	if visited < limit || lastDest == nil {
+		s.turns.destination, s.turns.stream = "", "" // round again
+	} else {
+		s.turns.destination, s.turns.stream = *lastDest, *lastStream
+	}
+	return visited, nil
 }
 
 var _ store.StreamTurnSweeper = (*Store)(nil)

@@ -38,6 +38,8 @@ type Store struct {
 
 	// vac is what Vacuum remembers between calls.
 	vac vacuumState
+	// turns is where the last SweepStreamTurns ended.
+	turns turnCursor
 }
 
 var _ store.Store = (*Store)(nil)

@@ -253,7 +253,8 @@ func TestOneTransactionWritesToManyStreams(t *testing.T) {
 // TestSweepStreamTurns: the leader's sweep deletes the turn rows of
 // streams with nothing left to deliver, and keeps those of streams with
 // messages waiting (the claim takes one to give a stream its row back)
-// and those a writer holds, without waiting for it.
+// and those a writer holds, without waiting for it. Each call visits a
+// window of rows in key order from where the last one ended.
 func TestSweepStreamTurns(t *testing.T) {
 	ctx := context.Background()
 	s := lockBoundedStore(t)
@@ -276,35 +277,52 @@ func TestSweepStreamTurns(t *testing.T) {
 		}
 		return got
 	}
-	done, held := enqueueStream(t, s, "done"), enqueueStream(t, s, "held")
-	enqueueStream(t, s, "waiting")
+	sweep := func(limit, want int) {
+		t.Helper()
+		n, err := s.SweepStreamTurns(ctx, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != want {
+			t.Fatalf("a sweep of %d visited %d rows, want %d", limit, n, want)
+		}
+	}
+	held, done := enqueueStream(t, s, "a-held"), enqueueStream(t, s, "z-done")
+	enqueueStream(t, s, "b-waiting")
 	if got := claimIDs(t, s); len(got) != 3 {
 		t.Fatalf("claimed %v, want the three heads", got)
 	}
 	deliver(t, s, done, held)
-	if got := turns(); len(got) != 3 {
-		t.Fatalf("turn rows %v before the sweep, want the three streams'", got)
-	}
 	app, err := s.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = app.Rollback(ctx) }()
-	if _, err := writers[0].write(ctx, s, app, "held"); err != nil {
+	if _, err := writers[0].write(ctx, s, app, "a-held"); err != nil {
 		t.Fatal(err)
 	}
-	n, err := s.SweepStreamTurns(ctx, 100)
-	if err != nil {
-		t.Fatal(err)
+
+	// Windows of one: a-held (a writer holds it), b-waiting, z-done.
+	sweep(1, 1)
+	sweep(1, 1)
+	if got := turns(); len(got) != 3 {
+		t.Fatalf("turn rows %v after two windows of one, want all three", got)
 	}
-	if got := turns(); n != 1 || len(got) != 2 || !got["held"] || !got["waiting"] {
-		t.Fatalf("the sweep deleted %d, left %v; want done's deleted, held's and waiting's kept", n, got)
+	sweep(1, 1)
+	if got := turns(); len(got) != 2 || !got["a-held"] || !got["b-waiting"] {
+		t.Fatalf("turn rows %v after the third window, want z-done's deleted", got)
+	}
+	sweep(1, 0) // the end: the next goes round again
+	sweep(10, 2)
+	if got := turns(); len(got) != 2 {
+		t.Fatalf("turn rows %v, want a-held's and b-waiting's kept", got)
 	}
 	if err := app.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.SweepStreamTurns(ctx, 100); err != nil || n != 0 {
-		t.Fatalf("a second sweep deleted %d (%v), want none: held and waiting have messages", n, err)
+	sweep(10, 2)
+	if got := turns(); len(got) != 2 {
+		t.Fatalf("turn rows %v after the writer committed, want both kept: their streams have messages", got)
 	}
 }
 
