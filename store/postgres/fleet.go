@@ -110,8 +110,9 @@ type turnCursor struct {
 // message, and returns how many it visited; see store.StreamTurnSweeper.
 // A row a writer holds is passed over (SKIP LOCKED), and a writer that
 // meets one being deleted waits for this short transaction only. A call
-// costs its window whatever the table holds: a scan for rows to delete
-// took a second and more among a million streams with messages waiting.
+// costs its window whatever the table holds, where a search for rows to
+// delete would read the whole table whenever few are deletable (a
+// million streams with messages waiting: two million index probes).
 func (s *Store) SweepStreamTurns(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, nil
