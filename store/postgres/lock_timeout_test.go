@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
@@ -29,18 +28,7 @@ import (
 func lockedMessage(t *testing.T, ctx context.Context) (*Store, *outbox.Message, store.Instance, pgx.Tx) {
 	t.Helper()
 	schema := newSchema(t)
-	pcfg, err := pgxpool.ParseConfig(testURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pcfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pcfg.ConnConfig.RuntimeParams["lock_timeout"] = "100ms"
-	pcfg.MaxConns = 2
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := schemaPoolWith(t, schema, 2, map[string]string{"lock_timeout": "100ms"})
 	s, err := New(pool, store.Config{})
 	if err != nil {
 		t.Fatal(err)

@@ -26,11 +26,20 @@ func newSchema(t testing.TB) string { return testenv.NewSchema(t, "t_") }
 // schemaPool returns a pool whose connections use schema as search_path.
 func schemaPool(t testing.TB, schema string, maxConns int32) *pgxpool.Pool {
 	t.Helper()
+	return schemaPoolWith(t, schema, maxConns, nil)
+}
+
+// schemaPoolWith is schemaPool with more session settings (params).
+func schemaPoolWith(t testing.TB, schema string, maxConns int32, params map[string]string) *pgxpool.Pool {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(testURL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	for k, v := range params {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
 	cfg.MaxConns = maxConns
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/backstophq/backstop/store"
 )
@@ -16,19 +15,7 @@ import (
 // for the test's own open transaction fails instead of hanging the test.
 func lockBoundedStore(t *testing.T) *Store {
 	t.Helper()
-	schema := newSchema(t)
-	cfg, err := pgxpool.ParseConfig(testURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "20s"
-	cfg.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := schemaPoolWith(t, newSchema(t), 4, map[string]string{"lock_timeout": "20s"})
 	s, err := New(pool, store.Config{})
 	if err != nil {
 		t.Fatal(err)
