@@ -477,9 +477,10 @@ func printWriterRates(rates map[string]float64, db string) {
 
 // BenchmarkClaimOverDeepStreams claims with the relay's default batch (256)
 // over 10,000 strict streams, one message deep and twenty deep, and prints
-// the cost of a leased message in each. Every ready stream the claim locks
-// is read (up to its share and four more rows), whether or not the cap
-// leaves it room, so the deep streams cost more a message:
+// the cost of a leased message in each. Before migration 0030 the claim
+// locked and read cap + 32 ready streams (up to its share and four more
+// rows of each), though over deep streams only cap / 16 had room; it now
+// reads them in chunks until the cap is filled:
 //
 //	BACKSTOP_BENCH_POSTGRES=1 go test -run '^$' -bench 'BenchmarkClaimOverDeepStreams' -benchtime 100x ./store/postgres/
 func BenchmarkClaimOverDeepStreams(b *testing.B) {

@@ -12,8 +12,9 @@ import (
 // runWork starts the workers, then writes BatchRows-row transactions from
 // Inserters goroutines as fast as they go for WorkFor. It reports the rate
 // of messages recorded done during the window, the backlog left at its
-// end and the percentiles of the inserters' transactions, then keeps the workers going for up to VerifyFor so that every
-// message written can be checked as handled. With streams > 0 the
+// end and the percentiles of the inserters' transactions, then keeps the
+// workers going for up to VerifyFor so that every message written can be
+// checked as handled. With streams > 0 the
 // messages are spread over that many ordered streams, each written by one
 // inserter in order; with failEvery > 0 the first attempt of every
 // failEvery-th message fails.
