@@ -5,6 +5,10 @@
 // SIGSTOP past the lease and SIGCONT, every relay connection to PostgreSQL
 // terminated, the destination down past the breaker's timeout, a flapping
 // destination, and poison messages that an operator replays or releases.
+// TestChaosPostgresCrash crashes PostgreSQL itself (a server the test
+// starts in a temporary directory, every process killed with SIGKILL, then
+// started again) under a load of strict streams and messages with no
+// stream.
 // At the end the ledger is checked for lost messages, order violations,
 // duplicates, stale re-sends, dead letters caused by the outage and
 // streams left blocked, and the recovery time after each fault is

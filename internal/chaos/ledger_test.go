@@ -200,6 +200,27 @@ func (l *ledger) backlog() int {
 	return len(l.order) - len(l.first)
 }
 
+// committedBetween returns the ids of the messages committed from from
+// until to.
+func (l *ledger) committedBetween(from, to time.Time) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var ids []string
+	for _, m := range l.order {
+		if !m.at.Before(from) && m.at.Before(to) {
+			ids = append(ids, m.id)
+		}
+	}
+	return ids
+}
+
+// arrivedCount returns how many arrivals there have been.
+func (l *ledger) arrivedCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.arrivals)
+}
+
 // arrivedFrom returns how many arrivals instance made.
 func (l *ledger) arrivedFrom(instance string) int {
 	l.mu.Lock()
@@ -252,7 +273,7 @@ type verdict struct {
 
 // check compares the arrivals with what was committed. A message is
 // expected unless an operator released it; it is lost when it never
-// arrived. An order violation is a first arrival of a message while an
+// arrived. Messages with no stream have no order to keep. An order violation is a first arrival of a message while an
 // earlier expected message of its stream had not arrived yet. A duplicate
 // is any arrival after the first; it is stale when a later message of its
 // stream had already arrived.
@@ -268,7 +289,9 @@ func (l *ledger) check() verdict {
 			continue
 		}
 		v.Expected++
-		streams[m.stream] = append(streams[m.stream], m.n)
+		if m.stream != "" { // no stream, no order
+			streams[m.stream] = append(streams[m.stream], m.n)
+		}
 		if _, ok := l.first[m.id]; !ok {
 			v.Lost++
 			if len(v.LostIDs) < 10 {
@@ -295,7 +318,7 @@ func (l *ledger) check() verdict {
 		if seen[a.id] {
 			v.Duplicates++
 			v.DupAt = append(v.DupAt, a.at)
-			if h, ok := highest[m.stream]; ok && h > m.n {
+			if h, ok := highest[m.stream]; ok && h > m.n && m.stream != "" {
 				v.Stale++
 				v.StaleAt = append(v.StaleAt, a.at)
 				if v.StaleBy == nil {
@@ -307,6 +330,9 @@ func (l *ledger) check() verdict {
 		}
 		seen[a.id] = true
 		v.Unique++
+		if m.stream == "" {
+			continue
+		}
 		if h, ok := highest[m.stream]; !ok || m.n > h {
 			highest[m.stream] = m.n
 		}

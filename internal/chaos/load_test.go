@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -35,24 +36,36 @@ type load struct {
 	// wait for their first arrival, so that a slow machine runs the faults
 	// against a backlog it can drain rather than one that grows forever.
 	maxBacklog int
+	// unorderedEvery, when not 0, makes every unorderedEvery-th steady
+	// transaction of a goroutine write messages with no stream.
+	unorderedEvery int
 }
+
+// resolver tells whether a transaction whose commit returned an error
+// committed after all (its reply was lost with the server): it returns an
+// error while it cannot tell yet.
+type resolver func(ctx context.Context, msgs []*outbox.Message) (committed bool, err error)
 
 // generator writes the load with two goroutines, each owning half of the
 // streams, so that a stream's messages are committed one transaction
 // after another and its Seq order is its n order.
 type generator struct {
-	l      *ledger
-	w      writer
-	shape  load
-	poison []chan poisonReq
-	stop   context.CancelFunc
-	wg     sync.WaitGroup
+	l       *ledger
+	w       writer
+	resolve resolver // nil: a failed write committed nothing
+	shape   load
+	poison  []chan poisonReq
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
 
 	mu      sync.Mutex
 	errs    []error
 	txs     int
 	bursts  int
 	skipped int // ticks skipped because of maxBacklog
+	// inDoubt counts the writes that failed and were resolved, committed
+	// those of them that had committed.
+	inDoubt, inDoubtCommitted int
 }
 
 // poisonReq asks for the next message of a stream to be a poison message.
@@ -66,8 +79,16 @@ const goroutines = 2
 func streamName(i int) string { return fmt.Sprintf("s%04d", i) }
 
 func startGenerator(ctx context.Context, l *ledger, w writer, shape load) *generator {
+	return startResolvingGenerator(ctx, l, w, nil, shape)
+}
+
+// startResolvingGenerator is startGenerator for a writer whose failed
+// commits may have committed (the server crashed before it answered):
+// resolve settles each such write before the goroutine goes on, as an
+// application would look for its own row once the database is back.
+func startResolvingGenerator(ctx context.Context, l *ledger, w writer, resolve resolver, shape load) *generator {
 	ctx, cancel := context.WithCancel(ctx)
-	g := &generator{l: l, w: w, shape: shape, stop: cancel}
+	g := &generator{l: l, w: w, resolve: resolve, shape: shape, stop: cancel}
 	for i := range goroutines {
 		ch := make(chan poisonReq, 64)
 		g.poison = append(g.poison, ch)
@@ -103,6 +124,29 @@ func (g *generator) halt() []error {
 	return g.errs
 }
 
+// errNotCommitted is a failed write that resolve found had not committed.
+var errNotCommitted = errors.New("not committed")
+
+// settleInDoubt asks resolve every 100 ms, for up to a minute, until it
+// can tell whether msgs committed.
+func (g *generator) settleInDoubt(ctx context.Context, msgs []*outbox.Message) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		committed, err := g.resolve(ctx, msgs)
+		if err == nil {
+			return committed, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, err
+		case <-tick.C:
+		}
+	}
+}
+
 func (g *generator) run(ctx context.Context, k int, poison chan poisonReq) {
 	defer g.wg.Done()
 	var owned []int
@@ -134,6 +178,7 @@ func (g *generator) run(ctx context.Context, k int, poison chan poisonReq) {
 		if burst {
 			n, style = g.shape.burstN, styleStore
 		}
+		unordered := !burst && g.shape.unorderedEvery > 0 && tx%g.shape.unorderedEvery == 0
 		var msgs []*outbox.Message
 		var ss []*sent
 		add := func(stream string, isPoison bool) {
@@ -155,6 +200,10 @@ func (g *generator) run(ctx context.Context, k int, poison chan poisonReq) {
 			}
 		}
 		for range n {
+			if unordered {
+				add("", false) // no stream: delivered in any order
+				continue
+			}
 			add(streamName(owned[rng.IntN(len(owned))]), false)
 		}
 		// The write is not cut short when the generator stops: a commit
@@ -162,10 +211,33 @@ func (g *generator) run(ctx context.Context, k int, poison chan poisonReq) {
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		ids, err := g.w(wctx, msgs, style)
 		wcancel()
-		if err != nil {
+		if err != nil && g.resolve != nil {
+			committed, rerr := g.settleInDoubt(ctx, msgs)
 			g.mu.Lock()
-			g.errs = append(g.errs, err)
+			if rerr != nil {
+				g.errs = append(g.errs, fmt.Errorf("%w, and whether it committed is unknown: %w", err, rerr))
+			} else {
+				g.inDoubt++
+				if committed {
+					g.inDoubtCommitted++
+				}
+			}
 			g.mu.Unlock()
+			if rerr == nil && committed {
+				ids, err = make([]string, len(msgs)), nil
+				for i, m := range msgs {
+					ids[i] = m.ID.String()
+				}
+			} else if rerr == nil {
+				err = errNotCommitted
+			}
+		}
+		if err != nil {
+			if g.resolve == nil { // else counted by settleInDoubt's outcome above
+				g.mu.Lock()
+				g.errs = append(g.errs, err)
+				g.mu.Unlock()
+			}
 			// Nothing was committed: the streams' numbers are reused.
 			for _, s := range ss {
 				next[s.stream] = min(next[s.stream], s.n)

@@ -20,6 +20,9 @@ type size struct {
 	stops        int           // SIGSTOPs past the lease
 	pgRestarts   int           // rounds of terminated connections
 	pgDown       time.Duration // how long each round keeps terminating them
+	crashes      int           // crashes of a private PostgreSQL (TestChaosPostgresCrash)
+	crashDown    time.Duration // how long it stays down after each
+	crashAfter   int           // deliveries of steady load before each crash
 	destDown     time.Duration // each of: 503s, refused connections
 	flap         time.Duration // how long the destination flaps
 	flapEvery    time.Duration // and how often it changes its mind
@@ -34,7 +37,7 @@ func chaosSize() size {
 			name:       "full",
 			load:       load{streams: 500, every: 25 * time.Millisecond, perTx: 3, burstN: 200, burstAt: 80, maxBacklog: 5000},
 			sqliteLoad: load{streams: 200, every: 40 * time.Millisecond, perTx: 2, burstN: 100, burstAt: 50, maxBacklog: 500},
-			kills:      6, stops: 2, pgRestarts: 2, pgDown: 3 * time.Second,
+			kills:      6, stops: 2, pgRestarts: 2, pgDown: 3 * time.Second, crashes: 3, crashDown: 3 * time.Second, crashAfter: 3000,
 			destDown: 5 * time.Second, flap: 8 * time.Second, flapEvery: 300 * time.Millisecond,
 			poison: 10, sqliteKills: 8, recoverLimit: 90 * time.Second,
 		}
@@ -43,7 +46,7 @@ func chaosSize() size {
 		name:       "small",
 		load:       load{streams: 200, every: 25 * time.Millisecond, perTx: 3, burstN: 100, burstAt: 40, maxBacklog: 3000},
 		sqliteLoad: load{streams: 100, every: 50 * time.Millisecond, perTx: 2, burstN: 50, burstAt: 40, maxBacklog: 300},
-		kills:      2, stops: 1, pgRestarts: 1, pgDown: time.Second,
+		kills:      2, stops: 1, pgRestarts: 1, pgDown: time.Second, crashes: 1, crashDown: 1500 * time.Millisecond, crashAfter: 600,
 		destDown: 2500 * time.Millisecond, flap: 2 * time.Second, flapEvery: 250 * time.Millisecond,
 		poison: 4, sqliteKills: 2, recoverLimit: 30 * time.Second,
 	}
