@@ -195,8 +195,11 @@ type Config struct {
 	HeartbeatInterval time.Duration
 
 	// NoFleet makes the relay act alone even when the store implements
-	// store.Fleet: its circuits are its own, and every ProcessBatch
-	// heart-beats and reaps as with other stores.
+	// store.Fleet: its circuits are its own, every ProcessBatch
+	// heart-beats and reaps as with other stores, and it sweeps the turn
+	// rows of emptied streams (store.StreamTurnSweeper, every 10 s) and
+	// vacuums (store.Vacuumer) itself; it does not sweep delivered
+	// messages kept for the store's Retention or idempotency keys.
 	NoFleet bool
 
 	// NoSweep turns off the leader's sweep of delivered messages kept for

@@ -27,6 +27,9 @@ import (
 // the metrics (storeGauges in metrics.go), at most once per monitorEvery,
 // after its beat; a relay without a fleet reads them every monitorEvery on
 // the maintainer's goroutine. Either way a scrape never queries the store.
+// A relay without a fleet also sweeps turn rows every monitorEvery and
+// vacuums as a leader does (maintainAlone): the rows they clear are the
+// store's own bookkeeping, which nothing else clears.
 const (
 	sweepBatch   = 1000
 	sweepBatches = 10
@@ -67,10 +70,6 @@ func (r *Relay) heartbeatEvery() time.Duration { return r.cfg.HeartbeatInterval 
 func (r *Relay) maintain(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	defer r.forgetGauges()
-	if r.fleet == nil {
-		r.monitorAlone(stop)
-		return
-	}
 	// Its store calls end when stop closes: Run waits for the maintainer,
 	// and a call on a connection that stopped answering kept a SIGTERMed
 	// serve from exiting.
@@ -87,6 +86,10 @@ func (r *Relay) maintain(stop <-chan struct{}, done chan<- struct{}) {
 		var vacuum sync.WaitGroup
 		defer vacuum.Wait() // ctx ends with stop, and the vacuum with it
 		vacuum.Go(func() { r.vacuum(ctx, v) })
+	}
+	if r.fleet == nil {
+		r.maintainAlone(ctx, stop)
+		return
 	}
 	for n := 0; ; n++ {
 		if n > 0 { // Run made the first beat
@@ -129,14 +132,25 @@ func (r *Relay) leaderGauges(ctx context.Context) {
 	}
 }
 
-// monitorAlone reads the store gauges every monitorEvery until stop is
-// closed, for a relay without a fleet whose metrics are registered.
-func (r *Relay) monitorAlone(stop <-chan struct{}) {
-	if r.cfg.Metrics == nil {
+// maintainAlone is the maintainer of a relay without a fleet, which
+// leads no one and is led by no one: every monitorEvery until stop is
+// closed it reads the store gauges (when metrics are registered) and has
+// a store.StreamTurnSweeper store sweep the turn rows of emptied streams,
+// which nothing else would sweep. (Its vacuum runs as a leader's.)
+func (r *Relay) maintainAlone(ctx context.Context, stop <-chan struct{}) {
+	_, turns := r.store.(store.StreamTurnSweeper)
+	if r.cfg.Metrics == nil && !turns {
 		return
 	}
 	for n := 0; ; n++ {
-		r.readGauges(context.Background())
+		if r.cfg.Metrics != nil {
+			r.readGauges(ctx)
+		}
+		if turns {
+			sctx, scancel := context.WithTimeout(ctx, storeCallTimeout)
+			r.sweepTurns(sctx)
+			scancel()
+		}
 		t := r.clk.NewTimer(monitorEvery)
 		r.maint.parked.set(uint64(n + 1))
 		select {
@@ -147,6 +161,10 @@ func (r *Relay) monitorAlone(stop <-chan struct{}) {
 		}
 	}
 }
+
+// leads says whether this relay does the fleet's maintenance: it leads
+// its fleet, or it has none.
+func (r *Relay) leads() bool { return r.fleet == nil || r.maint.leader.Load() }
 
 // beat is one heart-beat with its maintenance.
 func (r *Relay) beat(ctx context.Context) {
@@ -309,7 +327,8 @@ func (r *Relay) unknownPending() map[string]int {
 const maxUnknownWarnings = 20
 
 // vacuum has a store.Vacuumer store vacuum its busy tables every
-// vacuumEvery while this relay leads its fleet, until ctx ends. It runs on
+// vacuumEvery while this relay leads its fleet (or has none), until ctx
+// ends. It runs on
 // a goroutine of its own: a VACUUM takes seconds on a deep backlog, and
 // the heart-beats must not wait for it. The store decides whether a table
 // needs it, at the cost of one read of the database's statistics; the
@@ -326,7 +345,7 @@ func (r *Relay) vacuum(ctx context.Context, v store.Vacuumer) {
 			return
 		case <-t.C():
 		}
-		if !r.maint.leader.Load() {
+		if !r.leads() {
 			continue
 		}
 		tables, err := v.Vacuum(ctx)

@@ -116,3 +116,33 @@ func TestSweepStopsWithinItsShareOfTheBeat(t *testing.T) {
 		t.Errorf("the beat left %d turn rows, want %d", turns, 1000*sweepBatch-sweepBatches*sweepBatch)
 	}
 }
+
+// TestRelayAloneSweepsTurnRows: a relay without a fleet (NoFleet) leads
+// no one, and nothing else sweeps the turn rows of emptied streams: it
+// sweeps them itself every monitorEvery. They stayed for good.
+func TestRelayAloneSweepsTurnRows(t *testing.T) {
+	e := newEnv(t)
+	x := &expiring{Store: e.s, e: e, turns: 25*sweepBatch + 1}
+	cfg := e.config(map[string]Destination{"d": {Transport: (&recorder{}).transport()}})
+	cfg.NoFleet = true
+	r, err := New(x, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.run(r)
+	if err := r.maint.parked.wait(e.ctx, 0); err != nil { // its first turn is over
+		t.Fatal(err)
+	}
+	if turns := x.turnsLeft(); turns != 15*sweepBatch+1 {
+		t.Fatalf("after the first turn %d turn rows are left unvisited, want %d (sweepBatches windows)", turns, 15*sweepBatch+1)
+	}
+	for i := range 2 {
+		e.clk.Advance(monitorEvery)
+		if err := r.maint.parked.wait(e.ctx, uint64(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if turns := x.turnsLeft(); turns != 0 {
+		t.Errorf("after three turns %d turn rows are left unvisited, want 0", turns)
+	}
+}

@@ -152,3 +152,36 @@ func TestVacuumFailuresAreSaidOnce(t *testing.T) {
 			warned, len(e.logs.find("vacuuming the store's tables works again")))
 	}
 }
+
+// TestRelayAloneVacuums: a relay without a fleet (NoFleet) never leads,
+// and nothing else vacuums for it: it vacuums as a leader does.
+func TestRelayAloneVacuums(t *testing.T) {
+	e := newEnv(t)
+	v := &vacuuming{Store: e.s, entered: make(chan struct{}, 4), release: make(chan struct{}, 1)}
+	cfg := e.config(map[string]Destination{"d": {Transport: (&recorder{}).transport()}})
+	cfg.NoFleet = true
+	r, err := New(v, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn := e.run(r)
+	if err := r.maint.vacuumParked.wait(e.ctx, 0); err != nil { // its timer is set
+		t.Fatal(err)
+	}
+	e.clk.Advance(vacuumEvery)
+	select {
+	case <-v.entered:
+	case <-e.waitDone():
+		t.Fatal("the relay alone never vacuumed")
+	}
+	v.release <- struct{}{}
+	if err := r.maint.vacuumParked.wait(e.ctx, 1); err != nil { // its next timer is set
+		t.Fatal(err)
+	}
+	if got := r.Stats().Vacuums; got != 2 {
+		t.Errorf("Stats().Vacuums = %d, want 2 (the tables of its vacuum)", got)
+	}
+	if err := rn.stop(); err != nil {
+		t.Logf("Run: %v", err)
+	}
+}
