@@ -59,7 +59,10 @@ func TestStoreOutOfReachIsA503(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		path := filepath.Join(t.TempDir(), "b.db")
-		st, err := sqlite.Open(context.Background(), path, store.Config{}, sqlite.WithLockWait(50*time.Millisecond))
+		// A lock wait of a second, not less: with 50 ms, the write made
+		// once the lock was free again answered 503 once in a loaded
+		// make test run (the package took 227 s).
+		st, err := sqlite.Open(context.Background(), path, store.Config{}, sqlite.WithLockWait(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
