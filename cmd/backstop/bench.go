@@ -98,11 +98,6 @@ depend on River).`,
 			if strings.HasPrefix(g.db, "postgres://") || strings.HasPrefix(g.db, "postgresql://") {
 				store, url = scenario.Postgres, g.db
 			}
-			// The relay logs each case's start and stop at INFO; only
-			// warnings and errors are worth showing here.
-			prev := slog.Default()
-			slog.SetDefault(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn})))
-			defer slog.SetDefault(prev)
 			if cpuProfile != "" {
 				stop, err := startCPUProfile(cpuProfile)
 				if err != nil {
@@ -110,7 +105,11 @@ depend on River).`,
 				}
 				defer stop()
 			}
-			b := &bench{out: cmd.OutOrStdout(), store: store, url: url, scale: sc, analyze: analyze}
+			// The relay logs each case's start and stop at INFO; only
+			// warnings and errors are worth showing here. The cases get
+			// this logger; the process's default stays as it is.
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			b := &bench{out: cmd.OutOrStdout(), log: log, store: store, url: url, scale: sc, analyze: analyze}
 			return b.run(cmd.Context(), names, syss, rounds)
 		},
 	}
@@ -169,8 +168,9 @@ func benchList(flag, value string, known []string) ([]string, error) {
 // bench runs cases and reports them.
 type bench struct {
 	out     io.Writer
-	store   string // scenario.Postgres or scenario.SQLite
-	url     string // PostgreSQL
+	log     *slog.Logger // the systems' logs
+	store   string       // scenario.Postgres or scenario.SQLite
+	url     string       // PostgreSQL
 	scale   scenario.Scale
 	analyze bool
 }
@@ -224,7 +224,7 @@ func (b *bench) run(ctx context.Context, names, systems []string, rounds int) er
 
 // runCase runs c in an environment of its own.
 func (b *bench) runCase(ctx context.Context, c benchCase, i int) (scenario.Result, error) {
-	env := scenario.Env{Store: b.store, URL: b.url}
+	env := scenario.Env{Store: b.store, URL: b.url, Logger: b.log}
 	var settle func(context.Context) error
 	if b.store == scenario.Postgres {
 		env.Schema = fmt.Sprintf("backstop_cli_bench_%d_%d", os.Getpid(), i)

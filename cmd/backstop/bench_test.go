@@ -12,12 +12,8 @@ import (
 
 // backstop bench runs the scenarios at the small scale on each store,
 // Backstop beside raw SQL, every message checked, and reports them.
-//
-// The bench tests do not run in parallel with others: the command sets the
-// process's default logger for its run (as a command may: it is the whole
-// process), and a relay another test made meanwhile would log into this
-// test's output while the test reads it (a data race under -race).
 func TestBenchSmallScale(t *testing.T) {
+	t.Parallel()
 	stores := map[string]string{"sqlite": ""}
 	if !testing.Short() {
 		testenv.PostgresAdmin(t)
@@ -48,6 +44,7 @@ func TestBenchSmallScale(t *testing.T) {
 }
 
 func TestBenchRefusesBadFlags(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -69,6 +66,7 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 // --cpuprofile writes a profile go tool pprof reads: gzip-compressed, as
 // runtime/pprof writes it.
 func TestBenchWritesACPUProfile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "cpu.prof")
 	out := mustCLI(t, "bench", "--scale", "small", "--scenarios", "enqueue-1", "--systems", "backstop", "--cpuprofile", path)
 	if !regexp.MustCompile(`enqueue-1\s+backstop\s+\d+.*\bok\b`).MatchString(out) {

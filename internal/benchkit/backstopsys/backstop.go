@@ -1,5 +1,5 @@
 // Package backstopsys runs Backstop under the benchmark: its PostgreSQL or
-// SQLite store opened with a zero store.Config, and a relay with a no-op
+// SQLite store opened with a zero store.Config (but for its logger), and a relay with a no-op
 // Go handler, either with the default relay.Config (what users run) or
 // with the tuned settings of tuned.go.
 package backstopsys
@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 
 	"github.com/backstophq/backstop/errorhandling"
@@ -34,6 +35,7 @@ type System struct {
 	pg     *postgres.Store // when on PostgreSQL
 	lite   *sqlite.Store   // when on SQLite
 	tuned  bool
+	log    *slog.Logger // env.Logger: where the store and relay log
 	relay  *relay.Relay
 	cancel context.CancelFunc
 	done   chan error
@@ -45,10 +47,10 @@ var _ scenario.System = (*System)(nil)
 // store.Config. tuned selects the relay settings of tuned.go instead of
 // the defaults.
 func Open(ctx context.Context, env scenario.Env, tuned bool) (*System, error) {
-	s := &System{tuned: tuned}
+	s := &System{tuned: tuned, log: env.Logger}
 	switch env.Store {
 	case scenario.Postgres:
-		pg, err := postgres.Open(ctx, env.URL, store.Config{}, postgres.WithSchema(env.Schema))
+		pg, err := postgres.Open(ctx, env.URL, store.Config{Logger: env.Logger}, postgres.WithSchema(env.Schema))
 		if err != nil {
 			return nil, err
 		}
@@ -58,7 +60,7 @@ func Open(ctx context.Context, env scenario.Env, tuned bool) (*System, error) {
 		}
 		s.st, s.pg = pg, pg
 	case scenario.SQLite:
-		lite, err := sqlite.Open(ctx, filepath.Join(env.Dir, "backstop.db"), store.Config{})
+		lite, err := sqlite.Open(ctx, filepath.Join(env.Dir, "backstop.db"), store.Config{Logger: env.Logger})
 		if err != nil {
 			return nil, err
 		}
@@ -108,7 +110,7 @@ func (s *System) Start(ctx context.Context, h scenario.Handler) error {
 		}
 		return nil
 	})
-	cfg := relay.Config{Destinations: map[string]relay.Destination{Destination: {Transport: deliver}}}
+	cfg := relay.Config{Destinations: map[string]relay.Destination{Destination: {Transport: deliver}}, Logger: s.log}
 	if s.tuned {
 		cfg = tune(cfg)
 	}

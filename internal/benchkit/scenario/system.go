@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 )
 
@@ -22,6 +23,9 @@ type Env struct {
 	Schema string
 	// Dir is the directory of the SQLite file (Store "sqlite").
 	Dir string
+	// Logger, when not nil, receives the logs of the system under test
+	// (Backstop's store and relay); nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // The stores a case can run on.
