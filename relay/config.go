@@ -208,7 +208,8 @@ type Config struct {
 	NoSweep bool
 
 	// NoVacuum turns off the leader's vacuum of the store's busy tables
-	// (store.Vacuumer: PostgreSQL's outbox, streams and wake-ups, each
+	// (store.Vacuumer: PostgreSQL's outbox, streams, wake-ups, turn rows,
+	// inbox records and idempotency keys, each
 	// once its dead rows pass a threshold, checked every 5 s), for a
 	// database whose autovacuum is tuned to keep up with them.
 	NoVacuum bool

@@ -17,9 +17,12 @@ import (
 // recording; a shallow strict stream's row is created, updated and
 // deleted with each of its messages; the wake-ups are posted and
 // consumed; a stream's turn row is created by its first writer and swept
-// once the stream empties.
+// once the stream empties. So are the inbox's de-duplication records and
+// the admin API's idempotency keys, each a row written and, past its
+// window, swept.
 func (s *Store) vacuumTables() []string {
-	return []string{s.n.outbox, s.n.qual + "streams", s.n.qual + "stream_wakes", s.n.qual + "stream_turns"}
+	return []string{s.n.outbox, s.n.qual + "streams", s.n.qual + "stream_wakes", s.n.qual + "stream_turns",
+		s.n.qual + "inbox_received", s.n.qual + "idempotency_keys"}
 }
 
 // A table is vacuumed once its dead rows number vacuumMinDead and a tenth

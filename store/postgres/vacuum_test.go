@@ -165,3 +165,40 @@ func TestVacuumLeavesTablesItDoesNotOwnToAutovacuum(t *testing.T) {
 		t.Errorf("the statistics count %d dead rows, want the %d left", d, 2*vacuumMinDead)
 	}
 }
+
+// The inbox's de-duplication records and the idempotency keys are written
+// and swept row by row, as messages are: past the threshold their tables
+// are vacuumed too.
+func TestVacuumSweptTables(t *testing.T) {
+	ctx := context.Background()
+	s, err := openTest(t, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	received, keys := s.n.qual+"inbox_received", s.n.qual+"idempotency_keys"
+	for _, q := range []string{
+		"INSERT INTO " + received + " (inbox, message_id) SELECT 'in', g::text FROM generate_series(1, $1) g",
+		"INSERT INTO " + keys + " (key, message_ids) SELECT g::text, '{}' FROM generate_series(1, $1) g",
+	} {
+		if _, err := conn.Exec(ctx, q, vacuumMinDead); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for _, q := range []string{"DELETE FROM " + received, "DELETE FROM " + keys, "SELECT pg_stat_force_next_flush()"} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	got, err := s.Vacuum(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{received, keys}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("Vacuum = %v, want %v", got, want)
+	}
+}
