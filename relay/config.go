@@ -196,9 +196,10 @@ type Config struct {
 
 	// NoFleet makes the relay act alone even when the store implements
 	// store.Fleet: its circuits are its own, every ProcessBatch
-	// heart-beats and reaps as with other stores, and it sweeps the turn
-	// rows of emptied streams (store.StreamTurnSweeper, every 10 s) and
-	// vacuums (store.Vacuumer) itself; it does not sweep delivered
+	// heart-beats and reaps as with other stores, and every 10 s it
+	// sweeps the turn rows of emptied streams (store.StreamTurnSweeper)
+	// and moves the retries scheduled before a step back of the clock
+	// (store.ScheduleRebaser), and it vacuums (store.Vacuumer) itself; it does not sweep delivered
 	// messages kept for the store's Retention or idempotency keys.
 	NoFleet bool
 

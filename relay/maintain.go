@@ -27,9 +27,9 @@ import (
 // the metrics (storeGauges in metrics.go), at most once per monitorEvery,
 // after its beat; a relay without a fleet reads them every monitorEvery on
 // the maintainer's goroutine. Either way a scrape never queries the store.
-// A relay without a fleet also sweeps turn rows every monitorEvery and
-// vacuums as a leader does (maintainAlone): the rows they clear are the
-// store's own bookkeeping, which nothing else clears.
+// A relay without a fleet also sweeps turn rows and moves retries after a
+// step back of the clock every monitorEvery, and vacuums, as a leader does
+// (maintainAlone): nothing else would.
 const (
 	sweepBatch   = 1000
 	sweepBatches = 10
@@ -134,23 +134,25 @@ func (r *Relay) leaderGauges(ctx context.Context) {
 
 // maintainAlone is the maintainer of a relay without a fleet, which
 // leads no one and is led by no one: every monitorEvery until stop is
-// closed it reads the store gauges (when metrics are registered) and has
-// a store.StreamTurnSweeper store sweep the turn rows of emptied streams,
-// which nothing else would sweep. (Its vacuum runs as a leader's.)
+// closed it reads the store gauges (when metrics are registered), has a
+// store.ScheduleRebaser store move the retries scheduled before its clock
+// was stepped back, and has a store.StreamTurnSweeper store sweep the turn
+// rows of emptied streams: what a fleet's leader does, and nothing else
+// would. (Its vacuum runs as a leader's.)
 func (r *Relay) maintainAlone(ctx context.Context, stop <-chan struct{}) {
 	_, turns := r.store.(store.StreamTurnSweeper)
-	if r.cfg.Metrics == nil && !turns {
+	_, rebases := r.store.(store.ScheduleRebaser)
+	if r.cfg.Metrics == nil && !turns && !rebases {
 		return
 	}
 	for n := 0; ; n++ {
 		if r.cfg.Metrics != nil {
 			r.readGauges(ctx)
 		}
-		if turns {
-			sctx, scancel := context.WithTimeout(ctx, storeCallTimeout)
-			r.sweepTurns(sctx)
-			scancel()
-		}
+		sctx, scancel := context.WithTimeout(ctx, storeCallTimeout)
+		r.rebaseSchedules(sctx)
+		r.sweepTurns(sctx)
+		scancel()
 		t := r.clk.NewTimer(monitorEvery)
 		r.maint.parked.set(uint64(n + 1))
 		select {
