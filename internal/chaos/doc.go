@@ -8,7 +8,8 @@
 // TestChaosPostgresCrash crashes PostgreSQL itself (a server the test
 // starts in a temporary directory, every process killed with SIGKILL, then
 // started again) under a load of strict streams and messages with no
-// stream.
+// stream; TestChaosInboxPostgresCrash does the same under an inbox whose
+// transactional handler must have each message's effect exactly once.
 // At the end the ledger is checked for lost messages, order violations,
 // duplicates, stale re-sends, dead letters caused by the outage and
 // streams left blocked, and the recovery time after each fault is

@@ -194,6 +194,12 @@ func (r *report) finish(t *testing.T, l *ledger) {
 func (r *report) publish(t *testing.T) {
 	s := r.String()
 	t.Log(s)
+	appendReport(t, s)
+}
+
+// appendReport appends s to the file BACKSTOP_CHAOS_REPORT names, if any
+// (make chaos prints that file).
+func appendReport(t *testing.T, s string) {
 	if path := os.Getenv("BACKSTOP_CHAOS_REPORT"); path != "" {
 		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		if err != nil {
@@ -203,4 +209,16 @@ func (r *report) publish(t *testing.T) {
 		defer f.Close()
 		_, _ = f.WriteString(s)
 	}
+}
+
+// publishSection logs a table of facts under title and, as publish does,
+// appends it to BACKSTOP_CHAOS_REPORT when that names a file.
+func publishSection(t *testing.T, title string, facts [][2]string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## %s\n\n| check | value |\n|---|---|\n", title)
+	for _, f := range facts {
+		fmt.Fprintf(&b, "| %s | %s |\n", f[0], f[1])
+	}
+	t.Log(b.String())
+	appendReport(t, b.String())
 }
