@@ -49,3 +49,15 @@ func (r *Relay) leaseBound(ctx context.Context, id uuid.UUID) (context.Context, 
 	}()
 	return ctx, func() { cancel(context.Canceled) }
 }
+
+// sendGuard is the guard of message id's delivery (transport.WithSendGuard):
+// it fails with errLeaseLapsed once the relay no longer holds the lease,
+// asked on the relay's clock when the transport is about to send.
+func (r *Relay) sendGuard(id uuid.UUID) func() error {
+	return func() error {
+		if !r.fl.holds(id, r.clk.Now(), 0) {
+			return errLeaseLapsed
+		}
+		return nil
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/backstophq/backstop/clock"
 	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/transport"
 )
 
 // TestLeaseBoundCancelsWhenTheLeaseLapses: on the wall clock a delivery's
@@ -56,5 +57,37 @@ func TestLeaseBoundCancelsWhenTheLeaseLapses(t *testing.T) {
 	parent := context.Background()
 	if got, _ := f.leaseBound(parent, hold(time.Now(), true)); got != parent {
 		t.Fatal("on a fake clock leaseBound made a context of its own")
+	}
+}
+
+// TestSendGuardFailsOnceTheLeaseLapsed: the guard a delivery's transport
+// asks before it sends (transport.CheckSend) passes while the relay holds
+// the lease and fails with errLeaseLapsed, matching transport.ErrNotSent,
+// once it lapsed or was found gone: a process continued after a stop past
+// its lease asks it after the stop, on the clock's time.
+func TestSendGuardFailsOnceTheLeaseLapsed(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	r := &Relay{clk: clk, fl: newFlights()}
+	hold := func(until time.Time, lost bool) uuid.UUID {
+		m := &outbox.Message{ID: uuid.New()}
+		r.fl.mu.Lock()
+		r.fl.add(&flight{m: m, until: until, lost: lost})
+		r.fl.mu.Unlock()
+		return m.ID
+	}
+	held := transport.WithSendGuard(context.Background(), r.sendGuard(hold(clk.Now().Add(time.Minute), false)))
+	gone := transport.WithSendGuard(context.Background(), r.sendGuard(hold(clk.Now().Add(time.Hour), true)))
+	unknown := transport.WithSendGuard(context.Background(), r.sendGuard(uuid.New()))
+	if err := transport.CheckSend(held); err != nil {
+		t.Fatalf("a lease held a minute more: CheckSend = %v", err)
+	}
+	for name, ctx := range map[string]context.Context{"found gone": gone, "not held": unknown} {
+		if err := transport.CheckSend(ctx); !errors.Is(err, errLeaseLapsed) || !errors.Is(err, transport.ErrNotSent) {
+			t.Errorf("a lease %s: CheckSend = %v, want errLeaseLapsed and transport.ErrNotSent", name, err)
+		}
+	}
+	clk.Advance(time.Minute) // a stop as long as the rest of the lease
+	if err := transport.CheckSend(held); !errors.Is(err, errLeaseLapsed) || !errors.Is(err, transport.ErrNotSent) {
+		t.Errorf("after the lease lapsed: CheckSend = %v, want errLeaseLapsed and transport.ErrNotSent", err)
 	}
 }

@@ -398,9 +398,14 @@ func (r *Relay) attempt(d *destination, m *outbox.Message) (completed outbox.Sta
 	defer unbind()
 	ctx, cancel := withTimeout(leased, r.clk, d.timeout)
 	defer cancel()
+	// The transport asks, as late as it can before the message leaves,
+	// whether the relay still holds the lease (transport.CheckSend):
+	// leaseBound's timer may not have run yet when a process stopped past
+	// the lease is continued, and the delivery's goroutine writes first.
+	ctx = transport.WithSendGuard(ctx, r.sendGuard(m.ID))
 	defer func() {
-		if last != nil && errors.Is(context.Cause(leased), errLeaseLapsed) {
-			lapsed = true // the try was cut short when the lease lapsed
+		if last != nil && (errors.Is(context.Cause(leased), errLeaseLapsed) || errors.Is(last, errLeaseLapsed)) {
+			lapsed = true // the try was cut short, or not made, when the lease lapsed
 		}
 	}()
 	_ = d.exec.Execute(ctx, func() error {
@@ -430,6 +435,9 @@ func (r *Relay) attempt(d *destination, m *outbox.Message) (completed outbox.Sta
 		last = err
 		if err == nil {
 			return nil
+		}
+		if errors.Is(err, errLeaseLapsed) {
+			return errorhandling.Permanent(err) // stop: the lease is gone, nothing was sent
 		}
 		// StatusPublished is the relay's to set, on a delivery that
 		// succeeded: on a failure the stores kept the message, never to be

@@ -47,3 +47,32 @@ func (Func) Close() error { return nil }
 // Attempt returns the number of the delivery attempt about to be made for
 // m: one more than the failed attempts charged to it.
 func Attempt(m *outbox.Message) int { return m.Attempts + 1 }
+
+// sendGuardKey is the context key of WithSendGuard.
+type sendGuardKey struct{}
+
+// WithSendGuard returns a copy of ctx carrying guard, which a transport
+// asks (CheckSend) as late as it can before a message leaves the process.
+// The relay sets one that fails once its lease on the message has lapsed:
+// a relay process stopped (SIGSTOP, a paused VM) after it checked the
+// lease and continued after the lease lapsed would otherwise send a copy
+// of a message that another instance may have delivered since, with later
+// messages of its stream.
+func WithSendGuard(ctx context.Context, guard func() error) context.Context {
+	return context.WithValue(ctx, sendGuardKey{}, guard)
+}
+
+// CheckSend returns ctx's error, else the error of the guard ctx carries
+// (WithSendGuard), if any, each also matching ErrNotSent. A transport
+// calls it right before the message leaves the process, and sends nothing
+// when it returns an error: Deliver then returns an error wrapping it.
+func CheckSend(ctx context.Context) error {
+	err := ctx.Err()
+	if guard, ok := ctx.Value(sendGuardKey{}).(func() error); ok && guard != nil && err == nil {
+		err = guard()
+	}
+	if err != nil {
+		return notSent{err}
+	}
+	return nil
+}

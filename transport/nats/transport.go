@@ -211,6 +211,9 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 	if err != nil {
 		return classify(ctx, fmt.Errorf("natstransport: publish %s to %q: %w", m.ID, subject, err))
 	}
+	if err := transport.CheckSend(pctx); err != nil {
+		return fmt.Errorf("natstransport: deliver %s: %w", m.ID, err)
+	}
 	if _, err := js.PublishMsg(pctx, msg, opts...); err != nil {
 		err = fmt.Errorf("natstransport: publish %s to %q: %w", m.ID, subject, err)
 		if fault := maxBytes(pctx, js, msg, err); fault != nil {

@@ -50,6 +50,10 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 			m.ID, size, max), errorhandling.ReasonValidationFailure, "invalid_message")
 	}
 
+	if err := transport.CheckSend(pctx); err != nil {
+		reuse = true
+		return fmt.Errorf("rabbitmq: deliver %s: %w", m.ID, err)
+	}
 	dc, err := t.publish(pctx, pc, key, pub)
 	if err != nil {
 		if cerr := closedWith(pc); cerr != nil {

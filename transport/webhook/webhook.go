@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -136,9 +137,16 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 		return transport.DestinationFault(fmt.Errorf("webhook: build request for %s: %w", t.target, err),
 			errorhandling.ReasonDependencyFailure, "invalid_config")
 	}
+	body := guardBody(rctx, req, m.Payload)
 	t.setHeaders(req.Header, m, strconv.FormatInt(t.clock.Now().Unix(), 10))
+	if err := transport.CheckSend(rctx); err != nil {
+		return fmt.Errorf("webhook: deliver %s: %w", m.ID, err)
+	}
 	resp, err := t.client.Do(req)
 	if err != nil {
+		if refused := body.refusal(); refused != nil {
+			return fmt.Errorf("webhook: deliver %s: %w", m.ID, refused)
+		}
 		return t.noResponse(ctx, dctx, err)
 	}
 	return t.outcome(resp, stopBody)
@@ -173,6 +181,68 @@ func (t *Transport) Close() error {
 	}
 	if t.ownClient {
 		t.client.CloseIdleConnections()
+	}
+	return nil
+}
+
+// guardedBody is a request body that asks the send guard
+// (transport.CheckSend) before its first byte is read. The HTTP/1 client
+// buffers the request line and headers and writes them with the body, so
+// asking when the client reads the body is the last moment before the
+// request leaves: a relay process stopped after its lease check and
+// continued past its lease (when the guard fails) sends nothing, or, with
+// headers beyond the client's buffer, a request the receiver cannot read
+// whole.
+type guardedBody struct {
+	ctx     context.Context
+	r       *bytes.Reader
+	checked bool // only the body's reader (one goroutine) sets it
+	refused atomic.Pointer[error]
+	next    atomic.Pointer[guardedBody] // the copy GetBody made, if any
+}
+
+// guardBody makes req's body a guardedBody over payload, with its length
+// (else the client would send it chunked) and a GetBody that guards the
+// copies the client sends again on a connection found closed. An empty
+// payload stays http.NoBody, which the client never reads: CheckSend
+// before the call is its guard.
+func guardBody(ctx context.Context, req *http.Request, payload []byte) *guardedBody {
+	b := &guardedBody{ctx: ctx, r: bytes.NewReader(payload)}
+	if len(payload) == 0 {
+		return b
+	}
+	req.Body, req.ContentLength = b, int64(len(payload))
+	req.GetBody = func() (io.ReadCloser, error) {
+		nb := &guardedBody{ctx: ctx, r: bytes.NewReader(payload)}
+		last := b
+		for n := last.next.Load(); n != nil; n = last.next.Load() {
+			last = n
+		}
+		last.next.Store(nb)
+		return nb, nil
+	}
+	return b
+}
+
+func (b *guardedBody) Read(p []byte) (int, error) {
+	if !b.checked {
+		b.checked = true
+		if err := transport.CheckSend(b.ctx); err != nil {
+			b.refused.Store(&err)
+			return 0, err
+		}
+	}
+	return b.r.Read(p)
+}
+
+func (b *guardedBody) Close() error { return nil }
+
+// refusal returns the guard's error if it refused the body (or a copy).
+func (b *guardedBody) refusal() error {
+	for ; b != nil; b = b.next.Load() {
+		if err := b.refused.Load(); err != nil {
+			return *err
+		}
 	}
 	return nil
 }
