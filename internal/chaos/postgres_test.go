@@ -412,7 +412,7 @@ func finalChecks(t *testing.T, ctx context.Context, st store.Store, f *fleet, rc
 	rep.v = l.check()
 	rep.attribute()
 	rep.checked = true
-	rejected, badSigs := rc.stats()
+	rejected, badSigs, cut := rc.stats()
 	rep.fact("**dead letters caused by the faults**", "%d %v", outage, outageNotes)
 	rep.fact("**strict streams left blocked**", "%d", blocked)
 	rep.fact("poison messages dead-lettered", "%d", len(poisons))
@@ -421,6 +421,7 @@ func finalChecks(t *testing.T, ctx context.Context, st store.Store, f *fleet, rc
 	rep.fact("relays not stopping cleanly on SIGTERM", "%d %v", len(bad), bad)
 	rep.fact("answers other than 2xx, by status", "%v", rejected)
 	rep.fact("requests with a bad signature", "%d", badSigs)
+	rep.fact("requests whose body never came whole (a send refused by the relay's lease guard)", "%d", cut)
 	rep.fact("relay log lines at ERROR", "%d", f.logLines(`"level":"ERROR"`))
 	if outage > 0 {
 		t.Errorf("%d dead letters caused by the faults: %v", outage, outageNotes)
