@@ -157,7 +157,16 @@ func TestChaosPostgresCrash(t *testing.T) {
 	settle(calm, calm.start)
 	rep.add(calm)
 
-	for i := range sz.crashes {
+	downs := make([]time.Duration, sz.crashes)
+	for i := range downs {
+		downs[i] = sz.crashDown
+	}
+	if sz.crashLong > 0 {
+		// Down past the instance timeout: after it every relay has been
+		// silent too long, and the first to beat declares the others dead.
+		downs = append(downs, sz.crashLong)
+	}
+	for i, down := range downs {
 		// Crash while a delivery is under way: one relay's request has
 		// reached the receiver, whose answer is held until the server is
 		// down, so the relay must record that outcome after the restart.
@@ -177,11 +186,11 @@ func TestChaosPostgresCrash(t *testing.T) {
 		p := &phase{name: fmt.Sprintf("PostgreSQL crashed (SIGKILL to every process) #%d", i+1), start: time.Now()}
 		pg.crash()
 		close(tr.release)
-		<-time.After(sz.crashDown)
+		<-time.After(down) // the fault is a duration
 		took := pg.start()
 		p.end = time.Now()
-		p.note = fmt.Sprintf("%s's answer held across the crash; down %v, then crash recovery and first connection %v",
-			id, sz.crashDown, took.Round(time.Millisecond))
+		p.note = fmt.Sprintf("%s's answer held across the crash; down %v (instance timeout %v), then crash recovery and first connection %v",
+			id, down, instanceTimeout, took.Round(time.Millisecond))
 		settle(p, p.start.Add(-10*time.Second))
 		rep.add(p)
 	}

@@ -23,6 +23,7 @@ type size struct {
 	crashes      int           // crashes of a private PostgreSQL (TestChaosPostgresCrash)
 	crashDown    time.Duration // how long it stays down after each
 	crashAfter   int           // deliveries of steady load before each crash
+	crashLong    time.Duration // when not 0, one more crash down this long: past the instance timeout
 	destDown     time.Duration // each of: 503s, refused connections
 	flap         time.Duration // how long the destination flaps
 	flapEvery    time.Duration // and how often it changes its mind
@@ -37,7 +38,7 @@ func chaosSize() size {
 			name:       "full",
 			load:       load{streams: 500, every: 25 * time.Millisecond, perTx: 3, burstN: 200, burstAt: 80, maxBacklog: 5000},
 			sqliteLoad: load{streams: 200, every: 40 * time.Millisecond, perTx: 2, burstN: 100, burstAt: 50, maxBacklog: 500},
-			kills:      6, stops: 2, pgRestarts: 2, pgDown: 3 * time.Second, crashes: 3, crashDown: 3 * time.Second, crashAfter: 3000,
+			kills:      6, stops: 2, pgRestarts: 2, pgDown: 3 * time.Second, crashes: 3, crashDown: 3 * time.Second, crashAfter: 3000, crashLong: instanceTimeout + 2*time.Second,
 			destDown: 5 * time.Second, flap: 8 * time.Second, flapEvery: 300 * time.Millisecond,
 			poison: 10, sqliteKills: 8, recoverLimit: 90 * time.Second,
 		}
