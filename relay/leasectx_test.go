@@ -13,19 +13,23 @@ import (
 	"github.com/backstophq/backstop/transport"
 )
 
+// holdFlight puts a message in flight on fl, its lease known until until
+// (or lost), and returns its id.
+func holdFlight(fl *flights, until time.Time, lost bool) uuid.UUID {
+	m := &outbox.Message{ID: uuid.New()}
+	fl.mu.Lock()
+	fl.add(&flight{m: m, until: until, lost: lost})
+	fl.mu.Unlock()
+	return m.ID
+}
+
 // TestLeaseBoundCancelsWhenTheLeaseLapses: on the wall clock a delivery's
 // context ends, with cause errLeaseLapsed, once the relay's lease on the
 // message has lapsed, and at once for a message whose lease was found
 // gone; its release (the delivery returned) ends it with another cause.
 func TestLeaseBoundCancelsWhenTheLeaseLapses(t *testing.T) {
 	r := &Relay{clk: clock.Real, fl: newFlights()}
-	hold := func(until time.Time, lost bool) uuid.UUID {
-		m := &outbox.Message{ID: uuid.New()}
-		r.fl.mu.Lock()
-		r.fl.add(&flight{m: m, until: until, lost: lost})
-		r.fl.mu.Unlock()
-		return m.ID
-	}
+	hold := func(until time.Time, lost bool) uuid.UUID { return holdFlight(r.fl, until, lost) }
 	lapsed := func(ctx context.Context) bool {
 		select {
 		case <-ctx.Done():
@@ -68,13 +72,7 @@ func TestLeaseBoundCancelsWhenTheLeaseLapses(t *testing.T) {
 func TestSendGuardFailsOnceTheLeaseLapsed(t *testing.T) {
 	clk := clock.NewFake(time.Now())
 	r := &Relay{clk: clk, fl: newFlights()}
-	hold := func(until time.Time, lost bool) uuid.UUID {
-		m := &outbox.Message{ID: uuid.New()}
-		r.fl.mu.Lock()
-		r.fl.add(&flight{m: m, until: until, lost: lost})
-		r.fl.mu.Unlock()
-		return m.ID
-	}
+	hold := func(until time.Time, lost bool) uuid.UUID { return holdFlight(r.fl, until, lost) }
 	held := transport.WithSendGuard(context.Background(), r.sendGuard(hold(clk.Now().Add(time.Minute), false)))
 	gone := transport.WithSendGuard(context.Background(), r.sendGuard(hold(clk.Now().Add(time.Hour), true)))
 	unknown := transport.WithSendGuard(context.Background(), r.sendGuard(uuid.New()))

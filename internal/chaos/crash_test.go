@@ -86,15 +86,8 @@ func TestChaosPostgresCrash(t *testing.T) {
 	defer cancel()
 	pg := newCluster(t)
 
-	conn, err := pgx.Connect(ctx, pg.URL(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `CREATE SCHEMA `+crashSchema+`;
-		CREATE TABLE `+crashSchema+`.chaos_orders (id uuid PRIMARY KEY, messages int NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	_ = conn.Close(ctx)
+	pg.exec(ctx, `CREATE SCHEMA `+crashSchema+`;
+		CREATE TABLE `+crashSchema+`.chaos_orders (id uuid PRIMARY KEY, messages int NOT NULL)`)
 	st, err := postgres.Open(ctx, pg.URL("application_name=backstop_chaos_gen"), store.Config{}, postgres.WithSchema(crashSchema))
 	if err != nil {
 		t.Fatal(err)
@@ -107,15 +100,7 @@ func TestChaosPostgresCrash(t *testing.T) {
 	l := newLedger()
 	rc := newReceiver(t, l)
 	relayURL := pg.URL("application_name=backstop_chaos_relay")
-	f := newFleet(t, func(id string) []string {
-		return []string{"-store", "postgres", "-db", relayURL, "-schema", crashSchema, "-url", rc.url(), "-secret", secret,
-			"-instance", id, "-lease", lease.String(), "-instance-timeout", instanceTimeout.String(),
-			"-breaker-timeout", breakerTimeout.String(), "-workers", "8"}
-	})
-	slots := []string{"a", "b", "c"}
-	for _, s := range slots {
-		f.start(s)
-	}
+	f, slots := startPGRelays(t, relayURL, crashSchema, rc)
 	shape := sz.load
 	shape.burstN, shape.burstAt = 0, 0 // the bursts are TestChaosPostgres's
 	shape.unorderedEvery = 2
@@ -126,15 +111,7 @@ func TestChaosPostgresCrash(t *testing.T) {
 	rep := &report{title: fmt.Sprintf("PostgreSQL crashed: a private server, 3 relay processes, %d strict streams and messages with no stream (%s size)",
 		shape.streams, sz.name)}
 	defer rep.finish(t, l)
-	count := func(ctx context.Context, sql string) (n int, err error) {
-		err = st.Pool().QueryRow(ctx, sql).Scan(&n)
-		return n, err
-	}
-	pending := func(ids []string) (n int, err error) {
-		err = st.Pool().QueryRow(ctx, `SELECT count(*) FROM `+crashSchema+`.backstop_outbox
-			WHERE id = ANY($1::uuid[]) AND published_at IS NULL AND dead_lettered_at IS NULL`, ids).Scan(&n)
-		return n, err
-	}
+	count, pending := pgQueries(ctx, st, crashSchema)
 	// settle waits until every message committed before the fault has
 	// arrived and, of those committed before since, none is left pending
 	// in the outbox: the deliveries were recorded, whether by the relay

@@ -37,15 +37,8 @@ func TestChaosInboxPostgresCrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	pg := newCluster(t)
-	conn, err := pgx.Connect(ctx, pg.URL(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `CREATE SCHEMA `+crashSchema+`;
-		CREATE TABLE `+crashSchema+`.effects (id bigserial PRIMARY KEY, message_id text NOT NULL, stream text NOT NULL, n int NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	_ = conn.Close(ctx)
+	pg.exec(ctx, `CREATE SCHEMA `+crashSchema+`;
+		CREATE TABLE `+crashSchema+`.effects (id bigserial PRIMARY KEY, message_id text NOT NULL, stream text NOT NULL, n int NOT NULL)`)
 	st, err := postgres.Open(ctx, pg.URL("application_name=backstop_chaos_inbox"),
 		store.Config{LeaseDuration: lease, InstanceTimeout: instanceTimeout}, postgres.WithSchema(crashSchema))
 	if err != nil {

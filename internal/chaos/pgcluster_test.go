@@ -183,6 +183,20 @@ func (c *cluster) start() time.Duration {
 	}
 }
 
+// exec runs sql on the cluster's postgres database, on a connection of
+// its own.
+func (c *cluster) exec(ctx context.Context, sql string) {
+	c.t.Helper()
+	conn, err := pgx.Connect(ctx, c.URL(""))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		c.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
 // crash kills the server and all its backends at once with SIGKILL, as a
 // power cut would take the processes: what they held in shared memory
 // (WAL not yet written out, among it asynchronous commits) is gone, and

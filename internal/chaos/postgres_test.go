@@ -80,6 +80,38 @@ func pgWriter(st *postgres.Store, schema string) writer {
 	}
 }
 
+// startPGRelays starts three relay processes, in slots a, b and c, on
+// schema of the PostgreSQL at dbURL, delivering to rc.
+func startPGRelays(t *testing.T, dbURL, schema string, rc *receiver) (*fleet, []string) {
+	f := newFleet(t, func(id string) []string {
+		return []string{"-store", "postgres", "-db", dbURL, "-schema", schema, "-url", rc.url(), "-secret", secret,
+			"-instance", id, "-lease", lease.String(), "-instance-timeout", instanceTimeout.String(),
+			"-breaker-timeout", breakerTimeout.String(), "-workers", "8"}
+	})
+	slots := []string{"a", "b", "c"}
+	for _, s := range slots {
+		f.start(s)
+	}
+	return f, slots
+}
+
+// pgQueries are the counts the PostgreSQL runs read from st's outbox in
+// schema: count runs a query of one number; pending counts the messages
+// of ids neither delivered nor dead-lettered.
+func pgQueries(ctx context.Context, st *postgres.Store, schema string) (
+	count func(ctx context.Context, sql string) (int, error), pending func(ids []string) (int, error)) {
+	count = func(ctx context.Context, sql string) (n int, err error) {
+		err = st.Pool().QueryRow(ctx, sql).Scan(&n)
+		return n, err
+	}
+	pending = func(ids []string) (n int, err error) {
+		err = st.Pool().QueryRow(ctx, `SELECT count(*) FROM `+schema+`.backstop_outbox
+			WHERE id = ANY($1::uuid[]) AND published_at IS NULL AND dead_lettered_at IS NULL`, ids).Scan(&n)
+		return n, err
+	}
+	return count, pending
+}
+
 // TestChaosPostgres runs three relay processes on one PostgreSQL schema
 // under a steady load across many strict streams and injects the faults in
 // turn, then checks the ledger: nothing lost, every stream in order, no
@@ -115,24 +147,13 @@ func TestChaosPostgres(t *testing.T) {
 	l := newLedger()
 	rc := newReceiver(t, l)
 	relayURL := withAppName(t, relayApp)
-	f := newFleet(t, func(id string) []string {
-		return []string{"-store", "postgres", "-db", relayURL, "-schema", schema, "-url", rc.url(), "-secret", secret,
-			"-instance", id, "-lease", lease.String(), "-instance-timeout", instanceTimeout.String(),
-			"-breaker-timeout", breakerTimeout.String(), "-workers", "8"}
-	})
-	slots := []string{"a", "b", "c"}
-	for _, s := range slots {
-		f.start(s)
-	}
+	f, slots := startPGRelays(t, relayURL, schema, rc)
 	gen := startGenerator(ctx, l, pgWriter(st, schema), sz.load)
 	defer gen.halt()
 
 	rep := &report{title: fmt.Sprintf("PostgreSQL: 3 relay processes, %d strict streams (%s size)", sz.load.streams, sz.name)}
 	defer rep.finish(t, l)
-	count := func(ctx context.Context, sql string) (n int, err error) {
-		err = st.Pool().QueryRow(ctx, sql).Scan(&n)
-		return n, err
-	}
+	count, pending := pgQueries(ctx, st, schema)
 	// leased returns the messages instance holds leases on.
 	leased := func(instance string) []string {
 		rows, _ := st.Pool().Query(ctx, `SELECT id::text FROM `+schema+`.backstop_outbox
@@ -157,11 +178,6 @@ func TestChaosPostgres(t *testing.T) {
 			return err.Error()
 		}
 		return strings.Join(out, "; ")
-	}
-	pending := func(ids []string) (n int, err error) {
-		err = st.Pool().QueryRow(ctx, `SELECT count(*) FROM `+schema+`.backstop_outbox
-			WHERE id = ANY($1::uuid[]) AND published_at IS NULL AND dead_lettered_at IS NULL`, ids).Scan(&n)
-		return n, err
 	}
 	settle := func(p *phase, stranded ...string) {
 		p.backlog = undelivered(ctx, count, schema+".backstop_outbox")
