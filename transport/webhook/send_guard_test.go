@@ -82,7 +82,14 @@ func TestSendGuardRefusesLateSends(t *testing.T) {
 	}
 	bytesSeen.Store(0)
 
-	for name, failAt := range map[string]int64{"before the call": 1, "as the body is read": 2} {
+	// In this order: the refusal as the body is read leaves header bytes
+	// that the listener reads after Deliver returned, which a case after
+	// it would take for its own.
+	for _, c := range []struct {
+		name   string
+		failAt int64
+	}{{"before the call", 1}, {"as the body is read", 2}} {
+		name, failAt := c.name, c.failAt
 		var asked atomic.Int64
 		ctx := transport.WithSendGuard(context.Background(), func() error {
 			if asked.Add(1) >= failAt {
