@@ -59,13 +59,7 @@ func dmlRole(t *testing.T, schema string) *pgxpool.Pool {
 func TestMigrateWithoutTheRightToChangeTheSchema(t *testing.T) {
 	ctx := context.Background()
 	schema := newSchema(t)
-	owner, err := New(schemaPool(t, schema, 2), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := owner.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	migratedOn(t, schemaPool(t, schema, 2)) // by the schema's owner
 	s, err := New(dmlRole(t, schema), store.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -100,13 +94,7 @@ func TestMigrateWithoutTheRightToChangeTheSchema(t *testing.T) {
 func TestWriterRoleGrantedBeforeTheTurnTableKeepsWriting(t *testing.T) {
 	ctx := context.Background()
 	schema := newSchema(t)
-	owner, err := New(schemaPool(t, schema, 2), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := owner.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	owner := migratedOn(t, schemaPool(t, schema, 2))
 	// The schema as version 29 left it, with the role granted then.
 	if _, err := owner.pool.Exec(ctx, `DROP TABLE `+owner.n.qual+`stream_turns;
 		DELETE FROM `+owner.n.qual+`migrations WHERE version = 30`); err != nil {

@@ -95,13 +95,7 @@ func TestInterleavedWritersKeepCommitOrder(t *testing.T) {
 					ctx := context.Background()
 					schema := newSchema(t)
 					pool := schemaPool(t, schema, 4)
-					s, err := New(pool, store.Config{})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if err := s.Migrate(ctx); err != nil {
-						t.Fatal(err)
-					}
+					s := migratedOn(t, pool)
 					if earlier {
 						enqueueStream(t, s, "s")
 						if got := drainOrder(t, s); len(got) != 1 {
@@ -174,13 +168,7 @@ func TestRolledBackWriterReleasesTheStream(t *testing.T) {
 	ctx := context.Background()
 	schema := newSchema(t)
 	pool := schemaPool(t, schema, 4)
-	s, err := New(pool, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := migratedOn(t, pool)
 	t1, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -231,13 +219,7 @@ func TestManyWritersOneStreamCommitOrder(t *testing.T) {
 	ctx := context.Background()
 	schema := newSchema(t)
 	pool := schemaPool(t, schema, 10)
-	s, err := New(pool, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := migratedOn(t, pool)
 	if _, err := pool.Exec(ctx, `CREATE SEQUENCE commit_ticket`); err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,19 @@ func schemaPoolWith(t testing.TB, schema string, maxConns int32, params map[stri
 	return pool
 }
 
+// migratedOn returns a store with a zero Config on pool, migrated.
+func migratedOn(t testing.TB, pool *pgxpool.Pool) *Store {
+	t.Helper()
+	s, err := New(pool, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // openTest returns a migrated store in a fresh schema. Its pool holds at
 // most two connections: the conformance suite runs GOMAXPROCS stores at
 // once, and the server's max_connections must cover them all.

@@ -98,13 +98,7 @@ func TestVacuumPastTheThreshold(t *testing.T) {
 func TestVacuumOutlastsTheSessionsStatementTimeout(t *testing.T) {
 	ctx := context.Background()
 	schema := newSchema(t)
-	setup, err := New(schemaPool(t, schema, 1), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := setup.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	setup := migratedOn(t, schemaPool(t, schema, 1))
 	deadRows(t, setup, 10*vacuumMinDead)
 	cfg := schemaPool(t, schema, 1).Config()
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
@@ -140,13 +134,7 @@ func TestVacuumOutlastsTheSessionsStatementTimeout(t *testing.T) {
 func TestVacuumLeavesTablesItDoesNotOwnToAutovacuum(t *testing.T) {
 	ctx := context.Background()
 	schema := newSchema(t)
-	owner, err := New(schemaPool(t, schema, 2), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := owner.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	owner := migratedOn(t, schemaPool(t, schema, 2))
 	deadRows(t, owner, 2*vacuumMinDead)
 	var logs bytes.Buffer
 	s, err := New(dmlRole(t, schema), store.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})

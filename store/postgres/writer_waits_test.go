@@ -15,15 +15,7 @@ import (
 // for the test's own open transaction fails instead of hanging the test.
 func lockBoundedStore(t *testing.T) *Store {
 	t.Helper()
-	pool := schemaPoolWith(t, newSchema(t), 4, map[string]string{"lock_timeout": "20s"})
-	s, err := New(pool, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return migratedOn(t, schemaPoolWith(t, newSchema(t), 4, map[string]string{"lock_timeout": "20s"}))
 }
 
 // TestWriterDoesNotWaitForAClaimHoldingItsStream: a claim holds the rows

@@ -196,9 +196,8 @@ func (t *Transport) Close() error {
 type guardedBody struct {
 	ctx     context.Context
 	r       *bytes.Reader
-	checked bool // only the body's reader (one goroutine) sets it
-	refused atomic.Pointer[error]
-	next    atomic.Pointer[guardedBody] // the copy GetBody made, if any
+	checked bool                   // only the body's reader (one goroutine) sets it
+	refused *atomic.Pointer[error] // shared with the copies GetBody makes
 }
 
 // guardBody makes req's body a guardedBody over payload, with its length
@@ -207,19 +206,13 @@ type guardedBody struct {
 // payload stays http.NoBody, which the client never reads: CheckSend
 // before the call is its guard.
 func guardBody(ctx context.Context, req *http.Request, payload []byte) *guardedBody {
-	b := &guardedBody{ctx: ctx, r: bytes.NewReader(payload)}
+	b := &guardedBody{ctx: ctx, r: bytes.NewReader(payload), refused: new(atomic.Pointer[error])}
 	if len(payload) == 0 {
 		return b
 	}
 	req.Body, req.ContentLength = b, int64(len(payload))
 	req.GetBody = func() (io.ReadCloser, error) {
-		nb := &guardedBody{ctx: ctx, r: bytes.NewReader(payload)}
-		last := b
-		for n := last.next.Load(); n != nil; n = last.next.Load() {
-			last = n
-		}
-		last.next.Store(nb)
-		return nb, nil
+		return &guardedBody{ctx: ctx, r: bytes.NewReader(payload), refused: b.refused}, nil
 	}
 	return b
 }
@@ -237,12 +230,10 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 
 func (b *guardedBody) Close() error { return nil }
 
-// refusal returns the guard's error if it refused the body (or a copy).
+// refusal returns the guard's error if it refused the body or a copy.
 func (b *guardedBody) refusal() error {
-	for ; b != nil; b = b.next.Load() {
-		if err := b.refused.Load(); err != nil {
-			return *err
-		}
+	if err := b.refused.Load(); err != nil {
+		return *err
 	}
 	return nil
 }
