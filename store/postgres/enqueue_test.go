@@ -81,8 +81,12 @@ func TestEnqueueManyKeepsOrder(t *testing.T) {
 	ctx := context.Background()
 	db := stdlib.OpenDBFromPool(s.Pool())
 	defer db.Close()
-	for _, via := range []string{"Enqueue", "EnqueueSQLTx"} {
-		ms := make([]*outbox.Message, enqueueChunk*2+7)
+	for _, c := range []struct {
+		via string
+		n   int
+	}{{"Enqueue", 1}, {"Enqueue", enqueueChunk*2 + 7}, {"EnqueueSQLTx", 1}, {"EnqueueSQLTx", enqueueChunk*2 + 7}} {
+		via := c.via
+		ms := make([]*outbox.Message, c.n)
 		for i := range ms {
 			ms[i] = &outbox.Message{Destination: "d", Type: "t"}
 		}
@@ -92,6 +96,23 @@ func TestEnqueueManyKeepsOrder(t *testing.T) {
 		for i := 1; i < len(ms); i++ {
 			if ms[i].Seq <= ms[i-1].Seq {
 				t.Fatalf("%s: message %d has Seq %d after %d", via, i, ms[i].Seq, ms[i-1].Seq)
+			}
+		}
+		// What Enqueue reported is what was stored: each message's row has
+		// the Seq, status and creation time it was given.
+		for i, m := range ms {
+			var (
+				seq     int64
+				status  int32
+				created time.Time
+			)
+			if err := s.pool.QueryRow(ctx, `SELECT seq, status, created_at FROM backstop_outbox WHERE id = $1`,
+				m.ID.String()).Scan(&seq, &status, &created); err != nil {
+				t.Fatalf("%s: message %d: %v", via, i, err)
+			}
+			if seq != m.Seq || outbox.Status(status) != m.Status || !created.Equal(m.CreatedAt) {
+				t.Fatalf("%s: message %d reported (%d, %d, %v), stored (%d, %d, %v)",
+					via, i, m.Seq, m.Status, m.CreatedAt, seq, status, created)
 			}
 		}
 	}

@@ -156,7 +156,7 @@ SELECT m.id, m.destination, m.stream, m.type, m.payload, m.headers, m.ordering, 
 FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::jsonb[], $8::text[],
 	$9::timestamptz[]) WITH ORDINALITY AS m(id, destination, stream, type, payload, headers, ordering, scheduled_for, n)
 ORDER BY m.n
-RETURNING id, seq, status, created_at`
+RETURNING seq, created_at`
 
 // insertOneSQL writes one message: insertSQL without the arrays, which
 // for a single row cost more than the row (encoding nine arrays, unnest,
@@ -164,7 +164,7 @@ RETURNING id, seq, status, created_at`
 const insertOneSQL = `
 INSERT INTO {o} (id, destination, stream, type, payload, headers, ordering, scheduled_for, created_at)
 VALUES ($2::uuid, $3::text, $4::text, $5::text, $6::bytea, $7::jsonb, $8::text, $9::timestamptz, {now})
-RETURNING id, seq, status, created_at`
+RETURNING seq, created_at`
 
 // statements are the SQL texts with the store's names filled in.
 type statements struct {
