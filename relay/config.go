@@ -197,15 +197,17 @@ type Config struct {
 	// NoFleet makes the relay act alone even when the store implements
 	// store.Fleet: its circuits are its own, every ProcessBatch
 	// heart-beats and reaps as with other stores, and every 10 s it
-	// sweeps the turn rows of emptied streams (store.StreamTurnSweeper)
-	// and moves the retries scheduled before a step back of the clock
-	// (store.ScheduleRebaser), and it vacuums (store.Vacuumer) itself; it does not sweep delivered
-	// messages kept for the store's Retention or idempotency keys.
+	// sweeps the turn rows of emptied streams (store.StreamTurnSweeper),
+	// the idempotency keys past their window and the delivered messages
+	// kept past the store's Retention (with store.Fleet's sweeps), and
+	// moves the retries scheduled before a step back of the clock
+	// (store.ScheduleRebaser), and it vacuums (store.Vacuumer) itself.
 	NoFleet bool
 
-	// NoSweep turns off the leader's sweep of delivered messages kept for
-	// the store's Retention (on whenever Retention is set), for
-	// deployments that run store.Store.Sweep themselves.
+	// NoSweep turns off the sweeps of delivered messages kept for the
+	// store's Retention (on whenever Retention is set) and of idempotency
+	// keys past their window, by the fleet's leader or by a relay without
+	// a fleet, for deployments that run store.Store.Sweep themselves.
 	NoSweep bool
 
 	// NoVacuum turns off the leader's vacuum of the store's busy tables

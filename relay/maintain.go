@@ -27,9 +27,10 @@ import (
 // the metrics (storeGauges in metrics.go), at most once per monitorEvery,
 // after its beat; a relay without a fleet reads them every monitorEvery on
 // the maintainer's goroutine. Either way a scrape never queries the store.
-// A relay without a fleet also sweeps turn rows and moves retries after a
-// step back of the clock every monitorEvery, and vacuums, as a leader does
-// (maintainAlone): nothing else would.
+// A relay without a fleet also sweeps turn rows, expired idempotency keys
+// and delivered messages past the Retention, and moves retries after a
+// step back of the clock, every monitorEvery, and vacuums, as a leader
+// does (maintainAlone): nothing else would.
 const (
 	sweepBatch   = 1000
 	sweepBatches = 10
@@ -137,12 +138,15 @@ func (r *Relay) leaderGauges(ctx context.Context) {
 // closed it reads the store gauges (when metrics are registered), has a
 // store.ScheduleRebaser store move the retries scheduled before its clock
 // was stepped back, and has a store.StreamTurnSweeper store sweep the turn
-// rows of emptied streams: what a fleet's leader does, and nothing else
-// would. (Its vacuum runs as a leader's.)
+// rows of emptied streams, and a store with store.Fleet's sweeps delete
+// the idempotency keys past their window and the delivered messages kept
+// past the Retention (sweepExpired): what a fleet's leader does, and
+// nothing else would. (Its vacuum runs as a leader's.)
 func (r *Relay) maintainAlone(ctx context.Context, stop <-chan struct{}) {
 	_, turns := r.store.(store.StreamTurnSweeper)
 	_, rebases := r.store.(store.ScheduleRebaser)
-	if r.cfg.Metrics == nil && !turns && !rebases {
+	expiry, sweeps := r.store.(expirySweeper)
+	if r.cfg.Metrics == nil && !turns && !rebases && !sweeps {
 		return
 	}
 	for n := 0; ; n++ {
@@ -151,6 +155,9 @@ func (r *Relay) maintainAlone(ctx context.Context, stop <-chan struct{}) {
 		}
 		sctx, scancel := context.WithTimeout(ctx, storeCallTimeout)
 		r.rebaseSchedules(sctx)
+		if sweeps {
+			r.sweepExpired(sctx, expiry, r.clk.Now().Add(monitorEvery/sweepShare))
+		}
 		r.sweepTurns(sctx)
 		scancel()
 		t := r.clk.NewTimer(monitorEvery)
@@ -197,26 +204,42 @@ func (r *Relay) beat(ctx context.Context) {
 				slog.Int("dead_instances", n))
 		}
 		r.rebaseSchedules(ctx)
-		until := r.clk.Now().Add(r.heartbeatEvery() / sweepShare) // the sweeps' share of the beat
-		if !r.cfg.NoSweep {
-			n, err := r.sweep(ctx, until, f.SweepIdempotencyKeys)
-			if err != nil {
-				r.log.LogAttrs(ctx, slog.LevelWarn, "sweeping idempotency keys failed", slog.String("error", err.Error()))
-			} else if n > 0 {
-				r.log.LogAttrs(ctx, slog.LevelDebug, "idempotency keys past their window deleted", slog.Int("keys", n))
-			}
-		}
+		r.sweepExpired(ctx, f, r.clk.Now().Add(r.heartbeatEvery()/sweepShare)) // the sweeps' share of the beat
 		r.sweepTurns(ctx)
-		if r.cfg.Store.Retention > 0 && !r.cfg.NoSweep {
-			_, err := r.sweep(ctx, until, func(ctx context.Context, limit int) (int, error) {
-				n, err := f.SweepBatch(ctx, limit)
-				r.stats.swept.Add(int64(n))
-				return n, err
-			})
-			if err != nil {
-				r.log.LogAttrs(ctx, slog.LevelWarn, "sweeping delivered messages failed", slog.String("error", err.Error()))
-			}
-		}
+	}
+}
+
+// expirySweeper is what sweepExpired needs of a store: store.Fleet's
+// sweeps, which a relay without a fleet (NoFleet) calls on its store too.
+type expirySweeper interface {
+	SweepBatch(ctx context.Context, limit int) (int, error)
+	SweepIdempotencyKeys(ctx context.Context, limit int) (int, error)
+}
+
+// sweepExpired has sw delete the idempotency keys past their window and,
+// when the store keeps delivered messages for a Retention, those kept
+// past it, each while its batches come back full until the time until
+// (sweep). NoSweep turns both off.
+func (r *Relay) sweepExpired(ctx context.Context, sw expirySweeper, until time.Time) {
+	if r.cfg.NoSweep {
+		return
+	}
+	n, err := r.sweep(ctx, until, sw.SweepIdempotencyKeys)
+	if err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "sweeping idempotency keys failed", slog.String("error", err.Error()))
+	} else if n > 0 {
+		r.log.LogAttrs(ctx, slog.LevelDebug, "idempotency keys past their window deleted", slog.Int("keys", n))
+	}
+	if r.cfg.Store.Retention <= 0 {
+		return
+	}
+	_, err = r.sweep(ctx, until, func(ctx context.Context, limit int) (int, error) {
+		n, err := sw.SweepBatch(ctx, limit)
+		r.stats.swept.Add(int64(n))
+		return n, err
+	})
+	if err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "sweeping delivered messages failed", slog.String("error", err.Error()))
 	}
 }
 

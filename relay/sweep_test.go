@@ -146,3 +146,38 @@ func TestRelayAloneSweepsTurnRows(t *testing.T) {
 		t.Errorf("after three turns %d turn rows are left unvisited, want 0", turns)
 	}
 }
+
+// TestRelayAloneSweepsExpiredRows: a relay without a fleet (NoFleet)
+// sweeps the idempotency keys past their window and the delivered
+// messages kept past the Retention every monitorEvery, as a leader does;
+// nothing else would, and both tables grew for good. NoSweep leaves them
+// to the application's own sweep.
+func TestRelayAloneSweepsExpiredRows(t *testing.T) {
+	for _, noSweep := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sweeps", true: "NoSweep"}[noSweep], func(t *testing.T) {
+			e := newEnv(t, func(c *store.Config) { c.Retention = time.Hour })
+			const backlog = 25*sweepBatch + 1
+			x := &expiring{Store: e.s, e: e, keys: backlog, published: backlog}
+			cfg := e.config(map[string]Destination{"d": {Transport: (&recorder{}).transport()}})
+			cfg.NoFleet, cfg.NoSweep = true, noSweep
+			r, err := New(x, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.run(r)
+			if err := r.maint.parked.wait(e.ctx, 0); err != nil { // its first turn is over
+				t.Fatal(err)
+			}
+			want := 0
+			if noSweep {
+				want = backlog
+			}
+			if keys, published, _ := x.left(); keys != want || published != want {
+				t.Errorf("after the first turn %d expired keys and %d expired messages are left, want %d of each", keys, published, want)
+			}
+			if got := r.Stats().Swept; got != int64(backlog-want) {
+				t.Errorf("Stats().Swept = %d, want %d", got, backlog-want)
+			}
+		})
+	}
+}
