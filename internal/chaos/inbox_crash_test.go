@@ -56,7 +56,7 @@ func TestChaosInboxPostgresCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var handled atomic.Int64
+	var handled progress
 	in.Handle("order.placed", func(ctx context.Context, tx store.Tx, msg *inbox.Message) error {
 		var b body
 		if err := json.Unmarshal(msg.Payload, &b); err != nil {
@@ -66,7 +66,7 @@ func TestChaosInboxPostgresCrash(t *testing.T) {
 			msg.ID, b.Stream, b.N); err != nil {
 			return err
 		}
-		handled.Add(1)
+		handled.add()
 		return nil
 	})
 	runCtx, stopInbox := context.WithCancel(ctx)
@@ -126,23 +126,21 @@ func TestChaosInboxPostgresCrash(t *testing.T) {
 	}
 	waitHandled := func(n int64) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for handled.Load() < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("under %d messages handled in 30 s (%d)", n, handled.Load())
-			}
-			<-time.After(10 * time.Millisecond)
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := handled.wait(wctx, n); err != nil {
+			t.Fatalf("under %d messages handled in 30 s (%d)", n, handled.load())
 		}
 	}
 	var notes []string
 	for i := range sz.crashes {
-		waitHandled(handled.Load() + int64(sz.crashAfter)/4)
+		waitHandled(handled.load() + int64(sz.crashAfter)/4)
 		pg.crash()
 		<-time.After(sz.crashDown)
 		took := pg.start()
 		notes = append(notes, fmt.Sprintf("crash #%d: down %v, recovered in %v", i+1, sz.crashDown, took.Round(time.Millisecond)))
 	}
-	waitHandled(handled.Load() + 100)
+	waitHandled(handled.load() + 100)
 	stopSending()
 	sendersWG.Wait()
 
@@ -232,5 +230,50 @@ func TestChaosInboxPostgresCrash(t *testing.T) {
 	}
 	if len(dead) > 0 {
 		t.Errorf("%d received messages dead-lettered, first: %s %s", len(dead), dead[0].FailureReason, dead[0].ErrorMessage)
+	}
+}
+
+// progress counts events and lets a test wait for a count without
+// polling: each add wakes the waiters.
+type progress struct {
+	mu      sync.Mutex
+	n       int64
+	changed chan struct{}
+}
+
+func (p *progress) add() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.n++
+	if p.changed != nil {
+		close(p.changed)
+		p.changed = nil
+	}
+}
+
+func (p *progress) load() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
+}
+
+// wait returns once n events were counted, or ctx's error.
+func (p *progress) wait(ctx context.Context, n int64) error {
+	for {
+		p.mu.Lock()
+		if p.n >= n {
+			p.mu.Unlock()
+			return nil
+		}
+		if p.changed == nil {
+			p.changed = make(chan struct{})
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
