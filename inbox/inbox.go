@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/backstophq/backstop/clock"
 	"github.com/backstophq/backstop/outbox"
@@ -133,6 +135,62 @@ func (in *Inbox) Limits() outbox.Limits { return in.cfg.Limits }
 // (Config.DedupWindow, default applied): a receiver whose source may
 // deliver a message again later than that refuses to start.
 func (in *Inbox) DedupWindow() time.Duration { return in.cfg.DedupWindow }
+
+// ErrNoCursors is returned by SaveCursor and Cursor when the inbox's store
+// keeps no cursors (it does not implement store.InboxCursors).
+var ErrNoCursors = errors.New("inbox: the store keeps no cursors")
+
+// KeepsCursors reports whether the inbox's store keeps receivers' cursors
+// (store.InboxCursors): SaveCursor and Cursor work.
+func (in *Inbox) KeepsCursors() bool {
+	_, ok := in.store.(store.InboxCursors)
+	return ok
+}
+
+// SaveCursor records next, the position after the last message of source
+// the receiver has handled, for a receiver of a source that leaves the
+// consumer to say where it starts (rabbitinbox on a stream queue): started
+// again, it resumes there. source names the source within the inbox.
+// source must be valid UTF-8 without NUL, at most maxCursorSource bytes.
+func (in *Inbox) SaveCursor(ctx context.Context, source string, next int64) error {
+	c, ok := in.store.(store.InboxCursors)
+	if !ok {
+		return ErrNoCursors
+	}
+	if err := checkCursorSource(source); err != nil {
+		return err
+	}
+	return c.SaveInboxCursor(ctx, in.name, source, next)
+}
+
+// maxCursorSource is the longest source name a cursor takes, in bytes.
+const maxCursorSource = 1024
+
+// checkCursorSource refuses a source name a store cannot key a row on.
+func checkCursorSource(source string) error {
+	switch {
+	case source == "":
+		return fmt.Errorf("%w: cursor source is empty", ErrInvalidConfig)
+	case len(source) > maxCursorSource:
+		return fmt.Errorf("%w: cursor source is %d bytes, over %d", ErrInvalidConfig, len(source), maxCursorSource)
+	case !utf8.ValidString(source) || strings.ContainsRune(source, 0):
+		return fmt.Errorf("%w: cursor source %q is not valid UTF-8 without NUL", ErrInvalidConfig, source)
+	}
+	return nil
+}
+
+// Cursor returns the position SaveCursor last recorded for source; ok is
+// false when none was.
+func (in *Inbox) Cursor(ctx context.Context, source string) (next int64, ok bool, err error) {
+	c, has := in.store.(store.InboxCursors)
+	if !has {
+		return 0, false, ErrNoCursors
+	}
+	if err := checkCursorSource(source); err != nil {
+		return 0, false, err
+	}
+	return c.InboxCursor(ctx, in.name, source)
+}
 
 // Relay returns the relay Run starts (for Stats and Breaker).
 func (in *Inbox) Relay() *relay.Relay { return in.relay }

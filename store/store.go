@@ -491,6 +491,21 @@ type Inbox interface {
 	BeginTx(ctx context.Context) (Tx, error)
 }
 
+// InboxCursors is implemented by stores that keep where an inbox's
+// receiver is in a source that leaves the consumer to say where it starts
+// (a RabbitMQ stream queue, by offset), so that a receiver started again
+// resumes there. Both stores implement it.
+type InboxCursors interface {
+	// SaveInboxCursor records next, the position after the last message
+	// of source that inbox has handled (stored, found a duplicate or
+	// refused). next must not be negative; source is valid UTF-8 without
+	// NUL (inbox.Inbox.SaveCursor checks it).
+	SaveInboxCursor(ctx context.Context, inbox, source string, next int64) error
+	// InboxCursor returns the position SaveInboxCursor last recorded for
+	// inbox and source; ok is false when none was.
+	InboxCursor(ctx context.Context, inbox, source string) (next int64, ok bool, err error)
+}
+
 // Tx is a transaction on a store's database. What a handler writes in it,
 // the outbox messages it enqueues and the completion of the message it
 // handles are committed together or not at all.

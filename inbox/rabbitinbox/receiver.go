@@ -34,13 +34,18 @@
 //
 // A stream queue (x-queue-type stream) keeps its messages, and a consumer
 // that does not say where to start gets only those published after it
-// started. The receiver says: after a lost connection or channel it starts
-// at the message after the last it handled; at its first session (the
-// program started again) it starts at the stream's last DedupWindow less a
-// tenth of it (at most an hour), by the broker's clock, and the inbox drops
-// what it had received already as duplicates. A receiver stopped for less
-// than that loses nothing; a restart replays that much of the stream, one
-// de-duplication check per message.
+// started. The receiver says: it starts at the message after the last it
+// handled, which it saves in the inbox's store every second as its cursor
+// (source "rabbitmq:<queue>"), so that a program started again resumes
+// there, whether it was stopped for a minute or a month, and reads again
+// at most the last second before a crash (dropped as duplicates). A
+// receiver with no cursor saved yet (new, or on a store that keeps none)
+// starts at the stream's last DedupWindow less a tenth of it (at most an
+// hour), by the broker's clock, and the inbox drops what it had received
+// already as duplicates. A stream queue deleted and declared again numbers
+// its messages from 0 again: stop the receiver and delete its cursor (the
+// row of table inbox_cursors for source rabbitmq:<queue>) before it starts
+// again, or it resumes past the new stream's end.
 package rabbitinbox
 
 import (
@@ -152,6 +157,10 @@ type Receiver struct {
 	// start offset, the queue being of another type (streamStart).
 	nextOffset atomic.Int64
 	notStream  atomic.Bool
+	// cursorLoaded is set once the saved cursor was read (loadCursor);
+	// savedOffset is the offset last saved or read (saveCursor).
+	cursorLoaded atomic.Bool
+	savedOffset  atomic.Int64
 }
 
 // errNotStarted is Consuming's answer before Run's first consumer starts.

@@ -67,13 +67,17 @@ func (r *Receiver) session(ctx context.Context, up func()) (started bool, err er
 	} else if conn.IsClosed() {
 		return false, ErrConnClosed
 	}
-	ch, closed, deliveries, err := r.consume(conn)
+	ch, closed, deliveries, err := r.consume(ctx, conn)
 	if ch != nil {
 		defer closeChannel(ch)
 	}
 	if err != nil {
 		return false, err
 	}
+	// The cursor is saved every cursorSaveEvery and as the session ends.
+	defer r.saveCursor(context.WithoutCancel(ctx))
+	saveTick := time.NewTicker(cursorSaveEvery)
+	defer saveTick.Stop()
 	r.setConsuming(true, nil)
 	up()
 	if r.consuming != nil {
@@ -84,6 +88,8 @@ func (r *Receiver) session(ctx context.Context, up func()) (started bool, err er
 		select {
 		case <-ctx.Done():
 			return true, nil
+		case <-saveTick.C:
+			r.saveCursor(ctx)
 		case d, ok := <-deliveries:
 			if !ok {
 				// A closed channel has said so on closed before its
@@ -114,7 +120,18 @@ func (r *Receiver) session(ctx context.Context, up func()) (started bool, err er
 // messages that streamStart describes; a queue of another type refuses
 // that argument, closing the channel, and is consumed again without it.
 // ch, when not nil, is for the caller to close.
-func (r *Receiver) consume(conn *amqp.Connection) (ch *amqp.Channel, closed chan *amqp.Error, deliveries <-chan amqp.Delivery, err error) {
+func (r *Receiver) consume(ctx context.Context, conn *amqp.Connection) (ch *amqp.Channel, closed chan *amqp.Error, deliveries <-chan amqp.Delivery, err error) {
+	if err := r.loadCursor(ctx); err != nil {
+		// Without its cursor a stream queue's consumer cannot start where
+		// the receiver was; any other queue's can.
+		stream, perr := r.isStream(conn)
+		switch {
+		case perr != nil:
+			return nil, nil, nil, perr
+		case stream:
+			return nil, nil, nil, err
+		}
+	}
 	for {
 		args := r.streamStart()
 		if ch, err = conn.Channel(); err != nil {
@@ -140,6 +157,32 @@ func (r *Receiver) consume(conn *amqp.Connection) (ch *amqp.Channel, closed chan
 		r.notStream.Store(true)
 		closeChannel(ch)
 	}
+}
+
+// isStream finds out whether the queue is a stream queue, on a channel of
+// its own, by asking for a consumer that starts at the stream's next
+// message, which a queue of another type refuses (then notStream is set).
+// A consumer started is cancelled at once: it acknowledges nothing, and a
+// stream queue keeps its messages for whoever reads them.
+func (r *Receiver) isStream(conn *amqp.Connection) (bool, error) {
+	ch, err := conn.Channel()
+	if err != nil {
+		return false, fmt.Errorf("rabbitinbox: open channel: %w", err)
+	}
+	defer closeChannel(ch)
+	if err := ch.Qos(1, 0, false); err != nil {
+		return false, fmt.Errorf("rabbitinbox: qos: %w", err)
+	}
+	_, err = ch.Consume(r.cfg.Queue, "", false, false, false, false, amqp.Table{streamOffsetArg: "next"})
+	var e *amqp.Error
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &e) && e.Code == amqp.PreconditionFailed && strings.Contains(e.Reason, streamOffsetArg):
+		r.notStream.Store(true)
+		return false, nil
+	}
+	return false, fmt.Errorf("rabbitinbox: consume %q: %w", r.cfg.Queue, err)
 }
 
 // closeTimeout bounds the wait for the broker's answer to a channel close.

@@ -62,6 +62,36 @@ func (s *Store) SweepReceived(ctx context.Context, inbox string, window time.Dur
 	return int(tag.RowsAffected()), nil
 }
 
+var _ store.InboxCursors = (*Store)(nil)
+
+// SaveInboxCursor implements store.InboxCursors.
+func (s *Store) SaveInboxCursor(ctx context.Context, inbox, source string, next int64) error {
+	if next < 0 {
+		return fmt.Errorf("postgres: save inbox cursor %q: negative position %d", source, next)
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.n.qual+`inbox_cursors AS c (inbox, source, next, updated_at)
+		VALUES ($2, $3, $4, `+nowExpr+`)
+		ON CONFLICT (inbox, source) DO UPDATE SET next = excluded.next, updated_at = excluded.updated_at`,
+		s.now(), inbox, source, next); err != nil {
+		return fmt.Errorf("postgres: save inbox cursor %q: %w", source, err)
+	}
+	return nil
+}
+
+// InboxCursor implements store.InboxCursors.
+func (s *Store) InboxCursor(ctx context.Context, inbox, source string) (int64, bool, error) {
+	var next int64
+	err := s.pool.QueryRow(ctx, `SELECT next FROM `+s.n.qual+`inbox_cursors WHERE inbox = $1 AND source = $2`,
+		inbox, source).Scan(&next)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("postgres: inbox cursor %q: %w", source, err)
+	}
+	return next, true, nil
+}
+
 // CompleteTx marks message id delivered inside the caller's transaction
 // tx if instanceID still holds its lease: it deletes the row, or marks it
 // Published when a retention period is configured. The row stays locked

@@ -55,6 +55,41 @@ func (s *Store) SweepReceived(ctx context.Context, inbox string, window time.Dur
 	return int(n), nil
 }
 
+var _ store.InboxCursors = (*Store)(nil)
+
+// SaveInboxCursor implements store.InboxCursors.
+func (s *Store) SaveInboxCursor(ctx context.Context, inbox, source string, next int64) error {
+	if next < 0 {
+		return fmt.Errorf("sqlite: save inbox cursor %q: negative position %d", source, next)
+	}
+	if _, err := s.exec(ctx, `INSERT INTO {{prefix}}inbox_cursors (inbox, source, next, updated_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (inbox, source) DO UPDATE SET next = excluded.next, updated_at = excluded.updated_at`,
+		inbox, source, next, s.now().UnixMilli()); err != nil {
+		return fmt.Errorf("sqlite: save inbox cursor %q: %w", source, err)
+	}
+	return nil
+}
+
+// InboxCursor implements store.InboxCursors. A row that holds no valid
+// position (written by hand: text, a real, a negative number) reads as
+// none.
+func (s *Store) InboxCursor(ctx context.Context, inbox, source string) (int64, bool, error) {
+	rows, err := queryAll(ctx, s, `SELECT next FROM {{prefix}}inbox_cursors WHERE inbox = ? AND source = ?
+		AND typeof(next) = 'integer' AND next >= 0`,
+		[]any{inbox, source}, func(r *sql.Rows) (int64, error) {
+			var next int64
+			err := r.Scan(&next)
+			return next, err
+		})
+	if err != nil {
+		return 0, false, fmt.Errorf("sqlite: inbox cursor %q: %w", source, err)
+	}
+	if len(rows) == 0 {
+		return 0, false, nil
+	}
+	return rows[0], true, nil
+}
+
 // CompleteTx marks message id delivered inside the caller's transaction
 // tx (begun on DB()) if instanceID still holds its lease: it deletes the
 // row, or marks it Published when a retention period is configured. When

@@ -38,6 +38,7 @@ var inboxCases = []testCase{
 	{"ReceiveConcurrent", testReceiveConcurrent},
 	{"ReceiveInvalid", testReceiveInvalid},
 	{"Sweep", testSweepReceived},
+	{"Cursors", testInboxCursors},
 	{"CompleteCommits", testCompleteCommits},
 	{"CompleteRolledBack", testCompleteRolledBack},
 	{"CompleteLeaseLost", testCompleteLeaseLost},
@@ -155,6 +156,45 @@ func testSweepReceived(t *testing.T, h Harness) {
 	eq(t, "swept id received again is a duplicate", e.receive(in, "orders", "old-0", received("a", "")), false)
 	eq(t, "recent id is a duplicate", e.receive(in, "orders", "new", received("a", "")), true)
 	eq(t, "other inbox's old id is a duplicate", e.receive(in, "billing", "old-b", received("a", "")), true)
+}
+
+// testInboxCursors: a receiver's cursor is kept per inbox and source, read
+// back as last saved (moving back too: a stream declared again numbers
+// from 0), and a negative position is refused.
+func testInboxCursors(t *testing.T, h Harness) {
+	e, _ := inboxEnv(t, h)
+	c, ok := e.s.(store.InboxCursors)
+	if !ok {
+		t.Fatalf("%T does not implement store.InboxCursors", e.s)
+	}
+	cursor := func(inbox, source string) (int64, bool) {
+		t.Helper()
+		next, ok, err := c.InboxCursor(e.ctx, inbox, source)
+		noErr(t, "InboxCursor", err)
+		return next, ok
+	}
+	if _, ok := cursor("orders", "rabbitmq:q"); ok {
+		t.Fatal("a cursor never saved reads as saved")
+	}
+	noErr(t, "SaveInboxCursor", c.SaveInboxCursor(e.ctx, "orders", "rabbitmq:q", 41))
+	noErr(t, "SaveInboxCursor", c.SaveInboxCursor(e.ctx, "orders", "rabbitmq:q", 42))
+	noErr(t, "SaveInboxCursor", c.SaveInboxCursor(e.ctx, "billing", "rabbitmq:q", 7))
+	noErr(t, "SaveInboxCursor", c.SaveInboxCursor(e.ctx, "orders", "rabbitmq:\t\u2028 other", 1<<62))
+	next, ok := cursor("orders", "rabbitmq:q")
+	eq(t, "orders' cursor saved", ok, true)
+	eq(t, "orders' cursor", next, int64(42))
+	next, _ = cursor("billing", "rabbitmq:q")
+	eq(t, "billing's cursor", next, int64(7))
+	next, _ = cursor("orders", "rabbitmq:\t\u2028 other")
+	eq(t, "a large position", next, int64(1<<62))
+	noErr(t, "SaveInboxCursor back", c.SaveInboxCursor(e.ctx, "orders", "rabbitmq:q", 3))
+	next, _ = cursor("orders", "rabbitmq:q")
+	eq(t, "a cursor moved back", next, int64(3))
+	if err := c.SaveInboxCursor(e.ctx, "orders", "rabbitmq:q", -1); err == nil {
+		t.Error("a negative position was saved")
+	}
+	next, _ = cursor("orders", "rabbitmq:q")
+	eq(t, "after a refused save", next, int64(3))
 }
 
 // begin begins a transaction and makes sure it ends with the test.
