@@ -158,6 +158,7 @@ func TestMetricsAreRegisteredAndCounted(t *testing.T) {
 		`backstop_prefetch_target`:                                       DefaultBatchFactor * DefaultWorkers, // a fake clock: no rate measured
 		`backstop_breaker_state{destination="orders"}`:                   0,
 		`backstop_destination_paused{destination="orders"}`:              0,
+		`backstop_queued{destination="orders"}`:                          0,
 		`backstop_leader`:                                                1, // the only relay on its store leads
 		`backstop_delivery_duration_seconds_count{destination="orders"}`: 2,
 		`backstop_end_to_end_seconds_count{destination="orders"}`:        1,

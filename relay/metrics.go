@@ -30,6 +30,10 @@ import (
 //	in_flight                              gauge      messages claimed and not yet recorded
 //	breaker_state{destination}             gauge      0 closed, 1 half-open (a probe is due or in flight), 2 open
 //	destination_paused{destination}        gauge      1 while a Retry-After pause holds the destination
+//	queued{destination}                    gauge      messages this relay holds leased for the destination,
+//	                                                  waiting for a worker or, under a RateLimit, a token
+//	rate_limited{destination}              gauge      1 while the destination's RateLimit holds back a message
+//	                                                  ready to start (destinations with a RateLimit only)
 //	unknown_destination_messages{destination}
 //	                                       gauge      messages waiting for a destination this relay does not
 //	                                                  know (store.Fleet stores; counted every 4th heart-beat;
@@ -153,6 +157,7 @@ type monitor struct {
 	r                                                       *Relay
 	inFlight, breaker, depth, oldest, backlog, poi, blocked *prometheus.Desc
 	paused, unknown, leader, leased, prefetch, overdue      *prometheus.Desc
+	queued, rateLimited                                     *prometheus.Desc
 }
 
 func newMonitor(r *Relay) *monitor {
@@ -172,8 +177,12 @@ func newMonitor(r *Relay) *monitor {
 		poi:     desc("poison_candidates", "Failed messages still retrying with many attempts (store-wide; exported by the fleet's leader)."),
 		blocked: desc("blocked_streams",
 			"Strict streams held back by a message waiting for its retry or dead-lettered (store-wide; exported by the fleet's leader)."),
-		leased:  desc("leased_messages", "Messages under an unexpired lease (store-wide; exported by the fleet's leader)."),
-		paused:  desc("destination_paused", "1 while a Retry-After pause holds the destination.", "destination"),
+		leased: desc("leased_messages", "Messages under an unexpired lease (store-wide; exported by the fleet's leader)."),
+		paused: desc("destination_paused", "1 while a Retry-After pause holds the destination.", "destination"),
+		queued: desc("queued",
+			"Messages this relay holds leased for the destination, waiting for a worker or, under a RateLimit, a token.", "destination"),
+		rateLimited: desc("rate_limited",
+			"1 while the destination's RateLimit holds back a message ready to start (destinations with a RateLimit only).", "destination"),
 		unknown: desc("unknown_destination_messages", "Messages waiting for a destination this relay does not know.", "destination"),
 		leader:  desc("leader", "1 while this instance leads the fleet's maintenance."),
 	}
@@ -182,7 +191,7 @@ func newMonitor(r *Relay) *monitor {
 // Describe sends the gauges' descriptors.
 func (c *monitor) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.inFlight, c.breaker, c.depth, c.oldest, c.backlog, c.poi, c.blocked, c.leased,
-		c.paused, c.unknown, c.leader, c.prefetch, c.overdue} {
+		c.paused, c.unknown, c.leader, c.prefetch, c.overdue, c.queued, c.rateLimited} {
 		ch <- d
 	}
 }
@@ -204,6 +213,16 @@ func (c *monitor) Collect(ch chan<- prometheus.Metric) {
 			paused = 1
 		}
 		gauge(c.paused, paused, d.name)
+	}
+	for _, w := range c.r.sched.waiting() {
+		gauge(c.queued, float64(w.queued), w.dest.name)
+		if w.dest.limit != nil {
+			v := 0.0
+			if w.held {
+				v = 1
+			}
+			gauge(c.rateLimited, v, w.dest.name)
+		}
 	}
 	for d, n := range unknownSeries(c.r.unknownPending()) {
 		gauge(c.unknown, float64(n), d)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/backstophq/backstop/circuitbreaker"
 	"github.com/backstophq/backstop/clock"
 	"github.com/backstophq/backstop/outbox"
@@ -337,5 +339,47 @@ func TestLimiterShare(t *testing.T) {
 	}
 	if n := l.leased(30 * time.Second); n != 124 {
 		t.Fatalf("leased %d alone, want 4 + 120", n)
+	}
+}
+
+// TestRateLimitGauges: while a RateLimit holds back a message the relay
+// holds for its destination, queued counts it and rate_limited is 1; a
+// destination without a limit has no rate_limited series. Before, nothing
+// told an operator that a destination's messages waited for tokens.
+func TestRateLimitGauges(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withOrdering(outbox.OrderingNone))
+	for i := range 3 {
+		e.enqueue(msg("slow", fmt.Sprintf("s%d", i), i))
+	}
+	e.enqueue(msg("free", "f", 0))
+	reg := prometheus.NewRegistry()
+	cfg := e.config(map[string]Destination{
+		"slow": {Transport: (&recorder{}).transport(), RateLimit: &RateLimit{PerSecond: 0.01}},
+		"free": {Transport: (&recorder{}).transport()},
+	})
+	cfg.Metrics = reg
+	rn := e.start(cfg)
+	rn.waitFor("the first deliveries", func() bool { return rn.delivered("slow") == 1 && rn.delivered("free") == 1 })
+	// One a 100 s with a 30 s lease: the relay holds two of slow's
+	// messages (Burst + PerSecond × LeaseDuration), one of them delivered.
+	rn.waitFor("the second held back", func() bool {
+		got := gather(t, reg)
+		return got[`backstop_queued{destination="slow"}`] == 1 && got[`backstop_rate_limited{destination="slow"}`] == 1
+	})
+	got := gather(t, reg)
+	if _, ok := got[`backstop_rate_limited{destination="free"}`]; ok {
+		t.Error("a destination without a RateLimit has a rate_limited series")
+	}
+	if v := got[`backstop_queued{destination="free"}`]; v != 0 {
+		t.Errorf(`queued{destination="free"} = %v, want 0`, v)
+	}
+	rn.paced(100 * time.Second)
+	rn.waitFor("the second delivery", func() bool { return rn.delivered("slow") == 2 })
+	rn.paced(100 * time.Second)
+	rn.waitFor("the third delivery", func() bool { return rn.delivered("slow") == 3 })
+	got = gather(t, reg)
+	if q, l := got[`backstop_queued{destination="slow"}`], got[`backstop_rate_limited{destination="slow"}`]; q != 0 || l != 0 {
+		t.Errorf("all delivered: queued %v, rate_limited %v; want 0 and 0", q, l)
 	}
 }

@@ -82,6 +82,32 @@ func (s *scheduler) push(t *task) bool {
 	return true
 }
 
+// waitingTasks is a destination's entry in scheduler.waiting.
+type waitingTasks struct {
+	dest   *destination
+	queued int  // waiting for a worker or, under a RateLimit, a token
+	held   bool // its RateLimit holds the first of them back
+}
+
+// waiting returns, for every destination, the tasks queued for it and
+// whether its RateLimit holds them back now. The clock is read under the
+// scheduler's mutex, as take reads it, so that a reading never looks to
+// the limiter like a step back.
+func (s *scheduler) waiting() []waitingTasks {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var now time.Time
+	if s.limited {
+		now = s.clk.Now()
+	}
+	out := make([]waitingTasks, len(s.dests))
+	for i, d := range s.dests {
+		n := len(s.queues[d])
+		out[i] = waitingTasks{dest: d, queued: n, held: n > 0 && d.limit != nil && d.limit.wait(now) > 0}
+	}
+	return out
+}
+
 // take blocks until a task may start, and returns false once the
 // scheduler is closed.
 func (s *scheduler) take() (*task, bool) {
