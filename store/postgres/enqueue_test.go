@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -89,6 +90,9 @@ func TestEnqueueManyKeepsOrder(t *testing.T) {
 		ms := make([]*outbox.Message, c.n)
 		for i := range ms {
 			ms[i] = &outbox.Message{Destination: "d", Type: "t"}
+			if i%3 == 1 { // an ordered row takes its seq in the ordering trigger
+				ms[i].Stream = fmt.Sprintf("s%d", i%7)
+			}
 		}
 		if err := enqueueVia(ctx, s, db, via, ms); err != nil {
 			t.Fatalf("%s: %v", via, err)
