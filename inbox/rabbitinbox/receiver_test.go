@@ -210,3 +210,11 @@ func TestConnectionLostBeforeAck(t *testing.T) {
 		}
 	})
 }
+
+// sessions makes r signal each session whose consumer started, and
+// returns the channel it signals on.
+func sessions(r *Receiver) <-chan struct{} {
+	ch := make(chan struct{}, 100)
+	r.consuming = func() { ch <- struct{}{} }
+	return ch
+}

@@ -38,10 +38,9 @@ func TestStreamQueueResumesAfterARestart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sessions := make(chan struct{}, 10)
-			r.consuming = func() { sessions <- struct{}{} }
+			started := sessions(r)
 			stop = e.Start("receiver", r.Run)
-			inboxtest.Await(t, e.Ctx, "a session", sessions, 1)
+			inboxtest.Await(t, e.Ctx, "a session", started, 1)
 			return stop
 		}
 
@@ -90,11 +89,10 @@ func TestStreamQueueResumesAtItsCursor(t *testing.T) {
 		if err := in.SaveCursor(e.Ctx, r.cursorSource(), 2); err != nil {
 			t.Fatal(err)
 		}
-		sessions := make(chan struct{}, 10)
-		r.consuming = func() { sessions <- struct{}{} }
+		started := sessions(r)
 		e.Go("inbox", in.Run)
 		stop := e.Start("receiver", r.Run)
-		inboxtest.Await(t, e.Ctx, "a session", sessions, 1)
+		inboxtest.Await(t, e.Ctx, "a session", started, 1)
 		publish(t, e.Ctx, ch, queue, "m4", "order-1")
 		e.WaitFor("m3 and m4 handled", func() bool { return in.Relay().Stats().Delivered == 2 })
 		if got := e.Handled()["order-1"]; !slices.Equal(got, []string{"m3@1", "m4@1"}) {
@@ -219,8 +217,7 @@ func TestStreamCursorUnreadable(t *testing.T) {
 		}
 		table, moved := k.Table(e.Spec, "backstop_inbox_cursors"), "backstop_inbox_cursors_away"
 		e.Exec(`ALTER TABLE ` + table + ` RENAME TO ` + moved)
-		sessions, retries := make(chan struct{}, 10), make(chan struct{}, 1000)
-		r.consuming = func() { sessions <- struct{}{} }
+		started, retries := sessions(r), make(chan struct{}, 1000)
 		r.reconnecting = func() { retries <- struct{}{} }
 		e.Go("inbox", in.Run)
 		e.Go("receiver", r.Run)
@@ -228,11 +225,11 @@ func TestStreamCursorUnreadable(t *testing.T) {
 		if live, why := r.Consuming(); live || why == nil || !strings.Contains(why.Error(), "stream cursor") {
 			t.Errorf("Consuming() = %v, %v; want false, with the cursor's error", live, why)
 		}
-		if len(sessions) != 0 {
+		if len(started) != 0 {
 			t.Fatal("the receiver consumed without its cursor")
 		}
 		e.Exec(`ALTER TABLE ` + k.Table(e.Spec, moved) + ` RENAME TO backstop_inbox_cursors`)
-		inboxtest.Await(t, e.Ctx, "a session", sessions, 1)
+		inboxtest.Await(t, e.Ctx, "a session", started, 1)
 		e.WaitFor("m2 handled", func() bool { return in.Relay().Stats().Delivered == 1 })
 		if got := e.Handled()["order-1"]; !slices.Equal(got, []string{"m2@1"}) {
 			t.Errorf("handled %v, want m2 alone, from the cursor on", got)
