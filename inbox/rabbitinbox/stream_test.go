@@ -110,7 +110,7 @@ func TestStreamQueueResumesAtItsCursor(t *testing.T) {
 // names are any bytes) is given in hexadecimal.
 func TestCursorSource(t *testing.T) {
 	for q, want := range map[string]string{
-		"orders":        "rabbitmq:orders",
+		"orders":       "rabbitmq:orders",
 		"a b\tc\u2028": "rabbitmq:a b\tc\u2028",
 		"a\x00b":       "rabbitmq-hex:610062",
 		"\xff":         "rabbitmq-hex:ff",
