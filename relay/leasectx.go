@@ -35,8 +35,7 @@ func (r *Relay) leaseBound(ctx context.Context, id uuid.UUID) (context.Context, 
 	// not a goroutine a delivery waiting on a timer: those took about a
 	// sixth of the process's CPU samples in a drain with a no-op handler.
 	var t *time.Timer
-	var check func()
-	check = func() {
+	check := func() {
 		if ctx.Err() != nil { // the delivery returned
 			return
 		}
