@@ -111,9 +111,26 @@ func (r *Relay) maintain(stop <-chan struct{}, done chan<- struct{}) {
 				rcancel()
 				r.maint.leader.Store(false)
 			}
+			r.leaveFleet()
 			return
 		case <-t.C():
 		}
+	}
+}
+
+// leaveFleet has a store.FleetLeaver store forget this instance as it
+// stops (after Run's shutdown: the maintainer stops last), so that the
+// relays left count it out of their RateLimit shares at their next beat.
+func (r *Relay) leaveFleet() {
+	fl, ok := r.store.(store.FleetLeaver)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), finalCallTimeout)
+	defer cancel()
+	if err := fl.LeaveFleet(ctx, r.cfg.Instance.ID); err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "leaving the fleet failed; the instance is counted until it times out",
+			slog.String("error", err.Error()))
 	}
 }
 

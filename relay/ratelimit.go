@@ -20,9 +20,11 @@ const MinRatePerSecond = 1.0 / 86400
 // fleet divide the limit among the instances alive: each starts
 // PerSecond/N a second with a burst of Burst/N (at least 1), N read at
 // every heart-beat, so that the fleet as a whole keeps to the limit while
-// relays come and go (a relay that dies leaves its share unused for up to
-// the store's InstanceTimeout). A relay alone (NoFleet, or a store that
-// counts no instances) keeps the whole limit.
+// relays come and go (a relay that stops leaves the fleet, with a
+// store.FleetLeaver store, and the others take its share back at their
+// next heart-beat; one that dies leaves its share unused for up to the
+// store's InstanceTimeout). A relay alone (NoFleet, or a store that counts
+// no instances) keeps the whole limit.
 //
 // A message waiting for its token waits in the relay's scheduler, leased
 // (its lease renewed) but holding no worker, with its delivery timeout not

@@ -383,3 +383,40 @@ func TestRateLimitGauges(t *testing.T) {
 		t.Errorf("all delivered: queued %v, rate_limited %v; want 0 and 0", q, l)
 	}
 }
+
+// TestStoppedRelayLeavesTheFleet: a relay that stops leaves the fleet
+// (store.FleetLeaver), so that the relays left count it out of their
+// RateLimit shares at their next beat. It stayed counted alive for the
+// InstanceTimeout, and every stop of a rolling deploy held the others to
+// a share of the limit a relay no longer used.
+func TestStoppedRelayLeavesTheFleet(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var fc store.FleetCounter = e.s
+	alive := func() int {
+		t.Helper()
+		n, err := fc.LiveInstances(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if err := e.s.Heartbeat(e.ctx, store.Instance{ID: "another-relay"}); err != nil {
+		t.Fatal(err)
+	}
+	rn := e.start(e.config(map[string]Destination{"api": {
+		Transport: (&recorder{}).transport(), RateLimit: &RateLimit{PerSecond: 1, Burst: 2},
+	}}))
+	if err := rn.r.maint.parked.wait(e.ctx, 0); err != nil { // Run's beat is over
+		t.Fatal(err)
+	}
+	if n := alive(); n != 2 {
+		t.Fatalf("%d instances alive with the relay running, want 2", n)
+	}
+	if err := rn.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := alive(); n != 1 {
+		t.Fatalf("%d instances alive once the relay stopped, with the clock where it was; want 1", n)
+	}
+}

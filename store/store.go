@@ -579,6 +579,17 @@ type FleetCounter interface {
 	LiveInstances(ctx context.Context) (int, error)
 }
 
+// FleetLeaver is a store.Fleet an instance can leave as it stops: its row
+// goes at once, so that LiveInstances stops counting it (the relays left
+// take its share of a RateLimit back at their next heart-beat, not one
+// InstanceTimeout later) and nothing waits for it to go silent. Leases it
+// still holds (a delivery that outlived the shutdown) are left to lapse at
+// their expiry, not released: the delivery may still be running. Both
+// stores implement it.
+type FleetLeaver interface {
+	LeaveFleet(ctx context.Context, instance string) error
+}
+
 // ScheduleRebaser is a store that moves the waits it holds when its clock
 // is stepped back. A retry's due time, and the wait after a fault blamed on
 // the destination (a Release with After), are wall times: the time of the

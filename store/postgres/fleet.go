@@ -329,6 +329,18 @@ func (s *Store) RebaseSchedules(ctx context.Context) (int, error) {
 	}
 }
 
+var _ store.FleetLeaver = (*Store)(nil)
+
+// LeaveFleet deletes instance's row and its waiting registration; see
+// store.FleetLeaver.
+func (s *Store) LeaveFleet(ctx context.Context, instance string) error {
+	if _, err := s.pool.Exec(ctx, `WITH w AS (DELETE FROM `+s.n.qual+`waiters WHERE id = $1)
+		DELETE FROM `+s.n.instances+` WHERE id = $1`, instance); err != nil {
+		return fmt.Errorf("postgres: leave the fleet: %w", err)
+	}
+	return nil
+}
+
 // LiveInstances counts the instances whose last heart-beat is within the
 // instance timeout of now; see store.FleetCounter.
 func (s *Store) LiveInstances(ctx context.Context) (int, error) {

@@ -98,6 +98,16 @@ func (s *Store) SweepIdempotencyKeys(ctx context.Context, limit int) (int, error
 	return int(n), nil
 }
 
+var _ store.FleetLeaver = (*Store)(nil)
+
+// LeaveFleet deletes instance's row; see store.FleetLeaver.
+func (s *Store) LeaveFleet(ctx context.Context, instance string) error {
+	if _, err := s.fleetExec(ctx, `DELETE FROM {{prefix}}instances WHERE id = ?`, instance); err != nil {
+		return fmt.Errorf("sqlite: leave the fleet: %w", err)
+	}
+	return nil
+}
+
 // PendingByDestination counts the undelivered, not dead-lettered
 // messages per destination.
 func (s *Store) PendingByDestination(ctx context.Context) (map[string]int, error) {

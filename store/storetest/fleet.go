@@ -34,6 +34,7 @@ var fleetCases = []testCase{
 	{"LeadershipAfterAClockSteppedBack", testLeadershipAfterAClockSteppedBack},
 	{"RetriesFollowAClockSteppedBack", testRetriesFollowAClockSteppedBack},
 	{"LiveInstances", testLiveInstances},
+	{"LeaveFleet", testLeaveFleet},
 	{"SweepBatch", testSweepBatch},
 	{"IdempotencyKeysExpire", testIdempotencyKeysExpire},
 	{"PendingByDestination", testPendingByDestination},
@@ -582,4 +583,43 @@ func testLiveInstances(t *testing.T, h Harness) {
 	count(2, "a silent for exactly the timeout")
 	e.clk.Advance(time.Millisecond)
 	count(1, "a silent past the timeout, not reaped")
+}
+
+// testLeaveFleet: an instance that leaves is no longer counted alive, at
+// once; the others still are; the leases it still holds stay its own
+// until they lapse (its delivery may still be running), and a dead
+// instance's reaping does not release them early.
+func testLeaveFleet(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	f := fleetOf(t, e)
+	fc, ok1 := e.s.(store.FleetCounter)
+	fl, ok2 := e.s.(store.FleetLeaver)
+	if !ok1 || !ok2 {
+		t.Skip("the store counts no instances or has none leave (store.FleetCounter, store.FleetLeaver)")
+	}
+	for _, id := range []string{"a", "b"} {
+		if err := f.Heartbeat(e.ctx, store.Instance{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.enqueue(&outbox.Message{Destination: "d", Type: "t"})
+	held := e.claim("a", 1)
+	if len(held) != 1 {
+		t.Fatalf("a claimed %d, want 1", len(held))
+	}
+	noErr(t, "LeaveFleet", fl.LeaveFleet(e.ctx, "a"))
+	noErr(t, "LeaveFleet of an instance never heard from", fl.LeaveFleet(e.ctx, "never"))
+	if n, err := fc.LiveInstances(e.ctx); err != nil || n != 1 {
+		t.Fatalf("after a left: %d instances alive, %v; want 1", n, err)
+	}
+	if n, err := f.ReapDeadInstances(e.ctx, "b"); err != nil || n != 0 {
+		t.Fatalf("reaping after a left: %d dead, %v; want 0", n, err)
+	}
+	if got := e.claim("b", 1); len(got) != 0 {
+		t.Fatalf("b claimed a's leased message while its lease runs")
+	}
+	e.clk.Advance(e.s.Config().LeaseDuration + time.Second)
+	if got := e.claim("b", 1); len(got) != 1 {
+		t.Fatalf("b claimed %d once a's lease lapsed, want 1", len(got))
+	}
 }
