@@ -437,7 +437,7 @@ func finalChecks(t *testing.T, ctx context.Context, st store.Store, f *fleet, rc
 	rep.fact("relays not stopping cleanly on SIGTERM", "%d %v", len(bad), bad)
 	rep.fact("answers other than 2xx, by status", "%v", rejected)
 	rep.fact("requests with a bad signature", "%d", badSigs)
-	rep.fact("requests whose body never came whole (a send refused by the relay's lease guard)", "%d", cut)
+	rep.fact("requests whose body never came whole (a send refused by the relay's lease guard, or a relay killed mid-request)", "%d", cut)
 	rep.fact("relay log lines at ERROR", "%d", f.logLines(`"level":"ERROR"`))
 	if outage > 0 {
 		t.Errorf("%d dead letters caused by the faults: %v", outage, outageNotes)

@@ -122,7 +122,8 @@ func (rc *receiver) handle(w http.ResponseWriter, r *http.Request) {
 	if err != nil && !errors.Is(err, webhook.ErrInvalidSignature) {
 		// The body never came whole: the sender gave up on the request
 		// after its headers (a relay continued after a stop past its
-		// lease, whose send guard refused the body).
+		// lease, whose send guard refused the body) or died writing it
+		// (SIGKILL).
 		rc.mu.Lock()
 		rc.cut++
 		rc.mu.Unlock()
