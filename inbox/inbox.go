@@ -153,14 +153,20 @@ func (in *Inbox) KeepsCursors() bool {
 // again, it resumes there. source names the source within the inbox.
 // source must be valid UTF-8 without NUL, at most maxCursorSource bytes.
 func (in *Inbox) SaveCursor(ctx context.Context, source string, next int64) error {
-	c, ok := in.store.(store.InboxCursors)
-	if !ok {
-		return ErrNoCursors
-	}
-	if err := checkCursorSource(source); err != nil {
+	c, err := in.cursors(source)
+	if err != nil {
 		return err
 	}
 	return c.SaveInboxCursor(ctx, in.name, source, next)
+}
+
+// cursors returns the store's cursors, or why source cannot have one.
+func (in *Inbox) cursors(source string) (store.InboxCursors, error) {
+	c, ok := in.store.(store.InboxCursors)
+	if !ok {
+		return nil, ErrNoCursors
+	}
+	return c, checkCursorSource(source)
 }
 
 // maxCursorSource is the longest source name a cursor takes, in bytes.
@@ -182,11 +188,8 @@ func checkCursorSource(source string) error {
 // Cursor returns the position SaveCursor last recorded for source; ok is
 // false when none was.
 func (in *Inbox) Cursor(ctx context.Context, source string) (next int64, ok bool, err error) {
-	c, has := in.store.(store.InboxCursors)
-	if !has {
-		return 0, false, ErrNoCursors
-	}
-	if err := checkCursorSource(source); err != nil {
+	c, err := in.cursors(source)
+	if err != nil {
 		return 0, false, err
 	}
 	return c.InboxCursor(ctx, in.name, source)

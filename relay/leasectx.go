@@ -45,17 +45,12 @@ func (r *Relay) leaseBound(ctx context.Context, id uuid.UUID) (context.Context, 
 			cancel(errLeaseLapsed)
 			return
 		}
-		t.Reset(wait) // renewed meanwhile
+		t.Reset(wait) // set, or renewed meanwhile
 	}
-	until, ok := r.fl.leaseEnd(id)
-	wait := time.Until(until)
-	if !ok || wait <= 0 {
-		cancel(errLeaseLapsed)
-		return ctx, func() {}
-	}
-	// Made first and set after, so that check never sees t unassigned.
+	// Made first and set by check after, so that check never sees t
+	// unassigned.
 	t = time.AfterFunc(time.Duration(math.MaxInt64), check)
-	t.Reset(wait)
+	check()
 	return ctx, func() {
 		cancel(context.Canceled)
 		t.Stop()

@@ -150,8 +150,7 @@ func (r *Receiver) consume(ctx context.Context, conn *amqp.Connection) (ch *amqp
 		if err == nil {
 			return ch, closed, deliveries, nil
 		}
-		var e *amqp.Error
-		if args == nil || !errors.As(err, &e) || e.Code != amqp.PreconditionFailed || !strings.Contains(e.Reason, streamOffsetArg) {
+		if args == nil || !refusesStreamOffset(err) {
 			return ch, nil, nil, fmt.Errorf("rabbitinbox: consume %q: %w", r.cfg.Queue, err)
 		}
 		r.notStream.Store(true)
@@ -174,15 +173,21 @@ func (r *Receiver) isStream(conn *amqp.Connection) (bool, error) {
 		return false, fmt.Errorf("rabbitinbox: qos: %w", err)
 	}
 	_, err = ch.Consume(r.cfg.Queue, "", false, false, false, false, amqp.Table{streamOffsetArg: "next"})
-	var e *amqp.Error
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.As(err, &e) && e.Code == amqp.PreconditionFailed && strings.Contains(e.Reason, streamOffsetArg):
+	case refusesStreamOffset(err):
 		r.notStream.Store(true)
 		return false, nil
 	}
 	return false, fmt.Errorf("rabbitinbox: consume %q: %w", r.cfg.Queue, err)
+}
+
+// refusesStreamOffset reports whether err is a broker's refusal of a
+// start offset for a queue that is not a stream queue.
+func refusesStreamOffset(err error) bool {
+	var e *amqp.Error
+	return errors.As(err, &e) && e.Code == amqp.PreconditionFailed && strings.Contains(e.Reason, streamOffsetArg)
 }
 
 // closeTimeout bounds the wait for the broker's answer to a channel close.

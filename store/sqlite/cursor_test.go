@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/backstophq/backstop/store"
@@ -16,11 +15,7 @@ import (
 func TestInboxCursorWrittenByHand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "app.db"), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := openTemp(t, store.Config{})
 	for _, v := range []any{"12abc", 3.5, -4, []byte{0xff}} {
 		if _, err := s.DB().ExecContext(ctx, `INSERT OR REPLACE INTO backstop_inbox_cursors (inbox, source, next, updated_at)
 			VALUES ('orders', 'rabbitmq:q', ?, 0)`, v); err != nil {
