@@ -6,6 +6,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/backstophq/backstop/internal/tlsfault"
 )
 
 // permanentError marks a refusal of the consumer's settings that no retry
@@ -29,7 +31,10 @@ func permanent(err error) error { return &permanentError{err} }
 //   - the server answered and refused what was asked: a JetStream API
 //     error of the 4xx kind (the stream or the consumer not found, an
 //     invalid name, a setting it refuses), credentials refused, expired or
-//     revoked, a permission refused.
+//     revoked, a permission refused;
+//   - a TLS handshake that cannot succeed as configured: a certificate
+//     that does not verify, an alert from the server (such as refusing
+//     the client's certificate).
 //
 // Everything else is transient, to be tried again: the server cannot be
 // reached, did not answer in time (a timeout, no responders while
@@ -42,7 +47,7 @@ func IsPermanent(err error) bool {
 	}
 	var pe *permanentError
 	var ue *url.Error
-	if errors.As(err, &pe) || errors.As(err, &ue) {
+	if errors.As(err, &pe) || errors.As(err, &ue) || tlsfault.Refused(err) {
 		return true
 	}
 	for _, e := range []error{

@@ -3,13 +3,19 @@ package rabbitinbox
 import (
 	"context"
 	"errors"
+	"io"
+	stdlog "log"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/backstophq/backstop/inbox/internal/inboxtest"
 	"github.com/backstophq/backstop/internal/testenv"
+	"github.com/backstophq/backstop/transport/transporttest"
 )
 
 // TestBrokerDownAtStart starts a receiver while its broker cannot be
@@ -108,5 +114,88 @@ func TestPermanentAtStart(t *testing.T) {
 	err = r.Run(e.Ctx)
 	if err == nil || !IsPermanent(err) {
 		t.Fatalf("Run with refused credentials = %v, want a permanent error", err)
+	}
+}
+
+// TestLoginCutAtStart: a broker that hangs up in the middle of the
+// receiver's first login (restarting as serve starts) is tried again, as
+// one that could not be reached; the receiver then consumes. Before, the
+// client's report of the cut (amqp.ErrCredentials) was taken for refused
+// credentials, and Run returned it as permanent: the source stopped.
+func TestLoginCutAtStart(t *testing.T) {
+	t.Parallel()
+	admin := connect(t)
+	u, err := url.Parse(testenv.AMQPURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := inboxtest.NewEnv(t, inboxtest.Kinds[0])
+	queue, ch := newQueue(t, admin)
+	in := e.RecordingInbox()
+	cut := transporttest.NewLoginCut(t, u.Host, 1)
+	via := *u
+	via.Host = cut.Addr
+	r, err := New(Config{Inbox: in, URL: via.String(), Queue: queue, Logger: inboxtest.Quiet,
+		ReconnectDelay: 5 * time.Millisecond, MaxReconnectDelay: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions := make(chan struct{}, 100)
+	r.consuming = func() { sessions <- struct{}{} }
+	ctx, cancel := context.WithCancel(e.Ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	select {
+	case <-sessions:
+	case err := <-done:
+		t.Fatalf("Run = %v after a login cut short, want it to try again and consume", err)
+	case <-e.Ctx.Done():
+		t.Fatal(e.Ctx.Err())
+	}
+	if cut.Cut() != 1 {
+		t.Fatalf("%d logins cut, want 1", cut.Cut())
+	}
+	publish(t, e.Ctx, ch, queue, "m1", "s")
+	e.Go("inbox", in.Run)
+	e.WaitHandled(in, "s", "m1@1")
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+}
+
+// TestTLSRefusedAtStart: a TLS handshake that cannot succeed as
+// configured stops the first session, as refused credentials do: a
+// broker certificate no trusted authority signed, and amqps:// to a port
+// that does not speak TLS. Before, the receiver took both for a broker it
+// could not reach and tried again for ever.
+func TestTLSRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.Config.ErrorLog = stdlog.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	plain, err := url.Parse(testenv.AMQPURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := inboxtest.NewEnv(t, inboxtest.Kinds[0])
+	in := e.NewInbox(e.Config())
+	for name, addr := range map[string]string{
+		"untrusted certificate": strings.TrimPrefix(srv.URL, "https://"),
+		"not a TLS port":        plain.Host,
+	} {
+		r, err := New(Config{Inbox: in, URL: "amqps://guest:guest@" + addr + "/", Queue: "q", Logger: inboxtest.Quiet,
+			ReconnectDelay: 5 * time.Millisecond, MaxReconnectDelay: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(e.Ctx, time.Minute)
+		err = r.Run(ctx)
+		cancel()
+		if err == nil || !IsPermanent(err) || !strings.Contains(err.Error(), "tls") {
+			t.Errorf("%s: Run = %v, want the TLS error as permanent", name, err)
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/backstophq/backstop/internal/tlsfault"
 )
 
 // permanentError marks an error no retry cures (IsPermanent).
@@ -18,10 +20,13 @@ func (e *permanentError) Unwrap() error { return e.err }
 // cure, so that a program starting with it should stop and say so: a URL
 // that does not parse, credentials refused (RabbitMQ closes the socket
 // after a refused login, which the client reports as
-// amqp.ErrCredentials), a virtual host refused, no SASL mechanism in
-// common, or the broker refusing the consumer: the queue not found (404),
-// access refused (403), a precondition failed (406), not allowed (530,
-// but for a connection limit reached).
+// amqp.ErrCredentials; the receiver logs in a second time before it
+// believes it, since a login cut short reads the same), a virtual host
+// refused, no SASL mechanism in common, a TLS handshake that cannot
+// succeed as configured (a certificate that does not verify, a port that
+// does not speak TLS), or the broker refusing the consumer: the queue not
+// found (404), access refused (403), a precondition failed (406), not
+// allowed (530, but for a connection limit reached).
 //
 // Everything else is transient, to be tried again: the broker cannot be
 // reached or closed the connection (a restart, a network failure, a
@@ -32,7 +37,8 @@ func IsPermanent(err error) bool {
 	if errors.As(err, &pe) {
 		return true
 	}
-	if errors.Is(err, amqp.ErrCredentials) || errors.Is(err, amqp.ErrVhost) || errors.Is(err, amqp.ErrSASL) {
+	if errors.Is(err, amqp.ErrCredentials) || errors.Is(err, amqp.ErrVhost) || errors.Is(err, amqp.ErrSASL) ||
+		tlsfault.Refused(err) {
 		return true
 	}
 	var e *amqp.Error

@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/backstophq/backstop/inbox/internal/resume"
+	"github.com/backstophq/backstop/internal/amqplogin"
 	"github.com/backstophq/backstop/transport/rabbitmq"
 )
 
@@ -57,7 +58,10 @@ func (r *Receiver) session(ctx context.Context, up func()) (started bool, err er
 	}()
 	conn := r.cfg.Conn
 	if conn == nil {
-		if conn, err = amqp.DialConfig(r.cfg.URL, r.cfg.AMQP); err != nil {
+		// A login cut short reads as refused credentials, which stop a
+		// first session: a second login tells them apart.
+		conn, err = amqplogin.Dial(func() (*amqp.Connection, error) { return amqp.DialConfig(r.cfg.URL, r.cfg.AMQP) })
+		if err != nil {
 			if ue := (*url.Error)(nil); errors.As(err, &ue) {
 				return false, &permanentError{fmt.Errorf("rabbitinbox: dial: Config.URL is %w", rabbitmq.WithoutURL(err))}
 			}

@@ -21,8 +21,12 @@
 //
 // # Connections and channels
 //
-// New dials the broker (so a bad URL or refused credentials stop the
-// program at start) and checks that the exchange exists. One connection
+// New dials the broker (so a bad URL, refused credentials or a TLS
+// handshake that cannot succeed, such as a certificate no trusted
+// authority signed, stop the program at start) and checks that the
+// exchange exists. A broker that cannot be reached, or that hangs up
+// during the login without refusing it, does not stop it: New warns and
+// the deliveries dial again. One connection
 // carries a small pool of channels, each in confirm mode and used by one
 // Deliver at a time, so that confirms and returns are never shared. A
 // channel the broker closes (a missing exchange) or whose Deliver did not

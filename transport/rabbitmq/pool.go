@@ -8,6 +8,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/backstophq/backstop/internal/amqplogin"
 )
 
 // pubChannel is a channel in confirm mode with its own return and close
@@ -190,7 +192,7 @@ func (t *Transport) dial(ctx context.Context) (*amqp.Connection, error) {
 	}
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName("backstop")
-	conn, err := amqp.DialConfig(t.cfg.URL, amqp.Config{
+	cfg := amqp.Config{
 		Heartbeat:  10 * time.Second,
 		Properties: props,
 		Dial: func(network, addr string) (net.Conn, error) {
@@ -207,7 +209,10 @@ func (t *Transport) dial(ctx context.Context) (*amqp.Connection, error) {
 			}
 			return c, nil
 		},
-	})
+	}
+	// A login cut short reads as refused credentials: a second login
+	// tells them apart.
+	conn, err := amqplogin.Dial(func() (*amqp.Connection, error) { return amqp.DialConfig(t.cfg.URL, cfg) })
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", redact(t.cfg.URL), err)
 	}

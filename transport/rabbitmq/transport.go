@@ -12,6 +12,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/backstophq/backstop/internal/tlsfault"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/transport"
 )
@@ -153,11 +154,13 @@ type Transport struct {
 var _ transport.Transport = (*Transport)(nil)
 
 // New dials the broker and, when cfg.Exchange is set, checks that the
-// exchange exists. A bad URL, refused credentials or a missing exchange
-// are reported here, so that a misconfigured destination refuses to start;
-// failures after New are delivery faults. A broker that cannot be reached
-// (nothing listening, the dial timing out, the connection closed during
-// the handshake) is not an error: New warns on Config.Logger and returns a
+// exchange exists. A bad URL, refused credentials, a TLS handshake that
+// cannot succeed as configured (a certificate that does not verify, a
+// port that does not speak TLS) or a missing exchange are reported here,
+// so that a misconfigured destination refuses to start; failures after
+// New are delivery faults. A broker that cannot be reached (nothing
+// listening, the dial timing out, the connection closed during the
+// handshake or the login) is not an error: New warns on Config.Logger and returns a
 // Transport that dials at each delivery until the broker is back (the
 // deliveries fail as transient faults meanwhile); the exchange is then not
 // checked.
@@ -229,11 +232,14 @@ func (t *Transport) routingKey(m *outbox.Message) string {
 		"{stream}", m.Stream, "{id}", m.ID.String()).Replace(t.cfg.RoutingKey)
 }
 
-// refused reports whether err, from dial, is the broker refusing the
-// connection for good (credentials, the virtual host, no common SASL
-// mechanism), as opposed to a broker that could not be reached.
+// refused reports whether err, from dial, is the connection refused for
+// good (credentials, the virtual host, no common SASL mechanism, a TLS
+// handshake that cannot succeed as configured), as opposed to a broker
+// that could not be reached. dial has confirmed a refused login
+// (amqplogin).
 func refused(err error) bool {
-	if errors.Is(err, amqp.ErrCredentials) || errors.Is(err, amqp.ErrVhost) || errors.Is(err, amqp.ErrSASL) {
+	if errors.Is(err, amqp.ErrCredentials) || errors.Is(err, amqp.ErrVhost) || errors.Is(err, amqp.ErrSASL) ||
+		tlsfault.Refused(err) {
 		return true
 	}
 	var e *amqp.Error
