@@ -48,6 +48,13 @@ const (
 	drainGrace = 250 * time.Millisecond
 )
 
+// excerptGrace bounds how long the start of an error answer's body is
+// waited for, once its status has arrived: the verdict is known, and the
+// body only explains it. A body that stalls (HTTP/1.0 without
+// Content-Length, a Content-Length never fulfilled) held the delivery for
+// the whole Timeout; the excerpt then quotes what came in time.
+const excerptGrace = time.Second
+
 // StatusError is a non-2xx answer of the destination. Deliver's errors
 // wrap it with errorhandling's markers; errors.As finds it.
 type StatusError struct {
@@ -108,7 +115,9 @@ func (t *Transport) outcome(resp *http.Response, stop context.CancelFunc) error 
 	}
 	var err error = se
 	if code >= 200 {
+		timer := time.AfterFunc(excerptGrace, stop)
 		se.Body, se.Truncated = excerpt(resp.Body, t.maxBody)
+		timer.Stop()
 	}
 	if code >= 300 && code <= 399 {
 		if loc, lerr := resp.Location(); lerr == nil {
