@@ -185,18 +185,29 @@ func redact(u *url.URL) string {
 func defaultClient(timeout time.Duration) *http.Client {
 	ping := min(5*time.Second, max(timeout/2, 100*time.Millisecond))
 	tr := &http.Transport{
-		HTTP2:                 &http.HTTP2Config{SendPingTimeout: ping, PingTimeout: ping},
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          100,
-		MaxIdleConnsPerHost:   32, // the relay's workers share one host
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
+		HTTP2:                  &http.HTTP2Config{SendPingTimeout: ping, PingTimeout: ping},
+		Proxy:                  http.ProxyFromEnvironment,
+		DialContext:            (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           100,
+		MaxIdleConnsPerHost:    32, // the relay's workers share one host
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: maxResponseHeaderBytes,
 	}
 	return &http.Client{Transport: tr, CheckRedirect: noRedirects}
 }
+
+// maxResponseHeaderBytes bounds the header of an answer the transport's
+// own client reads: 1 MiB, as much as Go's server takes in a request,
+// and room for the status line and Location of a hostile answer, which
+// errors cut (TestStatusLineAndLocationAreBounded). Go's default, 10 MiB,
+// let a destination answering with megabytes of tiny headers cost about
+// 170 MB of allocations per delivery (each of the relay's workers at
+// once); an answer over the bound fails as a transient fault of the
+// destination.
+const maxResponseHeaderBytes = 1<<20 + 64<<10
 
 // noRedirects is the CheckRedirect of the clients the transport sends
 // with: a 3xx is the answer (ErrRedirect), never followed.
