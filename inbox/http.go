@@ -59,7 +59,8 @@ const (
 // It answers 202 Accepted once the message is stored, 200 OK for a
 // duplicate, and writes nothing otherwise: 401 for a missing, bad or stale
 // signature; 400 for a message without a type or that cannot be stored
-// (ErrInvalid); 413 for a body over MaxBody; 408 for a body that did not
+// (ErrInvalid); 413 for a body over MaxBody (or over an http.MaxBytesReader
+// the server installed); 408 for a body that did not
 // arrive whole (the server's ReadTimeout, a broken connection); 405 for a
 // method other than POST; 503 when the store fails (the sender tries
 // again later). The webhook transport treats 2xx as delivered, 401, 408
@@ -138,6 +139,13 @@ func (h *httpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, int64(h.cfg.MaxBody)+1))
+	if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+		// A limit of the server's own (http.MaxBytesReader, a
+		// request-size middleware) under MaxBody: the body is too large
+		// on every try, not one that did not arrive whole.
+		http.Error(w, fmt.Sprintf("inbox: body over %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
+		return
+	}
 	if err != nil {
 		// The body did not arrive whole: the server's ReadTimeout cut a
 		// slow sender, or the connection broke. Nothing is wrong with the

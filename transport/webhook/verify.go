@@ -110,6 +110,12 @@ func VerifyRequest(r *http.Request, secret []byte, tolerance time.Duration) ([]b
 	if r.Body != nil {
 		b, err := io.ReadAll(io.LimitReader(r.Body, MaxVerifyBody+1))
 		_ = r.Body.Close()
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			// A limit of the server's own (http.MaxBytesReader, a
+			// request-size middleware): too large on every try, not a
+			// body that did not arrive whole.
+			return nil, fmt.Errorf("%w: over the server's limit of %d bytes", ErrBodyTooLarge, mbe.Limit)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("webhook: read body: %w", err)
 		}
@@ -125,7 +131,8 @@ func VerifyRequest(r *http.Request, secret []byte, tolerance time.Duration) ([]b
 // RequireSignature returns a handler that passes to next only requests
 // whose signature verifies (VerifyRequest), with their body readable
 // again. It answers a bad, missing or stale signature 401 Unauthorized, a
-// body over MaxVerifyBody 413, a body that did not arrive whole (the
+// body over MaxVerifyBody (or over the server's own http.MaxBytesReader)
+// 413, a body that did not arrive whole (the
 // server's ReadTimeout cut a slow sender, or the connection broke) 408,
 // and, when secret itself is unusable (empty, or "whsec_" without base64),
 // 500. The sender treats 401, 408 and 500 as faults of the destination
