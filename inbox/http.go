@@ -170,15 +170,15 @@ func (h *httpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if msg.Type == "" {
 		msg.Type = jsonType(body)
 	}
-	if msg.Type == "" {
-		h.in.metrics.rejected("http")
-		http.Error(w, "inbox: no message type (Backstop-Type header or a JSON body's \"type\")", http.StatusBadRequest)
-		return
-	}
 	msg.Headers = h.keptHeaders(r)
 
+	// A message without a type goes to Receive too, which refuses it
+	// (ErrInvalid) but keeps it first as a dead letter: a sender without a
+	// dead-letter queue of its own loses what is answered 400.
 	dup, err := h.in.Receive(r.Context(), msg)
 	switch {
+	case errors.Is(err, ErrInvalid) && msg.Type == "":
+		http.Error(w, "inbox: no message type (Backstop-Type header or a JSON body's \"type\")", http.StatusBadRequest)
 	case errors.Is(err, ErrInvalid):
 		http.Error(w, err.Error(), http.StatusBadRequest)
 	case err != nil:
