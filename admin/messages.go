@@ -144,6 +144,11 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(io.TeeReader(r.Body, &read))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
+	if err == nil && bytes.HasPrefix(bytes.TrimLeft(read.Bytes(), " \t\r\n"), []byte("null")) {
+		// null decodes into a struct as nothing at all: a bulk action's
+		// body of null was the empty filter, every entry
+		err = &json.UnmarshalTypeError{Value: "null", Type: reflect.TypeOf(v)}
+	}
 	if err == nil {
 		// More() is false on a stray ']' or '}', which Token reports
 		var mbe *http.MaxBytesError
