@@ -255,7 +255,33 @@ func (s *Server) changePages(ctx context.Context, f *dlq.Filters, action string,
 			case "resolve":
 				done, err = q.ResolveEntriesAs(ctx, ids, page.Status, a)
 			case "delete":
-				done, err = q.DeleteEntries(ctx, ids, page.Status)
+				if page.Status != "" {
+					done, err = q.DeleteEntries(ctx, ids, page.Status)
+					break
+				}
+				// No status in the filter: each entry only while it is
+				// still in the status it was listed with. Deleting them
+				// in any status took an entry another operator resolved
+				// or replayed meanwhile.
+				done = []string{}
+				// (A status no entry should have, written by hand, is
+				// matched as before: any.)
+				for _, st := range []dlq.Status{dlq.StatusPending, dlq.StatusReplayed, dlq.StatusResolved, ""} {
+					var some []string
+					for _, e := range es {
+						if e.Status == st || st == "" && !e.Status.Valid() {
+							some = append(some, e.ID)
+						}
+					}
+					if len(some) == 0 {
+						continue
+					}
+					var got []string
+					if got, err = q.DeleteEntries(ctx, some, st); err != nil {
+						return err
+					}
+					done = append(done, got...)
+				}
 			}
 			return err
 		})
