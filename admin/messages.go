@@ -504,6 +504,18 @@ func (s *Server) messageAction(action string) http.HandlerFunc {
 		}
 		ctx := r.Context()
 		var err error
+		if action == "retry_now" || action == "reset" {
+			// The stores leave a dead-lettered message as it is (its
+			// pending entry holds it): a 200 said it was retried.
+			var m *outbox.Message
+			if m, err = s.st.Get(ctx, id); err == nil && !m.DeadLetteredAt.IsZero() {
+				err = store.ErrDeadLettered
+			}
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+		}
 		switch action {
 		case "retry_now":
 			err = s.st.RetryNow(ctx, id)
