@@ -30,8 +30,8 @@ func (f *dlqFilter) flags(fs *pflag.FlagSet, bulk bool) {
 	fs.StringVar(&f.reason, "reason", "", "only this failure reason, such as ValidationFailure")
 	fs.StringVar(&f.fingerprint, "fingerprint", "", "only entries failing this way")
 	fs.StringVar(&f.status, "status", "", "pending, replayed or resolved")
-	fs.StringVar(&f.after, "after", "", "dead-lettered at or after (RFC 3339, or a duration ago such as -2h)")
-	fs.StringVar(&f.before, "before", "", "dead-lettered before (RFC 3339, or a duration ago)")
+	fs.StringVar(&f.after, "after", "", "dead-lettered at or after (RFC 3339, or a duration ago such as 2h)")
+	fs.StringVar(&f.before, "before", "", "dead-lettered before (RFC 3339, or a duration ago such as 720h)")
 	if bulk {
 		fs.BoolVar(&f.all, "all", false, "act on every entry when no filter is given")
 	}
@@ -46,7 +46,7 @@ func (f *dlqFilter) filter() (admin.Filter, error) {
 		if p.v == "" {
 			continue
 		}
-		t, err := parseTime(p.v)
+		t, err := parseAgo(p.v)
 		if err != nil {
 			return out, fmt.Errorf("--%s: %w", p.flag, err)
 		}
@@ -190,7 +190,7 @@ func newRecoverCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "recover", Short: "Replay everything dead-lettered for a destination since a time, in stream order", Args: cobra.NoArgs,
 		RunE: g.action(func(ctx context.Context, c *admin.Client, p printer, _ []string) error {
-			t, err := parseTime(since)
+			t, err := parseAgo(since)
 			if err != nil {
 				return fmt.Errorf("--since: %w", err)
 			}
@@ -200,7 +200,7 @@ func newRecoverCmd(g *globals) *cobra.Command {
 		}),
 	}
 	cmd.Flags().StringVar(&req.Destination, "destination", "", "the destination (required)")
-	cmd.Flags().StringVar(&since, "since", "", "RFC 3339 time, or a duration ago such as -2h (required)")
+	cmd.Flags().StringVar(&since, "since", "", "RFC 3339 time, or a duration ago such as 2h (required)")
 	cmd.Flags().BoolVar(&req.DryRun, "dry-run", false, "change nothing: count and show a sample")
 	cmd.Flags().StringVar(&req.Notes, "notes", "", "why")
 	_ = cmd.MarkFlagRequired("destination")

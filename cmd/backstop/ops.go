@@ -133,8 +133,8 @@ func payloadOf(p []byte) (json.RawMessage, string) {
 	return nil, encodeBase64(p)
 }
 
-// parseTime reads an RFC 3339 time, or a duration ago (for --since) or
-// from now (for --scheduled-for) when it starts with a digit or '-'.
+// parseTime reads an RFC 3339 time, or a duration from now (for
+// --scheduled-for; a negative one is in the past).
 func parseTime(s string) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t, nil
@@ -143,6 +143,21 @@ func parseTime(s string) (time.Time, error) {
 		return time.Now().Add(d), nil
 	}
 	return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration", s)
+}
+
+// parseAgo reads an RFC 3339 time, or a duration ago whatever its sign:
+// "720h" and "-720h" are both thirty days ago. The flags that take it
+// (--after, --before, --since) select what was dead-lettered in the past,
+// where a time from now would select everything or nothing: "dlq delete
+// --before 720h" meant before thirty days from now, every entry.
+func parseAgo(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		return time.Now().Add(-d.Abs()), nil
+	}
+	return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration ago", s)
 }
 
 func messageTable(tw *tabwriter.Writer, items []admin.Message) {
