@@ -362,6 +362,9 @@ func (l *loop) call(parent context.Context, b *store.Batch) (res *store.Result, 
 	r.stats.batches.Add(1)
 	l.storeHealth.Success()
 	l.size.succeeded(start, rows)
+	if len(res.Quarantined) > 0 {
+		r.quarantined(ctx, res.Quarantined)
+	}
 	if res.DeadInstances > 0 {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "silent relay instances declared dead; their leases were released",
 			slog.Int("dead_instances", res.DeadInstances))

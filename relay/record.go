@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/store"
 )
@@ -114,4 +115,38 @@ func idSet(ids []uuid.UUID) map[uuid.UUID]struct{} {
 		s[id] = struct{}{}
 	}
 	return s
+}
+
+// quarantined accounts for the rows a claim dead-lettered because the
+// store could not decode them (store.Result.Quarantined): they are dead
+// letters of this relay like the others, counted in Stats and
+// dead_lettered_total (reason SerializationError), and told to
+// Config.DeadLetters, whose OnEntryAdded and OnThresholdReached fire for
+// them. The entry is read back from the store's queue, which holds what
+// could be read of the row; hooks that take a Failure are not called,
+// since no message could be decoded.
+func (r *Relay) quarantined(ctx context.Context, ids []uuid.UUID) {
+	reason := errorhandling.ReasonSerializationError.String()
+	for _, id := range ids {
+		r.stats.deadLettered.Add(1)
+		var e *dlq.Entry
+		if es, err := r.store.DLQ().List(ctx, &dlq.Filters{MessageID: id.String(), OmitPayload: true}); err == nil && len(es) > 0 {
+			e = es[len(es)-1]
+		}
+		label := unknownDestinationLabel
+		if e != nil {
+			if d, ok := r.dests[e.Destination]; ok {
+				label = d.name
+				d.stats.deadLettered.Add(1)
+			}
+		}
+		r.metrics.deadLettered.WithLabelValues(label, reason).Inc()
+		if m := r.cfg.DeadLetters; m != nil {
+			if e == nil {
+				e = &dlq.Entry{MessageID: id.String(), Reason: errorhandling.ReasonSerializationError,
+					FailureReason: reason, Status: dlq.StatusPending, FailureTime: r.clk.Now()}
+			}
+			r.callHook("DeadLetters", func() { m.Notify(context.Background(), e) })
+		}
+	}
 }
