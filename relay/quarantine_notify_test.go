@@ -24,9 +24,14 @@ func TestQuarantinedRowIsADeadLetterOfTheRelay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := e.s.DB().ExecContext(e.ctx, `INSERT INTO `+e.s.Config().TablePrefix+`outbox
-		(destination, type, payload, attempts) VALUES ('d', 'test.event', 'x', 'x')`); err != nil {
-		t.Fatal(err)
+	// More than a claim reads back (quarantineReadBack): the rest are
+	// told too, with what the relay knows.
+	const bad = quarantineReadBack + 4
+	for range bad {
+		if _, err := e.s.DB().ExecContext(e.ctx, `INSERT INTO `+e.s.Config().TablePrefix+`outbox
+			(destination, type, payload, attempts) VALUES ('d', 'test.event', 'x', 'x')`); err != nil {
+			t.Fatal(err)
+		}
 	}
 	e.enqueue(msg("d", "", 1))
 
@@ -46,15 +51,18 @@ func TestQuarantinedRowIsADeadLetterOfTheRelay(t *testing.T) {
 	if got := rec.got(); len(got) != 1 {
 		t.Fatalf("deliveries %v, want the good message", got)
 	}
-	if es := e.deadLetters(); len(es) != 1 {
-		t.Fatalf("dead letters %d, want the undecodable row", len(es))
+	if es := e.deadLetters(); len(es) != bad {
+		t.Fatalf("dead letters %d, want the %d undecodable rows", len(es), bad)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(added) != 1 || len(thresholds) != 1 {
-		t.Errorf("DeadLetters heard of %d entries and %d threshold crossings, want 1 and 1 (the quarantined row)", len(added), len(thresholds))
+	if len(added) != bad || len(thresholds) != 1 {
+		t.Fatalf("DeadLetters heard of %d entries and %d threshold crossings, want %d and 1 (the quarantined rows)", len(added), len(thresholds), bad)
 	}
-	if n := rn.r.Stats().DeadLettered; n != 1 {
-		t.Errorf("Stats().DeadLettered = %d, want 1", n)
+	if en := added[0]; en.Destination != "d" || en.MessageID == "" || en.Reason.String() != "SerializationError" {
+		t.Errorf("the first entry told: destination %q, message %q, reason %s; want the row's, read back", en.Destination, en.MessageID, en.Reason)
+	}
+	if n := rn.r.Stats().DeadLettered; n != bad {
+		t.Errorf("Stats().DeadLettered = %d, want %d", n, bad)
 	}
 }

@@ -117,6 +117,10 @@ func idSet(ids []uuid.UUID) map[uuid.UUID]struct{} {
 	return s
 }
 
+// quarantineReadBack is how many of a claim's quarantined rows the relay
+// reads back from the dead-letter queue (quarantined).
+const quarantineReadBack = 16
+
 // quarantined accounts for the rows a claim dead-lettered because the
 // store could not decode them (store.Result.Quarantined): they are dead
 // letters of this relay like the others, counted in Stats and
@@ -125,13 +129,22 @@ func idSet(ids []uuid.UUID) map[uuid.UUID]struct{} {
 // them. The entry is read back from the store's queue, which holds what
 // could be read of the row; hooks that take a Failure are not called,
 // since no message could be decoded.
+//
+// It runs on the claim loop, so it reads back at most
+// quarantineReadBack entries a claim: a flood of malformed rows costs the
+// loop a bounded number of reads, and the entries past them are told with
+// what the relay knows (the message id and the reason), under the
+// destination label (unknown).
 func (r *Relay) quarantined(ctx context.Context, ids []uuid.UUID) {
 	reason := errorhandling.ReasonSerializationError.String()
-	for _, id := range ids {
+	for i, id := range ids {
 		r.stats.deadLettered.Add(1)
 		var e *dlq.Entry
-		if es, err := r.store.DLQ().List(ctx, &dlq.Filters{MessageID: id.String(), OmitPayload: true}); err == nil && len(es) > 0 {
-			e = es[len(es)-1]
+		if i < quarantineReadBack {
+			es, err := r.store.DLQ().List(ctx, &dlq.Filters{MessageID: id.String(), OmitPayload: true})
+			if err == nil && len(es) > 0 {
+				e = es[len(es)-1]
+			}
 		}
 		label := unknownDestinationLabel
 		if e != nil {
