@@ -91,7 +91,7 @@ func (dr *driver) abort(err error) (*Run, error) {
 	dr.release()
 	dr.lease.stop()
 	if !abandoned && !errors.Is(err, wfstore.ErrLeaseLost) {
-		if rerr := dr.e.st.ReleaseRun(bg, dr.runID, dr.e.cfg.InstanceID); rerr != nil {
+		if rerr := dr.e.st.ReleaseRun(bg, dr.runID, dr.e.lease()); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 	}

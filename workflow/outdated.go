@@ -59,7 +59,7 @@ func (e *Engine) endOutdatedRun(ctx context.Context, runID string) (err error) {
 	ended := false
 	defer func() {
 		if !ended {
-			err = errors.Join(err, e.st.ReleaseRun(context.WithoutCancel(ctx), runID, e.cfg.InstanceID))
+			err = errors.Join(err, e.st.ReleaseRun(context.WithoutCancel(ctx), runID, e.lease()))
 		}
 	}()
 	snap, err := e.st.Load(ctx, runID)

@@ -43,7 +43,11 @@ const (
 		WHERE id = $3 AND state = 'running' AND (owner IS NULL OR owner = $1 OR lease_expiry < coalesce($2::timestamptz, now()))`
 	renewRun = `UPDATE {{T}}wf_runs SET lease_expiry = coalesce($1::timestamptz, now()) + $4::bigint * interval '1 microsecond'
 		WHERE id = $2 AND state = 'running' AND owner = $3`
-	releaseRun = `UPDATE {{T}}wf_runs SET owner = NULL, lease_expiry = '-infinity'
+	// releaseRun leaves the lease lapsed a microsecond before the release
+	// (the time in $3; NULL: the database's), not at -infinity: Outdated
+	// reads from it when the run was last held.
+	releaseRun = `UPDATE {{T}}wf_runs SET owner = NULL,
+		lease_expiry = coalesce($3::timestamptz, now()) - interval '1 microsecond'
 		WHERE id = $1 AND state = 'running' AND owner = $2`
 	endRun = `UPDATE {{T}}wf_runs SET state = $1, reason = $2, ended_at = $3, owner = NULL, lease_expiry = '-infinity'
 		WHERE id = $4 AND state = 'running' AND owner = $5`
@@ -148,8 +152,8 @@ func (s *Store) RenewRun(ctx context.Context, runID string, l wfstore.Lease) err
 }
 
 // ReleaseRun implements wfstore.Store.
-func (s *Store) ReleaseRun(ctx context.Context, runID, owner string) error {
-	if _, err := s.exec(ctx, releaseRun, runID, owner); err != nil {
+func (s *Store) ReleaseRun(ctx context.Context, runID string, l wfstore.Lease) error {
+	if _, err := s.exec(ctx, releaseRun, runID, l.Owner, s.leaseNow(l.Now)); err != nil {
 		return fmt.Errorf("wfpostgres: release run %q: %w", runID, err)
 	}
 	return nil

@@ -24,7 +24,9 @@ const (
 		WHERE id = ? AND state = 'running' AND (owner IS NULL OR owner = ? OR lease_expiry < ?)`
 	renewRun = `UPDATE {{prefix}}wf_runs SET lease_expiry = ?
 		WHERE id = ? AND state = 'running' AND owner = ?`
-	releaseRun = `UPDATE {{prefix}}wf_runs SET owner = NULL, lease_expiry = 0
+	// releaseRun leaves the lease lapsed a millisecond before the release,
+	// not at 0: Outdated reads from it when the run was last held.
+	releaseRun = `UPDATE {{prefix}}wf_runs SET owner = NULL, lease_expiry = ?
 		WHERE id = ? AND state = 'running' AND owner = ?`
 	endRun = `UPDATE {{prefix}}wf_runs SET state = ?, reason = ?, ended_at = ?, owner = NULL, lease_expiry = 0
 		WHERE id = ? AND state = 'running' AND owner = ?`
@@ -133,8 +135,8 @@ func (s *Store) RenewRun(ctx context.Context, runID string, l wfstore.Lease) err
 }
 
 // ReleaseRun implements wfstore.Store.
-func (s *Store) ReleaseRun(ctx context.Context, runID, owner string) error {
-	if _, err := s.exec(ctx, releaseRun, runID, owner); err != nil {
+func (s *Store) ReleaseRun(ctx context.Context, runID string, l wfstore.Lease) error {
+	if _, err := s.exec(ctx, releaseRun, l.Now.UnixMilli()-1, runID, l.Owner); err != nil {
 		return fmt.Errorf("wfsqlite: release run %q: %w", runID, err)
 	}
 	return nil

@@ -64,9 +64,11 @@ type Store interface {
 	// RenewRun extends l.Owner's lease to l.Now + l.TTL, or fails with
 	// ErrLeaseLost when l.Owner no longer holds the running run.
 	RenewRun(ctx context.Context, runID string, l Lease) error
-	// ReleaseRun gives up owner's lease of a running run, so that another
-	// instance may take it at once. Releasing a run not held is no error.
-	ReleaseRun(ctx context.Context, runID, owner string) error
+	// ReleaseRun gives up l.Owner's lease of a running run, so that another
+	// instance may take it at once: the lease is left lapsed just before
+	// l.Now (LeaseExpiry), which keeps when the run was last held (Outdated
+	// reads it). Releasing a run not held is no error.
+	ReleaseRun(ctx context.Context, runID string, l Lease) error
 	// Load returns the run with its tasks (ordered by task ID) and its
 	// attempts (ordered by task ID, then number), or ErrNotFound.
 	Load(ctx context.Context, runID string) (*Snapshot, error)

@@ -20,17 +20,21 @@ func testOutdated(t *testing.T, h Harness) {
 		id, dag, hash, owner string
 	}{{"old-idle", "mine", "h-old", "gone"}, {"old-free", "mine", "h-old", ""}, {"old-recent", "mine", "h-old", "gone"},
 		{"old-held", "mine", "h-old", "live"}, {"new", "mine", "h-new", "gone"}, {"other", "other", "h1", "gone"},
-		{"old-ended", "mine", "h-old", "gone"}} {
+		{"old-ended", "mine", "h-old", "gone"}, {"old-released", "mine", "h-old", "gone"}} {
 		run := &wfstore.Run{ID: spec.id, DAGID: spec.dag, DAGHash: spec.hash}
 		must(t, "create "+spec.id, s.CreateRun(ctx, run, []string{"a"}, lease(spec.owner, 0)))
 	}
 	// old-recent's task ended 15 minutes on; old-held's lease is renewed
-	// 19 minutes on; old-ended has ended.
+	// 19 minutes on; old-ended has ended; old-released was held until
+	// its instance released it 15 minutes on (a shutdown: it was driven
+	// until then, though none of its tasks started or ended).
 	must(t, "start", s.StartAttempt(ctx, "old-recent", "a", 1, lease("gone", time.Second)))
 	must(t, "finish", s.FinishAttempt(ctx, &wfstore.Finish{RunID: "old-recent", TaskID: "a", Attempt: 1, Owner: "gone",
 		Now: t0.Add(15 * time.Minute), Outcome: wfstore.OutcomeFailed, State: models.TaskStateUpForRetry,
 		NextAttemptAt: t0.Add(time.Hour)}))
 	must(t, "renew", s.RenewRun(ctx, "old-held", lease("live", 19*time.Minute)))
+	must(t, "renew", s.RenewRun(ctx, "old-released", lease("gone", 15*time.Minute)))
+	must(t, "release", s.ReleaseRun(ctx, "old-released", lease("gone", 15*time.Minute)))
 	if ok, err := s.EndRun(ctx, "old-ended", lease("gone", 0), models.RunStateFailed, "x"); !ok || err != nil {
 		t.Fatalf("EndRun = %v, %v", ok, err)
 	}
@@ -45,7 +49,7 @@ func testOutdated(t *testing.T, h Harness) {
 	}
 	ids, err = s.Outdated(ctx, now, 4*time.Minute, 10, []string{wfstore.ShapeKey("h-new", "mine")})
 	must(t, "outdated", err)
-	if want := []string{"old-free", "old-idle", "old-recent"}; !slices.Equal(ids, want) {
+	if want := []string{"old-free", "old-idle", "old-recent", "old-released"}; !slices.Equal(ids, want) {
 		t.Errorf("Outdated idle 4 min = %q, want %q", ids, want)
 	}
 	for _, shapes := range [][]string{nil, {}} {

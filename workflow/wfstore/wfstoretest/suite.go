@@ -138,11 +138,11 @@ func testAcquireRenewRelease(t *testing.T, h Harness) {
 	mustIs(t, "acquire before the renewed lease lapses", s.AcquireRun(ctx, "r", lease("two", 90*time.Second)), wfstore.ErrLeased)
 	must(t, "acquire a lapsed lease", s.AcquireRun(ctx, "r", lease("two", 2*time.Minute+time.Millisecond)))
 	mustIs(t, "the old holder renews", s.RenewRun(ctx, "r", lease("one", 3*time.Minute)), wfstore.ErrLeaseLost)
-	must(t, "release by another", s.ReleaseRun(ctx, "r", "one"))
+	must(t, "release by another", s.ReleaseRun(ctx, "r", lease("one", 2*time.Minute+time.Millisecond)))
 	if r := load(t, s, "r").Run; r.Owner != "two" {
 		t.Errorf("owner after a stranger's release = %q", r.Owner)
 	}
-	must(t, "release", s.ReleaseRun(ctx, "r", "two"))
+	must(t, "release", s.ReleaseRun(ctx, "r", lease("two", 2*time.Minute+time.Millisecond)))
 	must(t, "acquire a released run at once", s.AcquireRun(ctx, "r", lease("three", 2*time.Minute+2*time.Millisecond)))
 	mustIs(t, "acquire a missing run", s.AcquireRun(ctx, "missing", lease("x", 0)), wfstore.ErrNotFound)
 	if ok, err := s.EndRun(ctx, "r", lease("three", 3*time.Minute), models.RunStateSuccess, "done"); !ok || err != nil {
