@@ -23,8 +23,8 @@ import (
 //
 // The run must have ended. ReplayTask fails with an error matching
 // dlq.ErrNotFound for an unknown entry, ErrNotReplayable when the entry is
-// not a workflow task's or its task is no longer failed with it (already
-// replayed), ErrRunActive while the run runs, and ErrUnknownDAG when the
+// not a workflow task's, was resolved (matching dlq.ErrResolved too), or
+// its task is no longer failed with it (already replayed), ErrRunActive while the run runs, and ErrUnknownDAG when the
 // DAG is not registered. Like Run, it returns the run with a *RunError when
 // the run fails again. When the registered DAG is not the one the run was
 // created with (its tasks, edges or policy changed since, or the entry
@@ -38,6 +38,12 @@ func (e *Engine) ReplayTask(ctx context.Context, entryID string) (*Run, error) {
 	}
 	if entry.DAGRunID == "" || entry.TaskID == "" {
 		return nil, fmt.Errorf("%w: entry %s is not a workflow task's", ErrNotReplayable, entryID)
+	}
+	if entry.Status == dlq.StatusResolved {
+		// Dealt with and closed by an operator: the queue refuses to
+		// replay it, and so does the engine. The task ran again, and the
+		// run went on, however the operator had settled it.
+		return nil, fmt.Errorf("%w: entry %s: %w; it can no longer be replayed", ErrNotReplayable, entryID, dlq.ErrResolved)
 	}
 	runID := entry.DAGRunID
 	d, err := e.replayableDAG(ctx, entry)
