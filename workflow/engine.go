@@ -74,13 +74,20 @@ func (e *Engine) DeadLetters() *dlq.Manager { return e.dlqm }
 func (e *Engine) Register(dags ...*DAG) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	// The DAGs of this call count as registered in turn: two shapes of
+	// one ID in one call were both taken, the second replacing the first.
+	seen := make(map[string]*DAG, len(dags))
 	for _, d := range dags {
 		if d == nil {
 			return errors.New("workflow: Register: nil DAG")
 		}
+		if old, ok := seen[d.id]; ok && old.hash != d.hash {
+			return fmt.Errorf("workflow: Register: DAG %s is given twice, with other tasks, edges or policy", d.id)
+		}
 		if old, ok := e.dags[d.id]; ok && old.hash != d.hash {
 			return fmt.Errorf("workflow: Register: DAG %s is registered with other tasks, edges or policy", d.id)
 		}
+		seen[d.id] = d
 	}
 	for _, d := range dags {
 		e.dags[d.id] = d
