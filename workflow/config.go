@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/backstophq/backstop/clock"
 	"github.com/backstophq/backstop/dlq"
@@ -19,7 +21,8 @@ import (
 type Config struct {
 	// InstanceID names this engine instance in leases and attempt
 	// history. It must be unique among the live instances sharing a
-	// database. Empty means hostname-pid-random.
+	// database, and UTF-8 without NUL (what both stores keep). Empty
+	// means hostname-pid-random.
 	InstanceID string
 	// MaxConcurrentTasks bounds how many task attempts run at once in
 	// this engine, across all its runs. 0 means 8; negative is an error.
@@ -118,6 +121,12 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("workflow: Config.PollInterval must not be negative, got %s", c.PollInterval)
 	case c.PollInterval != 0 && c.PollInterval < MinPollInterval:
 		return c, fmt.Errorf("workflow: Config.PollInterval must be 0 (half the lease) or at least %s, got %s", MinPollInterval, c.PollInterval)
+	}
+	if !utf8.ValidString(c.InstanceID) || strings.IndexByte(c.InstanceID, 0) >= 0 {
+		// It is every lease's and attempt's owner: PostgreSQL keeps no
+		// such text, and every run failed there with an encoding error
+		// that named neither the ID nor the configuration.
+		return c, fmt.Errorf("workflow: Config.InstanceID must be UTF-8 without NUL, as both stores keep it, got %q", c.InstanceID)
 	}
 	if c.InstanceID == "" {
 		host, _ := os.Hostname()
