@@ -23,6 +23,10 @@ type result struct {
 // errAttemptTimeout cancels an attempt that ran past its task's Timeout.
 var errAttemptTimeout = errors.New("attempt timed out")
 
+// errGoexit is the error of an attempt whose function called
+// runtime.Goexit instead of returning.
+var errGoexit = errors.New("the task function ended its goroutine with runtime.Goexit instead of returning")
+
 // runAttempt calls the task's function under its timeout (timed by the
 // engine's clock), turns a panic into a *PanicError, and sends the result.
 // It holds one token of e.sem, which it gives back before sending.
@@ -43,7 +47,21 @@ func (e *Engine) runAttempt(ctx context.Context, cancel context.CancelCauseFunc,
 		}()
 	}
 	go e.watchCancelled(ctx, tc, stop)
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		// The function ended the goroutine with runtime.Goexit (t.FailNow
+		// in a test, a library exiting its goroutine): it neither returned
+		// nor panicked, and without its result and token the run waited
+		// for ever. The attempt fails instead.
+		close(stop)
+		<-e.sem
+		out <- result{taskID: tc.task.ID, attempt: tc.attempt, tc: tc, err: errGoexit}
+	}()
 	err := call(ctx, tc)
+	returned = true
 	close(stop)
 	r := result{taskID: tc.task.ID, attempt: tc.attempt, err: err, tc: tc}
 	if ctx.Err() != nil {
