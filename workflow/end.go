@@ -24,7 +24,14 @@ func (dr *driver) finish(p plan) (*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workflow: run %s: %w", dr.runID, err)
 	}
-	if err := dr.load(); err != nil {
+	// From here the run may have ended: what follows (reading it again,
+	// OnDAGFailure) is done even if the caller's context ends now. Read
+	// with that context, a shutdown just after the end failed the read,
+	// OnDAGFailure was never called (nobody drives an ended run again),
+	// and Run said the run was interrupted.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(dr.ctx), writeTimeout)
+	defer cancel()
+	if err := dr.loadWith(ctx); err != nil {
 		return nil, err
 	}
 	if !ended && retried && dr.snap.Run.State == p.state && dr.snap.Run.Reason == p.reason {
@@ -40,12 +47,12 @@ func (dr *driver) finish(p plan) (*Run, error) {
 	if p.state == models.RunStateFailed {
 		level = slog.LevelWarn
 	}
-	dr.e.log.LogAttrs(dr.ctx, level, "run ended", slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id),
+	dr.e.log.LogAttrs(ctx, level, "run ended", slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id),
 		slog.String("state", string(p.state)), slog.String("reason", p.reason))
 	dr.e.emit(Event{Time: r.EndedAt, RunID: dr.runID, DAGID: dr.d.id, RunState: p.state, Reason: p.reason})
 	if cb := dr.d.prop.OnDAGFailure; cb != nil && p.state == models.RunStateFailed {
 		run := &models.DAGRun{ID: r.ID, DAGID: r.DAGID, State: r.State, StartedAt: r.CreatedAt, EndedAt: r.EndedAt}
-		dr.e.callback(dr.ctx, "OnDAGFailure", func() error { return cb(dr.ctx, run, runErr) },
+		dr.e.callback(ctx, "OnDAGFailure", func() error { return cb(ctx, run, runErr) },
 			slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id))
 	}
 	return r, runErr

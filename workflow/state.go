@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"time"
@@ -33,8 +34,11 @@ import (
 // it holds are not read again unless their rows show them changed. A
 // renewal read every result, a gigabyte every renewal for 1,000 results of
 // 1 MB.
-func (dr *driver) load() error {
-	snap, err := dr.reread(dr.ctx, dr.snap)
+func (dr *driver) load() error { return dr.loadWith(dr.ctx) }
+
+// loadWith is load under ctx.
+func (dr *driver) loadWith(ctx context.Context) error {
+	snap, err := dr.reread(ctx, dr.snap)
 	if err != nil {
 		return err
 	}
