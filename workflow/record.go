@@ -76,10 +76,22 @@ func (dr *driver) record(ctx context.Context, r result) error {
 			Reason: fmt.Sprintf("up for retry: the database was unavailable while attempt %d's success was recorded, so nothing it wrote was kept; it runs again and does not count as a failure",
 				f.Attempt)}
 		_, err = dr.whileHeld(ctx, func(ctx context.Context) error { return dr.e.st.FinishAttempt(ctx, f) })
-	} else if err != nil && f.Outcome == wfstore.OutcomeSuccess && !errors.Is(err, wfstore.ErrConflict) && ctx.Err() == nil {
+	} else if err != nil && f.Outcome == wfstore.OutcomeSuccess && !errors.Is(err, wfstore.ErrConflict) {
 		// The success could not be committed (a message or an OnCommit
 		// function failed): the attempt failed, and nothing it wrote
 		// exists.
+		if ctx.Err() != nil {
+			// The transaction outlasted writeTimeout (an OnCommit function
+			// as slow): the driver stopped, the task left running, and
+			// every resume ran it and timed it out again, for ever. It is
+			// the attempt's failure, recorded under a new deadline; a
+			// commit the timeout cut short may have been made, which the
+			// refusal of the failure then shows (unknown).
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+			defer cancel()
+			unknown = true
+		}
 		r.err = fmt.Errorf("recording the success: %w", err)
 		f = &wfstore.Finish{RunID: f.RunID, TaskID: f.TaskID, Attempt: f.Attempt, Owner: f.Owner, Now: now,
 			Failures: t.Failures}
