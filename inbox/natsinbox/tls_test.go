@@ -3,15 +3,13 @@ package natsinbox
 import (
 	"crypto/tls"
 	"fmt"
-	"io"
-	stdlog "log"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/backstophq/backstop/transport/transporttest"
 )
 
 // TestTLSRefusedIsPermanent: a NATS server whose certificate no trusted
@@ -23,10 +21,7 @@ func TestTLSRefusedIsPermanent(t *testing.T) {
 	t.Parallel()
 	// A server that speaks the start of NATS (its INFO asks for TLS) and
 	// then TLS with a certificate of httptest's own authority.
-	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
-	srv.Config.ErrorLog = stdlog.New(io.Discard, "", 0)
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+	_, untrusted := transporttest.UntrustedTLS(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +36,7 @@ func TestTLSRefusedIsPermanent(t *testing.T) {
 			go func() {
 				defer c.Close()
 				fmt.Fprintf(c, "INFO {\"server_id\":\"probe\",\"tls_required\":true,\"max_payload\":1048576}\r\n")
-				_ = tls.Server(c, srv.TLS).Handshake()
+				_ = tls.Server(c, untrusted).Handshake()
 			}()
 		}
 	}()

@@ -3,11 +3,7 @@ package rabbitinbox
 import (
 	"context"
 	"errors"
-	"io"
-	stdlog "log"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -172,10 +168,7 @@ func TestLoginCutAtStart(t *testing.T) {
 // could not reach and tried again for ever.
 func TestTLSRefusedAtStart(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
-	srv.Config.ErrorLog = stdlog.New(io.Discard, "", 0)
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+	untrusted, _ := transporttest.UntrustedTLS(t)
 	plain, err := url.Parse(testenv.AMQPURL())
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +176,7 @@ func TestTLSRefusedAtStart(t *testing.T) {
 	e := inboxtest.NewEnv(t, inboxtest.Kinds[0])
 	in := e.NewInbox(e.Config())
 	for name, addr := range map[string]string{
-		"untrusted certificate": strings.TrimPrefix(srv.URL, "https://"),
+		"untrusted certificate": untrusted,
 		"not a TLS port":        plain.Host,
 	} {
 		r, err := New(Config{Inbox: in, URL: "amqps://guest:guest@" + addr + "/", Queue: "q", Logger: inboxtest.Quiet,

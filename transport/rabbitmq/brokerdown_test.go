@@ -2,11 +2,7 @@ package rabbitmq_test
 
 import (
 	"bytes"
-	"io"
-	stdlog "log"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -124,16 +120,13 @@ func TestLoginCutAtNew(t *testing.T) {
 // deliver.
 func TestTLSRefusedAtNew(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
-	srv.Config.ErrorLog = stdlog.New(io.Discard, "", 0)
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+	untrusted, _ := transporttest.UntrustedTLS(t)
 	plain, err := url.Parse(amqpURL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, addr := range map[string]string{
-		"untrusted certificate": strings.TrimPrefix(srv.URL, "https://"),
+		"untrusted certificate": untrusted,
 		"not a TLS port":        plain.Host,
 	} {
 		tr, err := rabbitmq.New(rabbitmq.Config{URL: "amqps://guest:guest@" + addr + "/", Timeout: 5 * time.Second,

@@ -3,7 +3,6 @@ package transporttest
 import (
 	"io"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -33,53 +32,29 @@ func NewLoginCut(t *testing.T, target string, cuts int) *LoginCut {
 		t.Fatal(err)
 	}
 	l := &LoginCut{Addr: ln.Addr().String()}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-		seen  int
-	)
+	f := &forwarder{}
 	t.Cleanup(func() {
 		_ = ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
+		f.closeAll()
 	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, c, s)
-			seen++
-			cut := seen <= cuts
-			mu.Unlock()
-			go func() { _, _ = io.Copy(c, s); _ = c.Close() }()
-			if !cut {
-				go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
-				continue
-			}
-			go func() {
-				// The protocol header ("AMQP" and four version bytes) goes
-				// through; the next thing the client sends is its login.
-				header := make([]byte, 8)
-				if _, err := io.ReadFull(c, header); err == nil {
-					_, _ = s.Write(header)
-					_, _ = c.Read(make([]byte, 1))
-				}
-				l.cut.Add(1)
-				_ = c.Close()
-				_ = s.Close()
-			}()
+	go f.serve(ln, target, func(n int, c, s net.Conn) {
+		if n > cuts {
+			both(c, s)
+			return
 		}
-	}()
+		go func() { _, _ = io.Copy(c, s); _ = c.Close() }()
+		go func() {
+			// The protocol header ("AMQP" and four version bytes) goes
+			// through; the next thing the client sends is its login.
+			header := make([]byte, 8)
+			if _, err := io.ReadFull(c, header); err == nil {
+				_, _ = s.Write(header)
+				_, _ = c.Read(make([]byte, 1))
+			}
+			l.cut.Add(1)
+			_ = c.Close()
+			_ = s.Close()
+		}()
+	})
 	return l
 }

@@ -1,7 +1,6 @@
 package transporttest
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -49,33 +48,7 @@ func (u *Unreachable) Open(t *testing.T, target string) {
 	u.mu.Lock()
 	u.ln = ln
 	u.mu.Unlock()
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, c, s)
-			mu.Unlock()
-			go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
-			go func() { _, _ = io.Copy(c, s); _ = c.Close() }()
-		}
-	}()
+	f := &forwarder{}
+	t.Cleanup(f.closeAll)
+	go f.serve(ln, target, func(_ int, c, s net.Conn) { both(c, s) })
 }
