@@ -98,6 +98,11 @@ func (e *Engine) endOutdatedRun(ctx context.Context, runID string) (err error) {
 	if ended, err = e.st.EndRun(ctx, runID, l, models.RunStateFailed, reason); err != nil || !ended {
 		return err
 	}
+	// The run has ended: nobody drives it again, so what follows (reading
+	// it, OnDAGFailure) is done even if Work's context ends now, as
+	// driver.finish does.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
 	e.log.LogAttrs(ctx, slog.LevelWarn, "run ended", slog.String("run_id", runID), slog.String("dag_id", d.id),
 		slog.String("state", string(models.RunStateFailed)), slog.String("reason", reason))
 	e.emit(Event{Time: l.Now, RunID: runID, DAGID: d.id, RunState: models.RunStateFailed, Reason: reason})
