@@ -125,6 +125,12 @@ func (c Config) Validate() error {
 			return fmt.Errorf("store: TablePrefix %q may hold only a-z, 0-9 and _", c.TablePrefix)
 		}
 	}
+	// The prefix begins every table's name, written unquoted in the
+	// stores' SQL: a name starting with a digit is not an identifier (the
+	// migration failed with "trailing junk after numeric literal").
+	if p := c.TablePrefix; p != "" && p[0] >= '0' && p[0] <= '9' {
+		return fmt.Errorf("store: TablePrefix %q must not start with a digit: it begins unquoted SQL names", p)
+	}
 	return nil
 }
 
