@@ -25,15 +25,23 @@ const listenBuffer = 256
 // may Listen again.
 //
 // Inserts notify only while someone waits (store.WakeGate): Listen
-// registers as waiting for as long as it listens.
+// registers as waiting for as long as it listens. The registration names
+// the server process of the listening connection (listenerID), so that
+// the reaper (deadInstancesSQL) drops it once that connection is gone: a
+// caller whose process died never ended it, and every insert notified
+// for good.
 func (s *Store) Listen(ctx context.Context) (<-chan string, error) {
-	id := "listen:" + uuid.NewString()
-	if err := s.SetWaiting(ctx, id, true); err != nil {
+	lctx, stop := context.WithCancel(ctx)
+	names, pid, err := s.listenConn(lctx)
+	if err != nil {
+		stop()
 		return nil, err
 	}
-	names, err := s.listen(ctx)
-	if err != nil {
-		_ = s.SetWaiting(context.WithoutCancel(ctx), id, false)
+	id := listenerID(pid)
+	if err := s.SetWaiting(ctx, id, true); err != nil {
+		stop()
+		for range names {
+		}
 		return nil, err
 	}
 	out := make(chan string, listenBuffer)
@@ -44,6 +52,7 @@ func (s *Store) Listen(ctx context.Context) (<-chan string, error) {
 			_ = s.SetWaiting(rctx, id, false)
 			cancel()
 		}()
+		defer stop()
 		for n := range names {
 			select {
 			case out <- n:
@@ -52,6 +61,12 @@ func (s *Store) Listen(ctx context.Context) (<-chan string, error) {
 		}
 	}()
 	return out, nil
+}
+
+// listenerID is the waiters registration of a Listen whose connection's
+// server process is pid: "listen:<pid>:<uuid>" (listenerIDPattern).
+func listenerID(pid uint32) string {
+	return fmt.Sprintf("listen:%d:%s", pid, uuid.NewString())
 }
 
 // SetWaiting registers id as waiting for wake-ups, or ends its
@@ -73,14 +88,28 @@ func (s *Store) SetWaiting(ctx context.Context, id string, waiting bool) error {
 // listen is Listen without the registration: Subscribe's relay registers
 // itself only while it waits.
 func (s *Store) listen(ctx context.Context) (<-chan string, error) {
+	names, _, err := s.listenConn(ctx)
+	return names, err
+}
+
+// listenConn is listen, also returning the server process id of the
+// listening connection.
+func (s *Store) listenConn(ctx context.Context) (<-chan string, uint32, error) {
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: listen: %w", err)
+		return nil, 0, fmt.Errorf("postgres: listen: %w", err)
 	}
 	conn := pc.Hijack() // a listening connection must not go back to the pool
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.Channel()}.Sanitize()); err != nil {
 		closeConn(conn)
-		return nil, fmt.Errorf("postgres: listen: %w", err)
+		return nil, 0, fmt.Errorf("postgres: listen: %w", err)
+	}
+	// the server's own id of the process (a pooler's BackendKeyData may
+	// carry another)
+	var pid uint32
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		closeConn(conn)
+		return nil, 0, fmt.Errorf("postgres: listen: %w", err)
 	}
 	out := make(chan string, listenBuffer)
 	go func() {
@@ -104,7 +133,7 @@ func (s *Store) listen(ctx context.Context) (<-chan string, error) {
 			}
 		}
 	}()
-	return out, nil
+	return out, pid, nil
 }
 
 // listenCheck is how long a listening connection waits for a notification

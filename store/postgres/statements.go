@@ -23,7 +23,8 @@ ON CONFLICT (id) DO UPDATE SET host = coalesce(nullif(excluded.host, ''), i.host
 // deadInstancesSQL deletes the instances silent for longer than $3
 // microseconds, clears their leases (outbox_lease_idx holds only leased
 // rows) and their waiting registrations (WakeGate), returning how many it
-// declared dead. A heart-beat further ahead than $3 can only come from a
+// declared dead. It also drops the registrations of Listen callers whose
+// listening connection's server process is gone. A heart-beat further ahead than $3 can only come from a
 // clock stepped back since: it is taken as of now (stepped), so that a
 // dead instance goes one timeout later instead of holding its leases for
 // the length of the step; a live one heart-beats again within the timeout.
@@ -40,6 +41,12 @@ WITH stepped AS (
 	RETURNING 1
 ), unwaited AS (
 	DELETE FROM {w} WHERE id IN (SELECT id FROM dead)
+), unlistened AS (
+	-- the registrations of Listen callers whose listening connection is
+	-- gone (listenerID): a process that died never ended its own
+	DELETE FROM {w} WHERE id ~ '^listen:[0-9]+:'
+		AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a
+			WHERE a.pid::text = split_part(id, ':', 2))
 )
 SELECT count(*)::int FROM dead`
 
