@@ -11,6 +11,7 @@ import (
 	"github.com/backstophq/backstop/admin"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/relay"
+	natstransport "github.com/backstophq/backstop/transport/nats"
 	"github.com/backstophq/backstop/transport/webhook"
 )
 
@@ -270,6 +271,17 @@ func (d *Destination) validate(p string) []*Error {
 	} {
 		if k.set && d.Type != k.typ && contains([]string{"webhook", "nats", "rabbitmq"}, d.Type) {
 			bad(k.key, "is not a setting of a %s destination (only of %s destinations)", d.Type, k.typ)
+		}
+	}
+	if d.Type == "nats" {
+		// What the NATS transport refuses, or could never publish to (a
+		// wildcard or a space in the subject dead-lettered every
+		// message), is refused here with its key and line.
+		if err := natstransport.CheckSubjectTemplate(d.Subject); err != nil {
+			bad("subject", "%v", err)
+		}
+		if err := natstransport.CheckStreamName(d.Stream); err != nil {
+			bad("stream", "%v", err)
 		}
 	}
 	oneOf(&errs, p+".ordering", d.Ordering, "strict", "release", "none")

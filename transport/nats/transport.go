@@ -100,8 +100,13 @@ func (c Config) validate() error {
 		return errors.New("natstransport: Config.URL is required when Config.Conn is nil")
 	case c.Timeout < 0:
 		return fmt.Errorf("natstransport: Config.Timeout must not be negative (got %v)", c.Timeout)
-	case strings.ContainsAny(c.Stream, " \t\r\n.*>"):
+	case CheckStreamName(c.Stream) != nil:
 		return fmt.Errorf("natstransport: Config.Stream %q is not a valid stream name", c.Stream)
+	}
+	if c.SubjectFunc == nil {
+		if err := CheckSubjectTemplate(c.Subject); err != nil {
+			return fmt.Errorf("natstransport: Config.Subject: %w", err)
+		}
 	}
 	if err := c.Limits.Validate(); err != nil {
 		return fmt.Errorf("natstransport: Config.Limits: %w", err)
@@ -380,6 +385,34 @@ func expand(template string, m *outbox.Message) string {
 	}
 	return strings.NewReplacer("{destination}", m.Destination, "{type}", m.Type,
 		"{stream}", m.Stream, "{id}", m.ID.String()).Replace(template)
+}
+
+// CheckStreamName reports a stream name JetStream refuses (white space,
+// '.', '*' or '>'); empty is valid (any stream).
+func CheckStreamName(name string) error {
+	if strings.ContainsAny(name, " \t\r\n.*>") {
+		return fmt.Errorf("%q is not a valid stream name (no white space, '.', '*' or '>')", name)
+	}
+	return nil
+}
+
+// CheckSubjectTemplate reports a subject template (Config.Subject) that no
+// message can be published to, whatever its fields: a wildcard token, an
+// empty token, white space or a control character outside the
+// placeholders, or too long. Such a template failed every message as a
+// permanent fault of the message, dead-lettering them all. Empty is valid
+// (DefaultSubject).
+func CheckSubjectTemplate(template string) error {
+	if template == "" {
+		return nil
+	}
+	// Each placeholder at its best: one valid token's worth of text. A
+	// field can add tokens but never remove one the template has.
+	best := strings.NewReplacer("{destination}", "x", "{type}", "x", "{stream}", "x", "{id}", "x").Replace(template)
+	if err := checkSubject(best); err != nil {
+		return fmt.Errorf("no message can be published to %q: %w", template, err)
+	}
+	return nil
 }
 
 // errBadSubject is wrapped by the error of a subject checkSubject refuses.
