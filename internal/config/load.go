@@ -261,11 +261,20 @@ var defaultedOnZero = map[string]bool{
 var listIndex = regexp.MustCompile(`\[\d+\]`)
 
 // refuseZeros reports a zero written for a key in defaultedOnZero.
+// An alias of a scalar is checked as what it stands for: timeout: *z, z
+// a 0s anchored where 0 is allowed, was taken as the default. (An alias
+// of a mapping or list is not walked again: its keys were checked where
+// it is anchored, and walking every alias of an alias bomb would take
+// for ever.)
 func refuseZeros(n *yaml.Node, path string, errs *[]error) {
+	line := n.Line
+	if n.Kind == yaml.AliasNode && n.Alias != nil && n.Alias.Kind == yaml.ScalarNode {
+		n = n.Alias
+	}
 	switch n.Kind {
 	case yaml.ScalarNode:
 		if defaultedOnZero[listIndex.ReplaceAllString(path, "[]")] && isZero(n.Value) {
-			*errs = append(*errs, &Error{Key: path, Line: n.Line,
+			*errs = append(*errs, &Error{Key: path, Line: line,
 				Problem: fmt.Sprintf("must be more than 0, got %s (leave the key out for the default)", n.Value)})
 		}
 	case yaml.MappingNode:
