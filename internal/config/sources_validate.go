@@ -127,6 +127,8 @@ func (s *Source) validate(p string) []*Error {
 				bad("url", "%q is not an absolute URL", Redact(s.URL))
 			} else if !contains(want, u.Scheme) {
 				bad("url", "scheme %q does not suit a %s source (want %s)", u.Scheme, s.Type, strings.Join(want, " or "))
+			} else if problem := brokerPorts(s.Type, s.URL); problem != "" {
+				bad("url", "%s", problem)
 			}
 		}
 	}

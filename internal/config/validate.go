@@ -5,6 +5,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -247,6 +248,8 @@ func (d *Destination) validate(p string) []*Error {
 		want := map[string][]string{"webhook": {"http", "https"}, "nats": {"nats", "tls", "ws", "wss"}, "rabbitmq": {"amqp", "amqps"}}[d.Type]
 		if want != nil && !contains(want, u.Scheme) {
 			bad("url", "scheme %q does not suit a %s destination (want %s)", u.Scheme, d.Type, strings.Join(want, " or "))
+		} else if problem := brokerPorts(d.Type, d.URL); problem != "" {
+			bad("url", "%s", problem)
 		}
 	}
 	if d.Type != "webhook" {
@@ -371,6 +374,33 @@ func webhookKey(err error) (key, problem string) {
 		}
 	}
 	return "type", text
+}
+
+// brokerPorts says what is wrong with the ports of a NATS server's or an
+// AMQP broker's URL (a comma-separated list for NATS), or "". A port out
+// of range (nats://host:99999) failed every dial as if the server could
+// not be reached: serve started, its deliveries and the source waiting
+// for ever on a server that was never to be reached.
+func brokerPorts(typ, raw string) string {
+	if typ != "nats" && typ != "rabbitmq" {
+		return ""
+	}
+	parts := []string{raw}
+	if typ == "nats" {
+		parts = strings.Split(raw, ",")
+	}
+	for _, part := range parts {
+		u, err := url.Parse(strings.TrimSpace(part))
+		if err != nil {
+			continue // reported as a URL that does not parse, if it is one
+		}
+		if p := u.Port(); p != "" {
+			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+				return fmt.Sprintf("has port %q, not 1 to 65535", p)
+			}
+		}
+	}
+	return ""
 }
 
 func oneOf(errs *[]*Error, key, v string, allowed ...string) {
