@@ -79,6 +79,10 @@ func (n *natsOpener) open(ctx context.Context) error {
 		return n.failed(fmt.Errorf("stream: %q: %w", sc.Stream, err))
 	case errors.Is(err, jetstream.ErrInvalidConsumerName):
 		return n.failed(fmt.Errorf("consumer: %q: %w", sc.Consumer, err))
+	case errors.Is(err, jetstream.ErrInvalidSubject), apiErrorCode(err, errCodeFilterNotSubset):
+		// The filter subject the server refuses (not one of the
+		// stream's): named by its key, as the stream and consumer are.
+		return n.failed(fmt.Errorf("subject: %q: %w", sc.Subject, err))
 	case err != nil:
 		return n.failed(fmt.Errorf("consumer %s on stream %s: %w", sc.Consumer, sc.Stream, err))
 	}
@@ -90,6 +94,16 @@ func (n *natsOpener) open(ctx context.Context) error {
 	n.rcv, n.why = r, nil
 	n.mu.Unlock()
 	return nil
+}
+
+// errCodeFilterNotSubset is JetStream's refusal of a consumer whose filter
+// subject the stream does not capture.
+const errCodeFilterNotSubset = 10093
+
+// apiErrorCode reports whether err is a JetStream API error with code.
+func apiErrorCode(err error, code jetstream.ErrorCode) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == code
 }
 
 // failed records err as why the source is not open, and returns it.

@@ -139,6 +139,9 @@ func (s *Source) validate(p string) []*Error {
 		if strings.ContainsAny(s.Consumer, ".*> \t") {
 			bad("consumer", "%q: a durable name may not hold '.', '*', '>' or spaces", s.Consumer)
 		}
+		if problem := filterSubject(s.Subject); problem != "" {
+			bad("subject", "%q: %s", s.Subject, problem)
+		}
 		// A message whose ack was lost comes again after ack_wait: its id
 		// must still be remembered then.
 		if wait, window := cmp.Or(s.AckWait.D(), DefaultAckWait), cmp.Or(s.DedupWindow.D(), DefaultDedupWindow); wait >= window {
@@ -197,6 +200,28 @@ func (s *Source) validate(p string) []*Error {
 		bad("stream_key", "%q is not one of header:<Name>, subject, routing_key, none", s.StreamKey)
 	}
 	return errs
+}
+
+// filterSubject says what makes subject an invalid filter subject of a
+// consumer, which the client refuses when serve creates it ("nats: invalid
+// subject name", naming no key), or "" (empty: every subject).
+func filterSubject(subject string) string {
+	if subject == "" {
+		return ""
+	}
+	if strings.IndexFunc(subject, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		return "a subject holds no white space or control character"
+	}
+	tokens := strings.Split(subject, ".")
+	for i, tok := range tokens {
+		switch {
+		case tok == "":
+			return "a subject has no empty token (no leading, trailing or doubled '.')"
+		case tok == ">" && i < len(tokens)-1:
+			return "'>' may only be the last token"
+		}
+	}
+	return ""
 }
 
 // aSource is "a nats source", "an http source".
