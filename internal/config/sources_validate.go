@@ -10,6 +10,7 @@ import (
 
 	"github.com/backstophq/backstop/inbox"
 	"github.com/backstophq/backstop/outbox"
+	natstransport "github.com/backstophq/backstop/transport/nats"
 	"github.com/backstophq/backstop/transport/webhook"
 )
 
@@ -136,8 +137,11 @@ func (s *Source) validate(p string) []*Error {
 	case "nats":
 		required("stream", s.Stream)
 		required("consumer", s.Consumer)
-		if strings.ContainsAny(s.Consumer, ".*> \t") {
-			bad("consumer", "%q: a durable name may not hold '.', '*', '>' or spaces", s.Consumer)
+		if strings.ContainsAny(s.Consumer, natstransport.InvalidNameChars) {
+			bad("consumer", "%q: a durable name may not hold '.', '*', '>', '/', '\\' or white space", s.Consumer)
+		}
+		if err := natstransport.CheckStreamName(s.Stream); err != nil {
+			bad("stream", "%v", err)
 		}
 		if problem := filterSubject(s.Subject); problem != "" {
 			bad("subject", "%q: %s", s.Subject, problem)

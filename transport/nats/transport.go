@@ -387,11 +387,15 @@ func expand(template string, m *outbox.Message) string {
 		"{stream}", m.Stream, "{id}", m.ID.String()).Replace(template)
 }
 
+// InvalidNameChars are the characters no JetStream stream or consumer name
+// may hold: the client refuses such a name before asking the server.
+const InvalidNameChars = ">*. /\\\t\r\n"
+
 // CheckStreamName reports a stream name JetStream refuses (white space,
-// '.', '*' or '>'); empty is valid (any stream).
+// '.', '*', '>', '/' or '\\'); empty is valid (any stream).
 func CheckStreamName(name string) error {
-	if strings.ContainsAny(name, " \t\r\n.*>") {
-		return fmt.Errorf("%q is not a valid stream name (no white space, '.', '*' or '>')", name)
+	if strings.ContainsAny(name, InvalidNameChars) {
+		return fmt.Errorf("%q is not a valid stream name (no white space, '.', '*', '>', '/' or '\\')", name)
 	}
 	return nil
 }
