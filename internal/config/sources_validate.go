@@ -55,7 +55,7 @@ func (c *Config) validateSources(names map[string]bool) []*Error {
 		if s.Type != "http" || !strings.HasPrefix(s.Path, "/") {
 			continue
 		}
-		if s.Listen == c.Listen {
+		if s.Listen == c.Listen || sameAddress(s.Listen, c.Listen) {
 			bad("listen", "is the server's own listen address: leave it out to receive on the server's listener")
 		}
 		if s.Listen == "" {
@@ -226,6 +226,41 @@ func filterSubject(subject string) string {
 		}
 	}
 	return ""
+}
+
+// sameAddress reports whether listening on a and b (host:port) would take
+// the same address, spelt differently: the same port, and hosts that are
+// the same (localhost is 127.0.0.1) or one of them every address. serve
+// then stopped at its start with "bind: address already in use", naming
+// no key, though config check said ok.
+func sameAddress(a, b string) bool {
+	ha, pa, err := net.SplitHostPort(a)
+	if err != nil {
+		return false
+	}
+	hb, pb, err := net.SplitHostPort(b)
+	if err != nil {
+		return false
+	}
+	na, errA := net.LookupPort("tcp", pa)
+	nb, errB := net.LookupPort("tcp", pb)
+	if errA != nil || errB != nil || na == 0 || na != nb {
+		return false
+	}
+	norm := func(h string) string {
+		switch h {
+		case "", "0.0.0.0", "::":
+			return "" // every address
+		case "localhost":
+			return "127.0.0.1"
+		}
+		if ip := net.ParseIP(h); ip != nil {
+			return ip.String()
+		}
+		return strings.ToLower(h)
+	}
+	ha, hb = norm(ha), norm(hb)
+	return ha == "" || hb == "" || ha == hb
 }
 
 // aSource is "a nats source", "an http source".
