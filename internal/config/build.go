@@ -95,6 +95,16 @@ func (c *Config) RelayConfig(ctx context.Context, logger *slog.Logger) (relay.Co
 			return relay.Config{}, nil, &Error{Key: fmt.Sprintf("destinations[%d]", i), Problem: err.Error()}
 		}
 		opened = append(opened, tr)
+		if err := ctx.Err(); err != nil {
+			// Stopped while a transport was dialing (a NATS server that
+			// takes the connection and says nothing holds New for its
+			// timeout): the others are not dialed, one after another,
+			// before serve can stop.
+			for _, t := range opened {
+				_ = t.Close()
+			}
+			return relay.Config{}, nil, err
+		}
 		if d.UnknownErrors == "transient" {
 			tr = &unknownTransient{Transport: tr, classifier: rc.Classifier}
 		}

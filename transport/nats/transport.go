@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -347,18 +348,46 @@ func unreachable(err error) bool {
 
 // dialInBackground returns a connection to Config.URL that is not
 // connected yet and keeps trying (nats.RetryOnFailedConnect), logging
-// once it connects.
+// once it connects. It is called once a dial found the server unreachable:
+// it does not dial again before it returns. nats.Connect tries every
+// server once before it hands the connection to its reconnect loop, and
+// against a server that takes the connection and says nothing (a host
+// that drops packets, a proxy with no server behind it) that try took
+// Config.Timeout again: New took twice the timeout (a minute by default)
+// for each such destination, and serve's start, which makes its
+// transports one after another, ignored SIGTERM all that time.
 func (t *Transport) dialInBackground() (*nats.Conn, error) {
 	log := t.cfg.Logger
+	d := &laterDialer{d: net.Dialer{Timeout: t.cfg.Timeout}}
+	d.skip.Store(true)
 	nc, err := nats.Connect(t.cfg.URL, append([]nats.Option{nats.Name("backstop"), nats.MaxReconnects(-1),
-		nats.Timeout(t.cfg.Timeout), nats.RetryOnFailedConnect(true),
+		nats.Timeout(t.cfg.Timeout), nats.RetryOnFailedConnect(true), nats.SetCustomDialer(d),
 		nats.ConnectHandler(func(nc *nats.Conn) {
 			log.Info("natstransport: connected", slog.String("server", redact(nc.ConnectedUrl())))
 		})}, logTo(log)...)...)
+	d.skip.Store(false)
 	if err != nil {
 		return nil, fmt.Errorf("natstransport: connect to %s: %w", redact(t.cfg.URL), err)
 	}
 	return nc, nil
+}
+
+// laterDialer dials as d does, but fails at once while skip is set: the
+// dials of nats.Connect's first pass, which dialInBackground leaves to the
+// connection's reconnect loop.
+type laterDialer struct {
+	d    net.Dialer
+	skip atomic.Bool
+}
+
+// errDialLater is the failure of a dial laterDialer skips.
+var errDialLater = errors.New("natstransport: dialing in the background")
+
+func (l *laterDialer) Dial(network, address string) (net.Conn, error) {
+	if l.skip.Load() {
+		return nil, errDialLater
+	}
+	return l.d.Dial(network, address)
 }
 
 // statusHeader is the header by which NATS clients tell a server's status
