@@ -87,7 +87,7 @@ func (in *Inbox) HTTPHandler(cfg HTTPConfig) (http.Handler, error) {
 	// stops a replay meanwhile. A shorter DedupWindow forgets the id
 	// first, and a captured request replayed unchanged is stored and
 	// handled again (the config file refuses such a source too).
-	if tol := cmp.Or(cfg.Tolerance, webhook.DefaultTolerance); in.cfg.DedupWindow < 2*tol {
+	if tol := cmp.Or(cfg.Tolerance, webhook.DefaultTolerance); in.cfg.DedupWindow/2 < tol { // not 2*tol, which overflows for a tolerance over 146 years
 		return nil, fmt.Errorf("%w: the inbox's DedupWindow (%s) is shorter than twice HTTPConfig.Tolerance (%s): a signed request could be replayed and stored again once its id was forgotten",
 			ErrInvalidConfig, in.cfg.DedupWindow, tol)
 	}

@@ -187,7 +187,7 @@ func (s *Source) validate(p string) []*Error {
 		// a replay meanwhile. A shorter window let a captured request be
 		// stored and forwarded again.
 		tol, window := cmp.Or(s.Tolerance.D(), webhook.DefaultTolerance), cmp.Or(s.DedupWindow.D(), DefaultDedupWindow)
-		if window < 2*tol {
+		if window/2 < tol { // not 2*tol: a tolerance over 146 years overflowed it, negative, and passed
 			bad("dedup_window", "%v is shorter than twice the tolerance (%v): a signed request could be replayed and stored again after its id was forgotten",
 				window, tol)
 		}
