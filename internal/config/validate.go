@@ -161,7 +161,7 @@ func (c *Config) validate() []*Error {
 	// An idle relay heart-beats only when it polls, at most its longest
 	// poll wait apart (relay.poll_interval or 5s, the longer): the relay
 	// refused to start otherwise, while config check said ok.
-	if longest := max(relay.DefaultMaxPollInterval, c.Relay.PollInterval.D()); c.Store.InstanceTimeout.D() <= 2*longest {
+	if longest := max(relay.DefaultMaxPollInterval, c.Relay.PollInterval.D()); longest >= c.Store.InstanceTimeout.D()/2 { // as the relay checks it: 2*longest overflowed for a poll_interval over 146 years, and passed
 		bad("store.instance_timeout", "must be more than twice the relay's longest poll wait (%v: relay.poll_interval or %v, the longer), since an idle relay heart-beats only when it polls",
 			longest, relay.DefaultMaxPollInterval)
 	}
