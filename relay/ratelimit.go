@@ -76,7 +76,10 @@ func (l *limiter) divide(n int) {
 	l.share = n
 	l.burst = max(l.rl.Burst/n, 1)
 	l.rate = l.rl.PerSecond / float64(n)
-	l.interval = time.Duration(min(float64(time.Second)/l.rate, math.MaxInt64/2))
+	// At least 1ns: over a billion a second the interval rounded down to
+	// zero, and the division below panicked (serve crashed at its start
+	// on rate_limit.per_second: 2e9, which config check took).
+	l.interval = max(time.Duration(min(float64(time.Second)/l.rate, math.MaxInt64/2)), 1)
 	l.full = time.Duration(math.MaxInt64)
 	if b := int64(l.burst - 1); b < int64(math.MaxInt64/l.interval) {
 		l.full = time.Duration(b) * l.interval
