@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/backstophq/backstop/transport/transporttest"
 )
 
 // TestRelayConfigStopsDialingWhenItsContextEnds: serve makes its
@@ -20,42 +20,14 @@ import (
 // its context and never looked at it. It stops after the transport being
 // dialed, and says why.
 func TestRelayConfigStopsDialingWhenItsContextEnds(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var (
-		mu       sync.Mutex
-		accepted int
-		conns    []net.Conn
-	)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			accepted++
-			conns = append(conns, c) // held open, silent
-			mu.Unlock()
-			cancel() // SIGTERM while the first transport dials
-		}
-	}()
-	defer func() {
-		_ = ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	}()
+	// SIGTERM while the first transport dials.
+	silent := transporttest.NewSilent(t, cancel)
 	var y strings.Builder
 	y.WriteString("destinations:\n")
 	for i := range 4 {
-		fmt.Fprintf(&y, "  - {name: d%d, type: nats, url: 'nats://%s', timeout: 300ms}\n", i, ln.Addr())
+		fmt.Fprintf(&y, "  - {name: d%d, type: nats, url: 'nats://%s', timeout: 300ms}\n", i, silent.Addr)
 	}
 	c, err := Parse([]byte(y.String()), env(nil))
 	if err != nil {
@@ -65,9 +37,7 @@ func TestRelayConfigStopsDialingWhenItsContextEnds(t *testing.T) {
 	for _, tr := range trs {
 		_ = tr.Close()
 	}
-	mu.Lock()
-	dialed := accepted
-	mu.Unlock()
+	dialed := silent.Accepted()
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("RelayConfig with its context cancelled = %v, want context.Canceled", err)
 	}

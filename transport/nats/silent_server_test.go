@@ -3,12 +3,11 @@ package natstransport_test
 import (
 	"io"
 	"log/slog"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
 	natstransport "github.com/backstophq/backstop/transport/nats"
+	"github.com/backstophq/backstop/transport/transporttest"
 )
 
 // TestSilentServerAtNewIsDialedOnce: a server that takes the connection and
@@ -20,43 +19,13 @@ import (
 // a minute by default for each such destination at serve's start.
 func TestSilentServerAtNewIsDialedOnce(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu       sync.Mutex
-		accepted int
-		conns    []net.Conn
-	)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			accepted++
-			conns = append(conns, c) // held open, silent
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
+	silent := transporttest.NewSilent(t, nil)
 	const timeout = 500 * time.Millisecond
 	start := time.Now()
-	tr, err := natstransport.New(natstransport.Config{URL: "nats://" + ln.Addr().String(), Timeout: timeout,
+	tr, err := natstransport.New(natstransport.Config{URL: "nats://" + silent.Addr, Timeout: timeout,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	took := time.Since(start)
-	mu.Lock()
-	dialed := accepted
-	mu.Unlock()
+	dialed := silent.Accepted()
 	if err != nil {
 		t.Fatalf("New with a silent server = %v, want a Transport that connects in the background", err)
 	}
