@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -151,20 +152,40 @@ func (tc *TaskContext) collected() ([]byte, []*outbox.Message, []func(context.Co
 	fns := make([]func(context.Context, any) error, len(tc.txFuncs))
 	for i, fn := range tc.txFuncs {
 		fns[i] = func(ctx context.Context, tx any) (err error) {
-			defer func() {
-				if v := recover(); v != nil {
-					err = fmt.Errorf("an OnCommit function panicked: %v", v)
-					logPanic(ctx, tc.logger, "an OnCommit function panicked; the attempt fails", v)
+			// On a goroutine of its own, waited for: a function that calls
+			// runtime.Goexit (t.FailNow in a test) ended the driver's
+			// goroutine with it, which left the run running for ever and,
+			// on SQLite, its write transaction open, holding every other
+			// write of the database.
+			returned := false
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				defer func() {
+					if v := recover(); v != nil {
+						returned = true
+						err = fmt.Errorf("an OnCommit function panicked: %v", v)
+						logPanic(ctx, tc.logger, "an OnCommit function panicked; the attempt fails", v)
+					}
+				}()
+				if err = fn(ctx, tx); err != nil {
+					checkError(err) // the driver walks its chain: see call
 				}
+				returned = true
 			}()
-			if err = fn(ctx, tx); err != nil {
-				checkError(err) // the driver walks its chain: see call
+			<-done
+			if !returned {
+				return errCommitGoexit
 			}
 			return err
 		}
 	}
 	return tc.result, tc.messages, fns
 }
+
+// errCommitGoexit is the error of an OnCommit function that called
+// runtime.Goexit instead of returning.
+var errCommitGoexit = errors.New("an OnCommit function ended its goroutine with runtime.Goexit instead of returning")
 
 // instanceID is the ID of one attempt at a task: run/task/attempt.
 func instanceID(runID, taskID string, attempt int) string {
