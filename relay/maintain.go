@@ -66,8 +66,12 @@ type maintenance struct {
 // heartbeatEvery is the maintainer's cadence.
 func (r *Relay) heartbeatEvery() time.Duration { return r.cfg.HeartbeatInterval }
 
+// leaveTimeout bounds a stopping relay's last two fleet calls together:
+// resigning its leadership and leaving the fleet, each one row.
+const leaveTimeout = 2 * time.Second
+
 // maintain runs the maintainer until stop is closed, then resigns the
-// leadership it holds and closes done.
+// leadership it holds, leaves the fleet and closes done.
 func (r *Relay) maintain(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	defer r.forgetGauges()
@@ -105,13 +109,18 @@ func (r *Relay) maintain(stop <-chan struct{}, done chan<- struct{}) {
 		select {
 		case <-stop:
 			t.Stop()
+			// Resigning and leaving share one leaveTimeout, after Run's
+			// shutdown: each with finalCallTimeout of its own, a database
+			// that stopped answering held a stopping serve 10 s past it.
+			// A failure costs little: the lease of leadership lapses, and
+			// the instance is counted out once it times out.
+			rctx, rcancel := context.WithTimeout(context.Background(), leaveTimeout)
+			defer rcancel()
 			if r.maint.leader.Load() {
-				rctx, rcancel := context.WithTimeout(context.Background(), finalCallTimeout)
 				_ = r.fleet.ResignLeadership(rctx, r.cfg.Instance.ID)
-				rcancel()
 				r.maint.leader.Store(false)
 			}
-			r.leaveFleet()
+			r.leaveFleet(rctx)
 			return
 		case <-t.C():
 		}
@@ -121,13 +130,11 @@ func (r *Relay) maintain(stop <-chan struct{}, done chan<- struct{}) {
 // leaveFleet has a store.FleetLeaver store forget this instance as it
 // stops (after Run's shutdown: the maintainer stops last), so that the
 // relays left count it out of their RateLimit shares at their next beat.
-func (r *Relay) leaveFleet() {
+func (r *Relay) leaveFleet(ctx context.Context) {
 	fl, ok := r.store.(store.FleetLeaver)
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), finalCallTimeout)
-	defer cancel()
 	if err := fl.LeaveFleet(ctx, r.cfg.Instance.ID); err != nil {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "leaving the fleet failed; the instance is counted until it times out",
 			slog.String("error", err.Error()))
