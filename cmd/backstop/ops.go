@@ -136,13 +136,7 @@ func payloadOf(p []byte) (json.RawMessage, string) {
 // parseTime reads an RFC 3339 time, or a duration from now (for
 // --scheduled-for; a negative one is in the past).
 func parseTime(s string) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	if d, err := time.ParseDuration(s); err == nil {
-		return time.Now().Add(d), nil
-	}
-	return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration", s)
+	return parseAt(s, func(d time.Duration) time.Duration { return d }, "a duration")
 }
 
 // parseAgo reads an RFC 3339 time, or a duration ago whatever its sign:
@@ -151,13 +145,19 @@ func parseTime(s string) (time.Time, error) {
 // where a time from now would select everything or nothing: "dlq delete
 // --before 720h" meant before thirty days from now, every entry.
 func parseAgo(s string) (time.Time, error) {
+	return parseAt(s, func(d time.Duration) time.Duration { return -d.Abs() }, "a duration ago")
+}
+
+// parseAt reads an RFC 3339 time, or a duration d as now plus offset(d);
+// what names the duration in the error.
+func parseAt(s string, offset func(time.Duration) time.Duration, what string) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t, nil
 	}
 	if d, err := time.ParseDuration(s); err == nil {
-		return time.Now().Add(-d.Abs()), nil
+		return time.Now().Add(offset(d)), nil
 	}
-	return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration ago", s)
+	return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor %s", s, what)
 }
 
 func messageTable(tw *tabwriter.Writer, items []admin.Message) {

@@ -22,16 +22,7 @@ func TestRowMovedIntoAStreamBelowItsHeadIsClaimed(t *testing.T) {
 	if err := s.Enqueue(ctx, old, later); err != nil {
 		t.Fatal(err)
 	}
-	inst := store.Instance{ID: "relay-1"}
-	claim := func(done ...store.Completion) []*outbox.Message {
-		t.Helper()
-		r, err := s.ProcessBatch(ctx, &store.Batch{Instance: inst, Completions: done,
-			Claim: store.ClaimRequest{Limit: 10, Destinations: []string{"billing"}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.Claimed
-	}
+	claim := func(done ...store.Completion) []*outbox.Message { return claimBilling(t, s, done...) }
 	got := claim()
 	if len(got) != 1 || got[0].ID != later.ID {
 		t.Fatalf("first claim: %v, want the billing message", got)
@@ -68,16 +59,7 @@ func TestRowInsertedBelowItsStreamHeadIsClaimed(t *testing.T) {
 	if err := s.Enqueue(ctx, later); err != nil {
 		t.Fatal(err)
 	}
-	inst := store.Instance{ID: "relay-1"}
-	claim := func(done ...store.Completion) []*outbox.Message {
-		t.Helper()
-		r, err := s.ProcessBatch(ctx, &store.Batch{Instance: inst, Completions: done,
-			Claim: store.ClaimRequest{Limit: 10, Destinations: []string{"billing"}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.Claimed
-	}
+	claim := func(done ...store.Completion) []*outbox.Message { return claimBilling(t, s, done...) }
 	var done []store.Completion
 	for _, m := range claim() {
 		done = append(done, store.Completion{ID: m.ID, Status: outbox.StatusPublished})
@@ -100,4 +82,16 @@ func TestRowInsertedBelowItsStreamHeadIsClaimed(t *testing.T) {
 	if len(got) != 1 || string(got[0].Payload) != "first" {
 		t.Fatalf("claims after the insert: %d messages, want the one inserted at seq 1", len(got))
 	}
+}
+
+// claimBilling records done and claims up to 10 messages of destination
+// billing, as instance relay-1.
+func claimBilling(t *testing.T, s *Store, done ...store.Completion) []*outbox.Message {
+	t.Helper()
+	r, err := s.ProcessBatch(context.Background(), &store.Batch{Instance: store.Instance{ID: "relay-1"}, Completions: done,
+		Claim: store.ClaimRequest{Limit: 10, Destinations: []string{"billing"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Claimed
 }
