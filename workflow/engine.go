@@ -36,6 +36,10 @@ type Engine struct {
 	// not returned yet (driver.abort): the run is not driven again by this
 	// engine until they have, so that a task never runs twice at once here.
 	abandoned map[string]int
+	// settled holds the replayed dead-letter entries ReplayMarked found it
+	// will never act on in this engine's life (awaitsReplay): it does not
+	// load their runs again on every pass.
+	settled map[string]bool
 }
 
 // NewEngine returns an engine keeping its runs in st. cfg has its defaults
@@ -50,7 +54,7 @@ func NewEngine(st wfstore.Store, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{st: st, cfg: cfg, log: cfg.Logger.With(slog.String("instance_id", cfg.InstanceID)),
 		dlq: cfg.DLQ, dlqm: cfg.DLQManager, sem: make(chan struct{}, cfg.MaxConcurrentTasks),
-		dags: map[string]*DAG{}, active: map[string]bool{}, abandoned: map[string]int{}}
+		dags: map[string]*DAG{}, active: map[string]bool{}, abandoned: map[string]int{}, settled: map[string]bool{}}
 	if e.dlq == nil {
 		e.dlq = st.DLQ()
 	}

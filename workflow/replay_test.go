@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -173,4 +174,41 @@ func TestReplayRefusals(t *testing.T) {
 	}
 	close(release)
 	out()
+}
+
+// A workflow entry marked replayed that ReplayMarked can never act on (its
+// run is gone, say, swept after its retention) stays marked until an
+// operator resolves it. Work calls ReplayMarked on every pass, and every
+// pass loaded each such entry's whole run again: 50 stale entries, 50
+// loads a pass, for as long as the engine ran. They are loaded once.
+func TestReplayMarkedLoadsAStaleEntrysRunOnce(t *testing.T) {
+	t.Parallel()
+	base := newHarness(t, workflow.Config{})
+	counted := &loads{Store: base.store}
+	h := newHarnessOn(t, base.sqlite, counted, workflow.Config{Clock: base.clock, Logger: quiet})
+	h.register("repair", nil, h.task("extract", nil), h.task("validate", nil, "extract"))
+	const stale = 50
+	for i := range stale {
+		if err := h.store.DLQ().Add(h.ctx, &dlq.Entry{DAGID: "repair", DAGRunID: fmt.Sprint("swept-", i),
+			TaskID: "validate", TaskInstanceID: fmt.Sprint("swept-", i, "/validate")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := h.store.DLQ().ReplayMatching(h.ctx, &dlq.Filters{DAGID: "repair"}, false); err != nil || len(n) != stale {
+		t.Fatalf("marked %d replayed, %v; want %d", len(n), err, stale)
+	}
+	for pass := range 3 {
+		before := counted.n.Load()
+		if runs, err := h.engine.ReplayMarked(h.ctx); err != nil || len(runs) != 0 {
+			t.Fatalf("pass %d: ReplayMarked = %v, %v; want nothing done", pass, runs, err)
+		}
+		loaded := counted.n.Load() - before
+		want := int64(0)
+		if pass == 0 {
+			want = stale
+		}
+		if loaded != want {
+			t.Errorf("pass %d loaded %d runs for %d stale entries, want %d", pass, loaded, stale, want)
+		}
+	}
 }

@@ -170,7 +170,19 @@ func (e *Engine) ReplayMarked(ctx context.Context) ([]*Run, error) {
 			continue
 		}
 		for _, en := range entries {
-			if !e.awaitsReplay(ctx, en, d) {
+			e.mu.Lock()
+			settled := e.settled[en.ID]
+			e.mu.Unlock()
+			if settled {
+				continue
+			}
+			awaits, never := e.awaitsReplay(ctx, en, d)
+			if never {
+				e.mu.Lock()
+				e.settled[en.ID] = true
+				e.mu.Unlock()
+			}
+			if !awaits {
 				continue
 			}
 			r, err := e.ReplayTask(ctx, en.ID)
@@ -188,18 +200,32 @@ func (e *Engine) ReplayMarked(ctx context.Context) ([]*Run, error) {
 // awaitsReplay reports whether the entry's task is still failed with it in
 // a run of d, in its registered shape, that has ended. Runs of another
 // shape are left for the instances that register it, as Abandoned leaves
-// them: ReplayTask refuses them (ErrDAGChanged), on every pass.
-func (e *Engine) awaitsReplay(ctx context.Context, en *dlq.Entry, d *DAG) bool {
+// them: ReplayTask refuses them (ErrDAGChanged).
+//
+// never says that the answer is no for as long as this engine runs: the
+// entry names no run or task, its run is gone, is of another shape (the
+// engine's DAGs keep theirs), or has ended with the task settled otherwise
+// (succeeded, or failed with a later entry). Such entries stay marked
+// replayed until an operator resolves them, and every pass of Work loaded
+// each one's whole run again (TestReplayMarkedLoadsAStaleEntrysRunOnce). A
+// run still going, or a store that did not answer, is asked again.
+func (e *Engine) awaitsReplay(ctx context.Context, en *dlq.Entry, d *DAG) (awaits, never bool) {
 	if en.DAGRunID == "" || en.TaskID == "" {
-		return false
+		return false, true
 	}
 	snap, err := e.st.Load(ctx, en.DAGRunID)
 	if err != nil {
-		return false
+		return false, errors.Is(err, wfstore.ErrNotFound)
 	}
 	if snap.Run.DAGID != d.id || snap.Run.DAGHash != d.hash {
-		return false
+		return false, true
+	}
+	if !snap.Run.State.Terminal() {
+		return false, false
 	}
 	t := snap.Task(en.TaskID)
-	return snap.Run.State.Terminal() && t != nil && t.State == models.TaskStateFailed && t.DeadLetter == en.ID
+	if t != nil && t.State == models.TaskStateFailed && t.DeadLetter == en.ID {
+		return true, false
+	}
+	return false, true
 }
