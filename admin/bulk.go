@@ -48,6 +48,9 @@ func (s *Server) bulk(action string) http.HandlerFunc {
 			badField(w, "status", "replay applies to pending entries only: leave status out, or set it to pending")
 			return
 		}
+		if action == "replay" && !s.delivers(w, f.Destination, "destination") {
+			return
+		}
 		s.runBulk(w, r, action, req, f)
 	}
 }
@@ -78,7 +81,7 @@ func (s *Server) recover(w http.ResponseWriter, r *http.Request) {
 	since := *req.Since
 	br := BulkRequest{Filter: Filter{Destination: req.Destination, After: &since}, DryRun: req.DryRun, Notes: req.Notes}
 	f, ok := br.Filter.filters(w)
-	if !ok {
+	if !ok || !s.delivers(w, req.Destination, "destination") {
 		return
 	}
 	s.runBulk(w, r, "recover", br, f)

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"encoding/json"
+	"fmt"
 	"github.com/google/uuid"
 	"net/http"
 	"strconv"
@@ -200,7 +201,13 @@ func (s *Server) entryAction(action string) http.HandlerFunc {
 		var err error
 		switch action {
 		case "replay":
-			err = q.ReplayAs(r.Context(), id, a)
+			var e *dlq.Entry
+			if e, err = q.Get(r.Context(), id); err == nil {
+				if !s.delivers(w, e.Destination, "destination") {
+					return
+				}
+				err = q.ReplayAs(r.Context(), id, a)
+			}
 		case "resolve":
 			err = q.ResolveAs(r.Context(), id, a)
 		case "delete":
@@ -215,4 +222,19 @@ func (s *Server) entryAction(action string) http.HandlerFunc {
 		rec := s.record(r, action, id, "", 1, req.Notes)
 		writeJSON(w, http.StatusOK, ActionResult{Action: action, Target: id, Count: 1, AuditID: rec})
 	}
+}
+
+// delivers says whether this server delivers the destination a replay
+// would send messages to, and answers 422 naming field if it does not: a
+// replayed message for a destination no relay of the server delivers waits
+// in the outbox, unseen, while the entry says it was replayed. An empty
+// destination (a workflow task's entry, or a bulk filter that names none)
+// and a server that was given no destinations pass.
+func (s *Server) delivers(w http.ResponseWriter, dest, field string) bool {
+	if s.known == nil || dest == "" || s.known[dest] {
+		return true
+	}
+	problem(w, http.StatusUnprocessableEntity, "unknown destination",
+		fmt.Sprintf("destination %q is not configured on this server: a replayed message would wait in the outbox until a relay that delivers it runs; add the destination, or resolve or delete the entry", dest), field)
+	return false
 }
