@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -21,8 +22,36 @@ import (
 // the admin API's idempotency keys, each a row written and, past its
 // window, swept.
 func (s *Store) vacuumTables() []string {
-	return []string{s.n.outbox, s.n.qual + "streams", s.n.qual + "stream_wakes", s.n.qual + "stream_turns",
+	tables := []string{s.n.outbox, s.n.qual + "streams", s.n.qual + "stream_wakes", s.n.qual + "stream_turns",
 		s.n.qual + "inbox_received", s.n.qual + "idempotency_keys"}
+	if more := s.vac.more.Load(); more != nil {
+		tables = append(tables, *more...)
+	}
+	return tables
+}
+
+// VacuumAlso adds tables of the store's database that Vacuum looks after
+// beside its own, by qualified name, such as a workflow store's runs,
+// tasks and attempts (wfpostgres.New adds them): a run's lease renewals
+// and its tasks' state changes leave dead rows as messages do. A table
+// that does not exist when Vacuum runs is passed over; a name given twice
+// is kept once.
+func (s *Store) VacuumAlso(tables ...string) {
+	for {
+		old := s.vac.more.Load()
+		var list []string
+		if old != nil {
+			list = append(list, *old...)
+		}
+		for _, t := range tables {
+			if !slices.Contains(list, t) {
+				list = append(list, t)
+			}
+		}
+		if s.vac.more.CompareAndSwap(old, &list) {
+			return
+		}
+	}
 }
 
 // A table is vacuumed once its dead rows number vacuumMinDead and a tenth
@@ -43,6 +72,8 @@ type vacuumState struct {
 	// (another role owns it): Vacuum then does nothing, as autovacuum
 	// must keep up on its own, which is said once in the log.
 	refused atomic.Bool
+	// more are the tables VacuumAlso added.
+	more atomic.Pointer[[]string]
 }
 
 // Vacuum implements store.Vacuumer: it reads the busy tables' counts of

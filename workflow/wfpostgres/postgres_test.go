@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +179,38 @@ func TestLeasesAreJudgedOnTheDatabaseClock(t *testing.T) {
 	}
 	if _, err := fast.Resume(ctx, "held"); !errors.Is(err, wfstore.ErrLeased) {
 		t.Fatalf("the engine with its clock ahead resumed a held run: %v, want ErrLeased", err)
+	}
+}
+
+// The workflow tables churn as the outbox does (a run's lease renewals,
+// its tasks' changes, its attempts), and on a server whose autovacuum is
+// off or behind nothing vacuumed them: the fleet's leader's vacuum looked
+// after the outbox's tables only. Past the threshold they are vacuumed.
+func TestLeadersVacuumTakesTheWorkflowTables(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, _, schema := open(t, store.Config{})
+	conn, err := st.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	runs := schema + ".backstop_wf_runs"
+	for _, q := range []string{
+		`INSERT INTO ` + runs + ` (id, dag_id, dag_hash, state, created_at)
+			SELECT 'r' || g, 'd', 'h', 'success', now() FROM generate_series(1, 30000) g`,
+		`DELETE FROM ` + runs,
+		`SELECT pg_stat_force_next_flush()`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	got, err := st.Vacuum(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(got, `"`+schema+`".backstop_wf_runs`) {
+		t.Fatalf("Vacuum = %v, want the workflow runs among them", got)
 	}
 }
