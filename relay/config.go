@@ -212,7 +212,7 @@ type Config struct {
 
 	// NoVacuum turns off the leader's vacuum of the store's busy tables
 	// (store.Vacuumer: PostgreSQL's outbox, streams, wake-ups, turn rows,
-	// inbox records and idempotency keys, each
+	// inbox records and idempotency keys, a workflow store's tables, each
 	// once its dead rows pass a threshold, checked every 5 s), for a
 	// database whose autovacuum is tuned to keep up with them.
 	NoVacuum bool
