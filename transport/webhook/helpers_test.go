@@ -40,9 +40,12 @@ func serve(t *testing.T, h http.HandlerFunc, cfg webhook.Config) (*webhook.Trans
 	return tr, fake
 }
 
-// answer returns a handler answering status with body and headers.
+// answer returns a handler answering status with body and headers. Its
+// Date is the fake clock's start, as a receiver on the sender's clock
+// sends (Retry-After dates are read against it).
 func answer(status int, body string, headers ...string) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Date", epoch.Format(http.TimeFormat))
 		for i := 0; i+1 < len(headers); i += 2 {
 			w.Header().Set(headers[i], headers[i+1])
 		}

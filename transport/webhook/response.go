@@ -134,7 +134,7 @@ func (t *Transport) outcome(resp *http.Response, stop context.CancelFunc) error 
 		// to 5xx.
 		err = errorhandling.WithBlame(errorhandling.Transient(err), errorhandling.BlameDestination)
 	}
-	if d, ok := retryAfter(resp.Header.Get("Retry-After"), t.clock.Now()); ok {
+	if d, ok := retryAfter(resp.Header.Get("Retry-After"), receiverNow(resp, t.clock.Now())); ok {
 		err = errorhandling.RetryAfter(err, d)
 	}
 	return err
@@ -187,6 +187,19 @@ func excerpt(r io.Reader, n int64) (string, bool) {
 	}
 	s = strings.Join(strings.FieldsFunc(s, unicode.IsSpace), " ")
 	return s, truncated
+}
+
+// receiverNow is the time a response was sent on its sender's clock, its
+// Date header, against which a Retry-After date is read: the date is a
+// time on the receiver's clock, and read against this host's, a receiver
+// ten minutes ahead paused the destination for ten minutes more than it
+// asked, one ten minutes behind had its pause ignored (a date in the
+// past). Without a Date that parses, it is now.
+func receiverNow(resp *http.Response, now time.Time) time.Time {
+	if at, err := http.ParseTime(strings.TrimSpace(resp.Header.Get("Date"))); err == nil {
+		return at
+	}
+	return now
 }
 
 // retryAfter parses a Retry-After value, delta-seconds or an HTTP date
