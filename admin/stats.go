@@ -170,7 +170,13 @@ func (s *Server) computeStats(ctx context.Context) (Stats, error) {
 		var oldest []*dlq.Entry
 		oldest, err = s.st.DLQ().List(ctx, &dlq.Filters{Status: dlq.StatusPending, Limit: 1})
 		if len(oldest) == 1 {
-			out.DLQOldestAgeSecs = time.Since(oldest[0].FailureTime).Seconds()
+			// The failure time is the store's clock's (the database's on
+			// PostgreSQL): read against this host's, a database an hour
+			// ahead made the age -3599 s, and an hour behind an hour too
+			// old.
+			var now time.Time
+			now, err = s.adm.Now(ctx)
+			out.DLQOldestAgeSecs = max(now.Sub(oldest[0].FailureTime).Seconds(), 0)
 		}
 	}
 	if err == nil {
