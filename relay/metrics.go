@@ -323,6 +323,7 @@ func (r *Relay) readGauges(ctx context.Context) {
 	defer cancel()
 	at := r.clk.Now()
 	snap, err := r.queryGauges(ctx)
+	r.onRelayClock(ctx, &snap, at)
 	snap.depthAt, snap.backlogAt, snap.poisonAt, snap.blockedAt, snap.leasedAt, snap.oldestAt = at, at, at, at, at, at
 	if err != nil {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "reading the store gauges failed; the failed ones keep their last value for up to a minute, then are left out until a reading succeeds",
@@ -335,6 +336,31 @@ func (r *Relay) readGauges(ctx context.Context) {
 	}
 	g.held, g.at, g.snap = true, at, snap
 	g.mu.Unlock()
+}
+
+// onRelayClock moves the oldest dead letter's failure time, a time on the
+// store's clock (the database's on PostgreSQL), onto the relay's clock
+// read at at, by the store's Now (store.Admin) read now: a scrape takes
+// its age against the relay's clock. With the database an hour ahead of
+// the relay, an entry two minutes old was 0 s old (a negative age,
+// floored) until the relay's clock caught up the hour; an hour behind,
+// it was an hour too old. When the store cannot say, the time is kept.
+func (r *Relay) onRelayClock(ctx context.Context, snap *gaugeReading, at time.Time) {
+	if snap.oldest == nil || snap.oldest.IsZero() {
+		return
+	}
+	sc, ok := r.store.(interface {
+		Now(ctx context.Context) (time.Time, error)
+	})
+	if !ok {
+		return
+	}
+	storeNow, err := sc.Now(ctx)
+	if err != nil {
+		return
+	}
+	moved := snap.oldest.Add(at.Round(0).Sub(storeNow))
+	snap.oldest = &moved
 }
 
 // gaugesHeldFor is how long a store gauge whose reading failed keeps its
