@@ -67,6 +67,13 @@ func (in *Inbox) deliverTx(ctx context.Context, h Handler, m *outbox.Message, ms
 			// it wrote is kept: the handler's fault, as a timeout is.
 			return in.attemptError(ctx, fmt.Errorf("inbox %q: complete: %w", in.name, err))
 		}
+		if b, ok := errorhandling.BlameOf(err); ok && b == errorhandling.BlameMessage {
+			// The store says the handler's transaction cannot complete
+			// for what the handler did in it (PostgreSQL: a statement
+			// failed, its error ignored, and the transaction aborted):
+			// the handler's fault, charged like its own error.
+			return in.attemptError(ctx, messageFault(fmt.Errorf("inbox %q: complete: %w", in.name, err), errorhandling.ReasonHandlerException))
+		}
 		if errors.Is(err, store.ErrLeaseLost) {
 			// Another instance has the message now (or an operator
 			// dead-lettered it): nothing of this attempt is kept, and

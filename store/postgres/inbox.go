@@ -8,7 +8,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 )
@@ -149,8 +151,21 @@ func (t *inboxTx) Enqueue(ctx context.Context, msgs ...*outbox.Message) error {
 	return t.s.EnqueueTx(ctx, t.tx, msgs...)
 }
 
+// Complete completes the message in the inbox handler's transaction. A
+// transaction that an earlier statement's failure aborted (25P02: the
+// handler ignored that statement's error and returned nil) cannot complete
+// anything: the error is marked the message's fault (transient, blamed on
+// the message), so that the inbox charges the attempt. Taken for a fault
+// of the database, it was never charged and the message was handled again
+// for ever, tripping the inbox's breaker.
 func (t *inboxTx) Complete(ctx context.Context, id uuid.UUID, instanceID string) error {
-	return t.s.CompleteTx(ctx, t.tx, id, instanceID)
+	err := t.s.CompleteTx(ctx, t.tx, id, instanceID)
+	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "25P02" {
+		return errorhandling.WithBlame(errorhandling.Transient(fmt.Errorf(
+			"%w (a statement of the handler failed and PostgreSQL aborted its transaction: return that statement's error, or run it under a savepoint)", err)),
+			errorhandling.BlameMessage)
+	}
+	return err
 }
 
 func (t *inboxTx) Commit(ctx context.Context) error { return t.tx.Commit(ctx) }
