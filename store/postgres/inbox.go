@@ -157,12 +157,24 @@ func (t *inboxTx) Enqueue(ctx context.Context, msgs ...*outbox.Message) error {
 // anything: the error is marked the message's fault (transient, blamed on
 // the message), so that the inbox charges the attempt. Taken for a fault
 // of the database, it was never charged and the message was handled again
-// for ever, tripping the inbox's breaker.
+// for ever, tripping the inbox's breaker. So is a session the server
+// ended because the handler held the transaction idle too long (25P03).
 func (t *inboxTx) Complete(ctx context.Context, id uuid.UUID, instanceID string) error {
 	err := t.s.CompleteTx(ctx, t.tx, id, instanceID)
-	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "25P02" {
+	pe := (*pgconn.PgError)(nil)
+	switch {
+	case !errors.As(err, &pe):
+	case pe.Code == "25P02":
 		return errorhandling.WithBlame(errorhandling.Transient(fmt.Errorf(
 			"%w (a statement of the handler failed and PostgreSQL aborted its transaction: return that statement's error, or run it under a savepoint)", err)),
+			errorhandling.BlameMessage)
+	case pe.Code == "25P03":
+		// The server ended the session because the handler held its
+		// transaction idle past idle_in_transaction_session_timeout: the
+		// handler's slowness, as a run past the attempt's Timeout is,
+		// not a lost database.
+		return errorhandling.WithBlame(errorhandling.Transient(fmt.Errorf(
+			"%w (the handler held its transaction idle past the server's idle_in_transaction_session_timeout)", err)),
 			errorhandling.BlameMessage)
 	}
 	return err
