@@ -66,8 +66,10 @@ type Config struct {
 	// DedupWindow is how long a source message id is remembered after it
 	// was received: a redelivery within the window is dropped as a
 	// duplicate. It must be longer than the longest time the source may
-	// redeliver a message. Zero means DefaultDedupWindow (7 days); at
-	// least MinDedupWindow (1 min).
+	// redeliver a message. An id whose message is still in the outbox
+	// (waiting, retried or dead-lettered) is remembered past the window
+	// until the message leaves it. Zero means DefaultDedupWindow (7 days);
+	// at least MinDedupWindow (1 min).
 	DedupWindow time.Duration
 
 	// SweepInterval is how often Run deletes the records older than

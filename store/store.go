@@ -484,7 +484,8 @@ type Inbox interface {
 	Receive(ctx context.Context, inbox, messageID string, m *outbox.Message) (duplicate bool, err error)
 	// SweepReceived deletes at most limit de-duplication records of inbox
 	// received longer than window ago, by the store's clock, and returns
-	// how many it deleted.
+	// how many it deleted. A record whose message (m of its Receive) is
+	// still in the outbox is kept: the message has not been handled.
 	SweepReceived(ctx context.Context, inbox string, window time.Duration, limit int) (int, error)
 	// BeginTx begins a transaction on the store's database, in which a
 	// handler writes its effects and completes its message (Tx.Complete).

@@ -33,8 +33,8 @@ func (s *Store) Receive(ctx context.Context, inbox, messageID string, m *outbox.
 	}
 	var dup bool
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO `+s.receivedTable()+` (inbox, message_id, received_at)
-			VALUES ($2, $3, `+nowExpr+`) ON CONFLICT (inbox, message_id) DO NOTHING`, s.now(), inbox, messageID)
+		tag, err := tx.Exec(ctx, `INSERT INTO `+s.receivedTable()+` (inbox, message_id, received_at, row_id)
+			VALUES ($2, $3, `+nowExpr+`, $4::uuid) ON CONFLICT (inbox, message_id) DO NOTHING`, s.now(), inbox, messageID, pgUUID(m.ID))
 		if err != nil {
 			return fmt.Errorf("postgres: receive %q: %w", messageID, err)
 		}
@@ -47,16 +47,18 @@ func (s *Store) Receive(ctx context.Context, inbox, messageID string, m *outbox.
 }
 
 // SweepReceived implements store.Inbox: it deletes at most limit records
-// of inbox older than window, the oldest first.
+// of inbox older than window, the oldest first, but none whose message is
+// still in the outbox (waiting, retried or dead-lettered: migration 0033).
 func (s *Store) SweepReceived(ctx context.Context, inbox string, window time.Duration, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, nil
 	}
 	t := s.receivedTable()
 	tag, err := s.pool.Exec(ctx, `DELETE FROM `+t+` WHERE (inbox, message_id) IN (
-		SELECT inbox, message_id FROM `+t+`
-		WHERE inbox = $2 AND received_at <= `+nowExpr+` - $3 * interval '1 microsecond'
-		ORDER BY received_at LIMIT $4 FOR UPDATE SKIP LOCKED)`,
+		SELECT r.inbox, r.message_id FROM `+t+` r
+		WHERE r.inbox = $2 AND r.received_at <= `+nowExpr+` - $3 * interval '1 microsecond'
+			AND NOT EXISTS (SELECT 1 FROM `+s.n.outbox+` o WHERE o.id = r.row_id)
+		ORDER BY r.received_at LIMIT $4 FOR UPDATE OF r SKIP LOCKED)`,
 		s.now(), inbox, window.Microseconds(), limit)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: sweep inbox %q: %w", inbox, err)

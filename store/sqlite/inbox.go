@@ -27,8 +27,8 @@ func (s *Store) Receive(ctx context.Context, inbox, messageID string, m *outbox.
 	}
 	var dup bool
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		n, err := affected(tx.ExecContext(ctx, s.sql(`INSERT INTO {{prefix}}inbox_received (inbox, message_id, received_at)
-			VALUES (?, ?, ?) ON CONFLICT (inbox, message_id) DO NOTHING`), inbox, messageID, s.now().UnixMilli()))
+		n, err := affected(tx.ExecContext(ctx, s.sql(`INSERT INTO {{prefix}}inbox_received (inbox, message_id, received_at, row_id)
+			VALUES (?, ?, ?, ?) ON CONFLICT (inbox, message_id) DO NOTHING`), inbox, messageID, s.now().UnixMilli(), m.ID.String()))
 		if err != nil {
 			return fmt.Errorf("sqlite: receive %q: %w", messageID, err)
 		}
@@ -41,14 +41,16 @@ func (s *Store) Receive(ctx context.Context, inbox, messageID string, m *outbox.
 }
 
 // SweepReceived implements store.Inbox: it deletes at most limit records
-// of inbox older than window, the oldest first.
+// of inbox older than window, the oldest first, but none whose message is
+// still in the outbox (waiting, retried or dead-lettered: migration 0020).
 func (s *Store) SweepReceived(ctx context.Context, inbox string, window time.Duration, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, nil
 	}
 	n, err := s.exec(ctx, `DELETE FROM {{prefix}}inbox_received WHERE rowid IN (
-		SELECT rowid FROM {{prefix}}inbox_received WHERE inbox = ? AND received_at <= ?
-		ORDER BY received_at LIMIT ?)`, inbox, s.now().Add(-window).UnixMilli(), limit)
+		SELECT r.rowid FROM {{prefix}}inbox_received r WHERE r.inbox = ? AND r.received_at <= ?
+			AND NOT EXISTS (SELECT 1 FROM {{prefix}}outbox o WHERE o.id = r.row_id)
+		ORDER BY r.received_at LIMIT ?)`, inbox, s.now().Add(-window).UnixMilli(), limit)
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: sweep inbox %q: %w", inbox, err)
 	}

@@ -1,0 +1,14 @@
+-- Backstop's PostgreSQL schema, version 33 ({{T}} and {{P}} as in 0001):
+-- an inbox's de-duplication record names the outbox row it stands for, and
+-- is not swept while that row is still there.
+--
+-- The sweep deleted a message id's record once it was older than the
+-- inbox's window, whether or not the message had been handled. A message
+-- still waiting (retried on its policy's schedule, behind a blocked strict
+-- stream, or dead-lettered) that its source delivered again was then
+-- stored a second time and handled twice
+-- (TestSweepKeepsTheRecordOfAPendingMessage). A handled message's row is
+-- deleted in the handler's transaction; the sweep now passes over a record
+-- whose row is still in the outbox (outbox_id_key). Records written before
+-- this version name no row and are swept as before.
+ALTER TABLE {{T}}inbox_received ADD COLUMN row_id uuid NULL;
