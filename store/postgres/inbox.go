@@ -57,7 +57,7 @@ func (s *Store) SweepReceived(ctx context.Context, inbox string, window time.Dur
 	tag, err := s.pool.Exec(ctx, `DELETE FROM `+t+` WHERE (inbox, message_id) IN (
 		SELECT r.inbox, r.message_id FROM `+t+` r
 		WHERE r.inbox = $2 AND r.received_at <= `+nowExpr+` - $3 * interval '1 microsecond'
-			AND NOT EXISTS (SELECT 1 FROM `+s.n.outbox+` o WHERE o.id = r.row_id)
+			AND NOT EXISTS (SELECT 1 FROM `+s.n.outbox+` o WHERE o.id = r.row_id AND o.published_at IS NULL)
 		ORDER BY r.received_at LIMIT $4 FOR UPDATE OF r SKIP LOCKED)`,
 		s.now(), inbox, window.Microseconds(), limit)
 	if err != nil {

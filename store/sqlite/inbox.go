@@ -49,7 +49,7 @@ func (s *Store) SweepReceived(ctx context.Context, inbox string, window time.Dur
 	}
 	n, err := s.exec(ctx, `DELETE FROM {{prefix}}inbox_received WHERE rowid IN (
 		SELECT r.rowid FROM {{prefix}}inbox_received r WHERE r.inbox = ? AND r.received_at <= ?
-			AND NOT EXISTS (SELECT 1 FROM {{prefix}}outbox o WHERE o.id = r.row_id)
+			AND NOT EXISTS (SELECT 1 FROM {{prefix}}outbox o WHERE o.id = r.row_id AND o.published_at IS NULL)
 		ORDER BY r.received_at LIMIT ?)`, inbox, s.now().Add(-window).UnixMilli(), limit)
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: sweep inbox %q: %w", inbox, err)
