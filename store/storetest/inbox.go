@@ -130,15 +130,29 @@ func testReceiveInvalid(t *testing.T, h Harness) {
 	eq(t, "re-send after an invalid one is a duplicate", e.receive(in, "orders", "m-1", received("ok", "")), false)
 }
 
+// testSweepReceived: records past the window go, the oldest first, in
+// batches; a record whose message is still in the outbox (not handled:
+// waiting, retried, dead-lettered) stays, so that a redelivery of it is
+// still a duplicate.
 func testSweepReceived(t *testing.T, h Harness) {
 	e, in := inboxEnv(t, h)
-	for i := range 5 {
-		e.receive(in, "orders", fmt.Sprintf("old-%d", i), received("a", ""))
+	var old []*outbox.Message
+	for i := range 6 {
+		m := received("a", "")
+		e.receive(in, "orders", fmt.Sprintf("old-%d", i), m)
+		old = append(old, m)
 	}
 	e.receive(in, "billing", "old-b", received("a", ""))
 	e.clk.Advance(time.Hour)
 	e.receive(in, "orders", "new", received("a", ""))
 	e.clk.Advance(time.Minute)
+	adm, ok := e.s.(store.Admin)
+	if !ok {
+		t.Fatalf("%T does not implement store.Admin", e.s)
+	}
+	for _, m := range old[1:] { // handled, but for old-0
+		noErr(t, "Cancel", adm.Cancel(e.ctx, m.ID))
+	}
 
 	n, err := in.SweepReceived(e.ctx, "orders", time.Hour, 3)
 	noErr(t, "SweepReceived", err)
@@ -153,7 +167,8 @@ func testSweepReceived(t *testing.T, h Harness) {
 	noErr(t, "SweepReceived limit 0", err)
 	eq(t, "limit 0", n, 0)
 
-	eq(t, "swept id received again is a duplicate", e.receive(in, "orders", "old-0", received("a", "")), false)
+	eq(t, "swept id received again is a duplicate", e.receive(in, "orders", "old-1", received("a", "")), false)
+	eq(t, "id of a message still waiting is a duplicate past the window", e.receive(in, "orders", "old-0", received("a", "")), true)
 	eq(t, "recent id is a duplicate", e.receive(in, "orders", "new", received("a", "")), true)
 	eq(t, "other inbox's old id is a duplicate", e.receive(in, "billing", "old-b", received("a", "")), true)
 }
