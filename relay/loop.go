@@ -138,7 +138,7 @@ func (l *loop) block(ctx context.Context, notify <-chan struct{}, wait time.Dura
 	t := r.clk.NewTimer(l.shortened(wait))
 	defer t.Stop()
 	r.turned.set(l.round)
-	r.lastRound.Store(r.clk.Now().UnixNano())
+	r.roundDone()
 	if r.fl.len() == 0 && !r.pendingOutcomes() {
 		r.idle.set(l.round)
 	}

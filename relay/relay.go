@@ -116,9 +116,10 @@ type Relay struct {
 	started atomic.Bool
 	rounds  atomic.Uint64 // rounds (steps) the loop has started
 	turned  signal        // the last round after which the loop waited
-	// lastRound is when the loop last finished a round (LastRound), in
-	// Unix nanoseconds of the relay's clock; 0 before Run.
-	lastRound atomic.Int64
+	// lastRound is when the loop last finished a round (LastRound), as
+	// the relay's clock read it (with its monotonic reading, on the real
+	// clock); nil before Run.
+	lastRound atomic.Pointer[time.Time]
 	idle      signal // the last round after which it waited idle
 	hooks     hooks
 }
@@ -289,12 +290,24 @@ func (r *Relay) Breaker(destination string) *circuitbreaker.CircuitBreaker {
 // that has not finished one for many minutes is wedged: a store driver
 // that ignores its context, a deadlock. A store that is down does not
 // stop the rounds; they fail and go on.
+//
+// On the real clock the time keeps its monotonic reading, so that
+// time.Since(LastRound()) is the time since the round whatever the wall
+// clock did meanwhile: kept as Unix nanoseconds, a wall clock stepped ten
+// minutes forward (NTP after a VM resumed) made a healthy loop look wedged
+// to serve's /healthz until its next round, and one stepped back hid a
+// wedged loop for as long as the step.
 func (r *Relay) LastRound() time.Time {
-	n := r.lastRound.Load()
-	if n == 0 {
-		return time.Time{}
+	if t := r.lastRound.Load(); t != nil {
+		return *t
 	}
-	return time.Unix(0, n)
+	return time.Time{}
+}
+
+// roundDone notes that the loop finished a round now.
+func (r *Relay) roundDone() {
+	now := r.clk.Now()
+	r.lastRound.Store(&now)
 }
 
 // Run delivers messages until ctx is done, then shuts down gracefully: it
@@ -313,7 +326,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer cancelStop()
 	defer context.AfterFunc(ctx, func() { time.AfterFunc(r.cfg.ShutdownTimeout, cancelStop) })()
 	r.stopCtx = stopCtx
-	r.lastRound.Store(r.clk.Now().UnixNano())
+	r.roundDone()
 	for range r.cfg.Workers {
 		r.workers.Add(1)
 		go r.work()

@@ -195,3 +195,30 @@ func TestHealthWhenTheRelayIsWedged(t *testing.T) {
 }
 
 type readKey struct{}
+
+// TestLastRoundIsOnTheMonotonicClock: /healthz measures the time since the
+// relay's last round. The relay kept that time as Unix nanoseconds, which
+// drops the monotonic reading, so the measure was the wall clock's: a wall
+// clock stepped ten minutes forward (NTP after a VM resumed) failed
+// /healthz on a healthy loop until its next round (an orchestrator
+// restarts the process), and one stepped back hid a wedged loop for as
+// long as the step. The time now keeps its monotonic reading, which
+// time.Time's String shows as its m= field.
+func TestLastRoundIsOnTheMonotonicClock(t *testing.T) {
+	t.Parallel()
+	calls := make(chan struct{}, 100)
+	st := &faultyStore{Store: openTestSQLite(t), batch: func(context.Context) error {
+		select {
+		case calls <- struct{}{}:
+		default:
+		}
+		return nil
+	}}
+	var offset time.Duration
+	r, _ := runRelay(t, st, &offset)
+	<-calls
+	<-calls // the first round has finished
+	if last := r.LastRound(); !strings.Contains(last.String(), " m=") {
+		t.Fatalf("the relay's last round %s has no monotonic reading: its age is read on the wall clock", last)
+	}
+}
