@@ -76,7 +76,9 @@
 // is away. The client closes it for good on a few errors (a credential
 // refused twice in a row while reconnecting, an -ERR from the server): the
 // next Deliver then dials again, so that the destination recovers once the
-// server takes the Transport again.
+// server takes the Transport again. A Deliver made while the connection is
+// away fails at once (connection_closed): the client keeps no publish to
+// write once it is back, after the relay has released the message.
 //
 // A stream_full error also matches transport.ErrNoRoom: a count limit is
 // never about the message, nor is a byte limit the message fits within

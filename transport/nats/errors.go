@@ -48,7 +48,8 @@ func classify(ctx context.Context, err error) error {
 		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, "canceled")
 	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionReconnecting),
 		errors.Is(err, nats.ErrConnectionDraining), errors.Is(err, nats.ErrDisconnected),
-		errors.Is(err, nats.ErrInvalidConnection), errors.Is(err, nats.ErrStaleConnection):
+		errors.Is(err, nats.ErrInvalidConnection), errors.Is(err, nats.ErrStaleConnection),
+		errors.Is(err, nats.ErrReconnectBufExceeded):
 		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, "connection_closed")
 	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked):
 		// Dialing again after the client closed the connection: a

@@ -324,7 +324,7 @@ func (t *Transport) redial(old *nats.Conn) (js jetstream.JetStream, err error) {
 // dial connects to Config.URL, reconnecting forever once connected.
 func (t *Transport) dial() (*nats.Conn, error) {
 	nc, err := nats.Connect(t.cfg.URL, append([]nats.Option{nats.Name("backstop"), nats.MaxReconnects(-1),
-		nats.Timeout(t.cfg.Timeout)}, logTo(t.cfg.Logger)...)...)
+		nats.Timeout(t.cfg.Timeout), noReconnectBuffer}, logTo(t.cfg.Logger)...)...)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -337,6 +337,16 @@ func (t *Transport) dial() (*nats.Conn, error) {
 	}
 	return nc, nil
 }
+
+// noReconnectBuffer makes a publish made while the connection is away fail
+// at once (nats.ErrReconnectBufExceeded) instead of waiting in the client's
+// reconnect buffer (8 MB by default) to be written once the connection is
+// back. That write came after the Deliver had failed and the relay had
+// released the message, however late (the connection reconnects for
+// ever): another relay had delivered it and the later messages of its
+// stream meanwhile, and past the stream's duplicate window it was stored a
+// second time, after them, from a relay that no longer held its lease.
+var noReconnectBuffer = nats.ReconnectBufSize(-1)
 
 // unreachable reports whether err, from dial, says that the server could
 // not be reached (nothing listening, a dial or handshake timing out), as
@@ -361,7 +371,7 @@ func (t *Transport) dialInBackground() (*nats.Conn, error) {
 	d := &laterDialer{d: net.Dialer{Timeout: t.cfg.Timeout}}
 	d.skip.Store(true)
 	nc, err := nats.Connect(t.cfg.URL, append([]nats.Option{nats.Name("backstop"), nats.MaxReconnects(-1),
-		nats.Timeout(t.cfg.Timeout), nats.RetryOnFailedConnect(true), nats.SetCustomDialer(d),
+		nats.Timeout(t.cfg.Timeout), noReconnectBuffer, nats.RetryOnFailedConnect(true), nats.SetCustomDialer(d),
 		nats.ConnectHandler(func(nc *nats.Conn) {
 			log.Info("natstransport: connected", slog.String("server", redact(nc.ConnectedUrl())))
 		})}, logTo(log)...)...)
