@@ -78,7 +78,11 @@
 // next Deliver then dials again, so that the destination recovers once the
 // server takes the Transport again. A Deliver made while the connection is
 // away fails at once (connection_closed): the client keeps no publish to
-// write once it is back, after the relay has released the message.
+// write once it is back, after the relay has released the message. A
+// PubAck that does not come within Config.Timeout has the server pinged;
+// a connection that does not answer either (gone silent: a NAT entry or a
+// load balancer dropped it without a reset) reconnects at once, rather
+// than when the client's own pings notice it minutes later.
 //
 // A stream_full error also matches transport.ErrNoRoom: a count limit is
 // never about the message, nor is a byte limit the message fits within

@@ -2,7 +2,6 @@ package natstransport_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -26,6 +25,7 @@ type cutProxy struct {
 	mu     sync.Mutex
 	down   bool
 	conns  []net.Conn
+	quiet  map[net.Conn]bool // connections silenced: what they carry is thrown away
 }
 
 func newCutProxy(t *testing.T, target string) *cutProxy {
@@ -34,7 +34,7 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{addr: ln.Addr().String(), target: target}
+	p := &cutProxy{addr: ln.Addr().String(), target: target, quiet: map[net.Conn]bool{}}
 	t.Cleanup(func() {
 		_ = ln.Close()
 		p.cut()
@@ -59,11 +59,47 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 			}
 			p.conns = append(p.conns, c, s)
 			p.mu.Unlock()
-			go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
-			go func() { _, _ = io.Copy(c, s); _ = c.Close() }()
+			go p.pipe(c, s, c)
+			go p.pipe(c, c, s)
 		}
 	}()
 	return p
+}
+
+// pipe copies src to dst until either fails, throwing away what it reads
+// once the client connection c is silenced.
+func (p *cutProxy) pipe(c, dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		p.mu.Lock()
+		quiet := p.quiet[c]
+		p.mu.Unlock()
+		if n > 0 && !quiet {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = dst.Close()
+			return
+		}
+	}
+}
+
+// silence makes the connections open now go quiet both ways, as a NAT
+// entry or a load balancer that dropped them without a reset: what is
+// sent is read and thrown away, nothing comes back. It returns how many.
+// Connections made afterwards work.
+func (p *cutProxy) silence() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for i := 0; i < len(p.conns); i += 2 {
+		p.quiet[p.conns[i]] = true
+		n++
+	}
+	return n
 }
 
 // cut closes every forwarded connection and refuses new ones.

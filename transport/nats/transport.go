@@ -122,6 +122,8 @@ type Transport struct {
 	owned   bool          // the connection was dialed here: redialed when closed, closed by Close
 	dialing chan struct{} // held while dialing again: one dial at a time
 
+	checking atomic.Bool // a checkAlive is under way
+
 	// mu guards the fields below. It is never held while dialing.
 	mu     sync.Mutex
 	nc     *nats.Conn
@@ -221,6 +223,9 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 		return fmt.Errorf("natstransport: deliver %s: %w", m.ID, err)
 	}
 	if _, err := js.PublishMsg(pctx, msg, opts...); err != nil {
+		if ctx.Err() == nil && pctx.Err() != nil {
+			t.checkAlive()
+		}
 		err = fmt.Errorf("natstransport: publish %s to %q: %w", m.ID, subject, err)
 		if fault := maxBytes(pctx, js, msg, err); fault != nil {
 			return fault
@@ -292,6 +297,35 @@ func (t *Transport) jetStream(ctx context.Context) (jetstream.JetStream, error) 
 	case <-ctx.Done():
 		return nil, fmt.Errorf("connect to %s: %w", redact(t.cfg.URL), ctx.Err())
 	}
+}
+
+// checkAlive is called when a PubAck did not come within Config.Timeout.
+// JetStream may just be slow, but the connection may also have gone
+// silent (a NAT entry or a load balancer dropped it without a reset:
+// writes still succeed, nothing comes back), which the client notices only
+// once MaxPingsOut pings at PingInterval went unanswered, minutes later:
+// every Deliver, and every probe of the relay's breaker, timed out on it
+// until then. checkAlive pings the server in the background (one check at
+// a time) and, when no pong comes within Config.Timeout, makes the
+// connection reconnect at once. A connection passed in Config.Conn is its
+// owner's to watch.
+func (t *Transport) checkAlive() {
+	if !t.owned || !t.checking.CompareAndSwap(false, true) {
+		return
+	}
+	t.mu.Lock()
+	nc := t.nc
+	t.mu.Unlock()
+	go func() {
+		defer t.checking.Store(false)
+		if err := nc.FlushTimeout(t.cfg.Timeout); !errors.Is(err, nats.ErrTimeout) {
+			return
+		}
+		if err := nc.ForceReconnect(); err == nil {
+			t.cfg.Logger.Warn("natstransport: the server did not answer a ping after a publish timed out; reconnecting",
+				slog.String("server", redact(t.cfg.URL)))
+		}
+	}()
 }
 
 // redial dials the server again to replace old, which the client closed,
