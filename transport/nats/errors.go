@@ -110,9 +110,8 @@ func classifyAPIError(err error, apiErr *jetstream.APIError) error {
 	return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, code)
 }
 
-// storeOverhead is the least a JetStream stream adds to a message's
-// subject, headers and payload when it counts the bytes it holds (its
-// memory store's; the file store adds more).
+// storeOverhead is what a JetStream memory store adds to a message's
+// subject, headers and payload when it counts the bytes it holds.
 const storeOverhead = 16
 
 // maxBytes tells a message larger than its whole stream apart from a full
@@ -120,12 +119,24 @@ const storeOverhead = 16
 // discards new messages, and a full stream is the destination's fault, to
 // wait out; but a message larger than the stream's max_bytes would be
 // refused for ever, and as a transient fault it was retried for ever. On
-// that refusal, maxBytes reads the stream's limit (one request, only on
-// this error) and returns a permanent fault blamed on the message when the
-// message cannot fit even in the empty stream, and a fault of the
+// that refusal, maxBytes reads the stream's limit and state (one request,
+// only on this error) and returns a permanent fault blamed on the message
+// when the message cannot fit even in the empty stream, and a fault of the
 // destination matching transport.ErrNoRoom (stream_full) when it can, the
 // stream being full; otherwise (another error, or the limit could not be
 // read) nil, the error then classified as it is.
+//
+// Servers count a message against max_bytes differently: every store
+// counts at least its headers and payload (the file store, and the memory
+// store of nats-server 2.9, no more), and the memory store of later
+// servers its subject and 16 bytes too. A message over the limit by the
+// least count fits no stream; one under it by the most fits any. Between
+// the two it depends on the server: such a message is found too large
+// only when the stream that refused it is empty, and the stream is taken
+// as full otherwise. It was found too large whenever its subject, headers,
+// payload and 16 bytes were over the limit, and a message that a 2.9
+// server takes once the stream has room was dead-lettered as
+// message_too_large while the stream was merely full.
 func maxBytes(ctx context.Context, js jetstream.JetStream, msg *nats.Msg, err error) error {
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeMaxBytes || !strings.HasPrefix(apiErr.Description, "maximum bytes") {
@@ -139,14 +150,20 @@ func maxBytes(ctx context.Context, js jetstream.JetStream, msg *nats.Msg, err er
 	if lerr != nil {
 		return nil
 	}
-	limit := st.CachedInfo().Config.MaxBytes
-	size := int64(len(msg.Subject)+headerLen(msg.Header)+len(msg.Data)) + storeOverhead
+	info := st.CachedInfo()
+	limit := info.Config.MaxBytes
 	if limit <= 0 {
 		return nil
 	}
-	if size <= limit {
-		return transport.NoRoom(fmt.Errorf("%w (stream %s is full: it holds at most %d bytes, and the message takes about %d)", err, name, limit, size),
+	least := int64(headerLen(msg.Header) + len(msg.Data))
+	most := least + int64(len(msg.Subject)) + storeOverhead
+	if least < limit && (most < limit || info.State.Msgs > 0) {
+		return transport.NoRoom(fmt.Errorf("%w (stream %s is full: it holds at most %d bytes, and the message takes about %d)", err, name, limit, most),
 			errorhandling.ReasonTransportUnavailable, "stream_full")
+	}
+	size := least // over the limit by any count
+	if least < limit {
+		size = most // over it by this server's, which refused it in the empty stream
 	}
 	return transport.MessageFault(fmt.Errorf("%w (the message takes at least %d bytes; stream %s holds at most %d)", err, size, name, limit),
 		errorhandling.ReasonValidationFailure, "message_too_large")
