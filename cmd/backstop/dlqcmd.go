@@ -108,6 +108,9 @@ func newDLQCmd(g *globals) *cobra.Command {
 				q.Set("before", f.Before.Format(time.RFC3339Nano))
 			}
 			q.Set("limit", fmt.Sprint(limit))
+			if !p.json {
+				q.Set("payload", "false") // the table has no payload column
+			}
 			l, err := c.DeadLetters(ctx, q)
 			if err != nil {
 				return err

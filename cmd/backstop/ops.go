@@ -177,6 +177,9 @@ func newMessagesCmd(g *globals) *cobra.Command {
 			q := url.Values{}
 			setQ(q, "destination", f.destination, "stream", f.stream, "type", f.typ, "state", f.state, "cursor", f.cursor)
 			q.Set("limit", fmt.Sprint(limit))
+			if !p.json {
+				q.Set("payload", "false") // the table has no payload column
+			}
 			res, err := c.Messages(ctx, q)
 			if err != nil {
 				return err
