@@ -84,9 +84,13 @@ func (c *Client) Do(ctx context.Context, method, path string, q url.Values, body
 		return resp.StatusCode, fmt.Errorf("admin: %s %s answered %s, a redirect to %q: the admin API answers none; is the base URL (--server) the API's own address?",
 			method, path, termtext.Escape(resp.Status), termtext.Escape(resp.Header.Get("Location")))
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	if err != nil {
 		return resp.StatusCode, wd.err(req, path, err)
+	}
+	if len(data) > maxAnswer && resp.StatusCode < 400 {
+		return resp.StatusCode, fmt.Errorf("admin: %s %s answered %d with more than the %d MiB this client reads (a page of items with large payloads?): ask for fewer items (a smaller limit)",
+			method, path, resp.StatusCode, maxAnswer>>20)
 	}
 	if resp.StatusCode >= 400 {
 		p := &Problem{Status: resp.StatusCode}
@@ -105,6 +109,11 @@ func (c *Client) Do(ctx context.Context, method, path string, q url.Values, body
 	}
 	return resp.StatusCode, nil
 }
+
+// maxAnswer is the most of an answer the client reads. A list's page of
+// 1,000 items whose payloads are each up to a megabyte can be larger: such
+// an answer is reported as too large, not as JSON that ends too soon.
+const maxAnswer = 64 << 20
 
 // notJSONQuote is how much of an answer that is not the API's JSON an
 // error quotes.
