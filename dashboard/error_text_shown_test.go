@@ -66,7 +66,7 @@ func TestInvisibleCharactersInErrorsEscaped(t *testing.T) {
 // regexpInvisible is the class of the characters escapeInvisible escapes,
 // as a JavaScript regular expression.
 func regexpInvisible() string {
-	return `/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff]/`
+	return `/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u2028\u2029\u2065\p{Cf}]/u`
 }
 
 // checkNoInvisible fails the test when the text of the page's main part,

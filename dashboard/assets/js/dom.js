@@ -87,15 +87,23 @@ export function badge(text, cls) {
 }
 
 // escapeInvisible writes invisible and bidirectional control characters
-// as \uXXXX (valid inside a JSON string), so that a payload cannot hide or
-// reorder what the operator reads: every Bidi_Control character (U+061C,
-// U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069), the zero-width ones
-// (U+200B to U+200D, U+2060 to U+2064, U+FEFF), the invisible U+00AD, U+180E
-// and U+206A to U+206F, and the control characters but tab and line
-// breaks (C0, DEL, C1): a name written by hand into the store, such as a
-// circuit's destination, may hold an ESC the browser shows as nothing.
+// as \uXXXX (valid inside a JSON string; a character beyond U+FFFF as its
+// surrogate pair), so that a payload cannot hide or reorder what the
+// operator reads: every format character (Cf, as the CLI's termtext
+// escapes: the Bidi_Control ones U+061C, U+200E, U+200F, U+202A to U+202E,
+// U+2066 to U+2069; the zero-width ones U+200B to U+200D, U+2060 to U+2064,
+// U+FEFF; U+00AD, U+180E; the tag characters U+E0001 and U+E0020 to
+// U+E007F, which spell hidden ASCII; the interlinear annotations U+FFF9 to
+// U+FFFB), U+2065 and the line and paragraph separators, and the control
+// characters but tab and line breaks (C0, DEL, C1): a name written by hand
+// into the store, such as a circuit's destination, may hold an ESC the
+// browser shows as nothing.
 export function escapeInvisible(text) {
-  return text.replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff]/g, (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'));
+  return text.replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u2028\u2029\u2065\p{Cf}]/gu, (c) => {
+    let out = '';
+    for (let i = 0; i < c.length; i++) out += '\\u' + c.charCodeAt(i).toString(16).padStart(4, '0');
+    return out;
+  });
 }
 
 // payloadView shows a payload: json, the JSON's source text (rawMember),
