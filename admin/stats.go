@@ -160,7 +160,10 @@ func (s *Server) computeStats(ctx context.Context) (Stats, error) {
 		err = e
 		out.PoisonCandidates = make([]Message, 0, len(pc))
 		for _, m := range pc {
-			out.PoisonCandidates = append(out.PoisonCandidates, toMessage(m))
+			// the store reads them without payloads
+			c := toMessage(m)
+			c.Payload, c.PayloadBase64, c.PayloadOmitted = nil, "", true
+			out.PoisonCandidates = append(out.PoisonCandidates, c)
 		}
 	}
 	if err == nil {

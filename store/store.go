@@ -96,7 +96,9 @@ type Monitoring interface {
 	// ScheduledBacklog summarises the messages waiting for a later try.
 	ScheduledBacklog(ctx context.Context) (Backlog, error)
 	// PoisonCandidates lists failed messages with at least minAttempts
-	// attempts, most attempts first: at most MaxPoisonCandidates of them.
+	// attempts, most attempts first: at most MaxPoisonCandidates of them,
+	// without their payloads (Payload empty): a hundred payloads of up to
+	// a megabyte each, read for a count.
 	PoisonCandidates(ctx context.Context, minAttempts int) ([]*outbox.Message, error)
 	// BlockedStreams counts the streams whose later messages are held back
 	// under strict ordering by a message that waits for its retry or sits

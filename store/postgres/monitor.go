@@ -92,9 +92,9 @@ func clampedTime(t pgtype.Timestamptz) time.Time {
 
 // PoisonCandidates lists the undelivered, not dead-lettered failed
 // messages with at least minAttempts attempts, most attempts first, then
-// oldest first; at most store.MaxPoisonCandidates.
+// oldest first; at most store.MaxPoisonCandidates; without their payloads.
 func (s *Store) PoisonCandidates(ctx context.Context, minAttempts int) ([]*outbox.Message, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+msgCols+` FROM `+s.n.outbox+`
+	rows, err := s.pool.Query(ctx, `SELECT `+withoutPayload(msgCols)+` FROM `+s.n.outbox+`
 		WHERE `+failedWhere+` AND dead_lettered_at IS NULL AND attempts >= $1
 		ORDER BY attempts DESC, seq LIMIT $2`, minAttempts, store.MaxPoisonCandidates)
 	if err != nil {

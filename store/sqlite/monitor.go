@@ -55,9 +55,10 @@ func (s *Store) ScheduledBacklog(ctx context.Context) (store.Backlog, error) {
 
 // PoisonCandidates lists the failed messages still retrying (not published,
 // not dead-lettered) with at least minAttempts attempts, most attempts
-// first, then in seq order; at most store.MaxPoisonCandidates.
+// first, then in seq order; at most store.MaxPoisonCandidates; without
+// their payloads.
 func (s *Store) PoisonCandidates(ctx context.Context, minAttempts int) ([]*outbox.Message, error) {
-	out, err := queryAll(ctx, s, `SELECT `+messageColumns+` FROM {{prefix}}outbox
+	out, err := queryAll(ctx, s, `SELECT `+withoutPayload(messageColumns)+` FROM {{prefix}}outbox
 		WHERE attempts >= ? AND (status & 32768) <> 0 AND (status & 4) = 0 AND dead_lettered_at IS NULL
 		ORDER BY attempts DESC, seq LIMIT ?`, []any{minAttempts, store.MaxPoisonCandidates},
 		func(rows *sql.Rows) (*outbox.Message, error) { return scanShown(rows) })
