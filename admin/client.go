@@ -188,6 +188,14 @@ func (c *Client) Stream(ctx context.Context, destination, stream string) (Stream
 	return out, err
 }
 
+// StreamWithoutPayload shows a stream as Stream does, its head without
+// its payload (PayloadOmitted).
+func (c *Client) StreamWithoutPayload(ctx context.Context, destination, stream string) (Stream, error) {
+	var out Stream
+	_, err := c.Do(ctx, http.MethodGet, streamPath(destination, stream), url.Values{"payload": {"false"}}, nil, &out)
+	return out, err
+}
+
 // ReleaseStream releases a stream.
 func (c *Client) ReleaseStream(ctx context.Context, destination, stream, notes string) (ActionResult, error) {
 	var out ActionResult

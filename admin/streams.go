@@ -45,6 +45,13 @@ func (s *Server) getStream(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// ?payload=false leaves out the head's payload, as listings do: the
+	// dashboard's streams page asks up to 100 streams at once and shows no
+	// payload.
+	omit, ok := omitPayload(w, r.URL.Query().Get("payload"))
+	if !ok {
+		return
+	}
 	st, err := s.st.StreamStatus(r.Context(), dest, stream)
 	if err != nil {
 		s.fail(w, r, err)
@@ -53,6 +60,9 @@ func (s *Server) getStream(w http.ResponseWriter, r *http.Request) {
 	out := Stream{Destination: st.Destination, Stream: st.Stream, Pending: st.Pending, Blocked: st.Blocked, Why: st.Why}
 	if st.Head != nil {
 		m := toMessage(st.Head)
+		if omit {
+			m.Payload, m.PayloadBase64, m.PayloadOmitted = nil, "", true
+		}
 		out.Head = &m
 	}
 	writeJSON(w, http.StatusOK, out)

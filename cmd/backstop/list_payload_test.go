@@ -101,4 +101,15 @@ func TestListTablesLeaveThePayloadsOnTheServer(t *testing.T) {
 			t.Errorf("%s list -o json lost the payload: %d items", c.what, len(l.Items))
 		}
 	}
+	// streams show prints the head's id, seq, status and attempts: its
+	// payload (1.4 MB in base64) stays on the server too.
+	if out := mustCLI(t, "--server", srv.URL, "streams", "show", "billing", "s"); !strings.Contains(out, "head") {
+		t.Errorf("streams show:\n%s", out)
+	}
+	mu.Lock()
+	got := *sent["/v1/streams/billing/s"]
+	mu.Unlock()
+	if got > 64<<10 {
+		t.Errorf("streams show: the server sent %d bytes", got)
+	}
 }

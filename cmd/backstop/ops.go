@@ -267,7 +267,11 @@ func newStreamsCmd(g *globals) *cobra.Command {
 	show := &cobra.Command{
 		Use: "show DESTINATION STREAM", Short: "Show a stream's head and why it is blocked, in words", Args: cobra.ExactArgs(2),
 		RunE: g.action(func(ctx context.Context, c *admin.Client, p printer, args []string) error {
-			s, err := c.Stream(ctx, args[0], args[1])
+			get := c.Stream
+			if !p.json {
+				get = c.StreamWithoutPayload // the table shows no payload
+			}
+			s, err := get(ctx, args[0], args[1])
 			if err != nil {
 				return err
 			}

@@ -33,7 +33,10 @@ async function headEntry(st) {
 // named is the query naming a stream for /stream and /stream/release:
 // a browser drops a path segment "." or ".." (even written %2E), so the
 // stream's name travels in the query, where every name survives.
+// The head's payload is left out: the page shows none, and asks up to
+// MAX_STREAMS streams at once.
 const named = (destination, stream) => ({ destination, stream });
+const status = (destination, stream) => api('GET', '/stream', { params: { ...named(destination, stream), payload: 'false' } });
 
 function streamActions(st, after) {
   if (!session.canOperate) return null;
@@ -94,7 +97,7 @@ export function streams(main, dest, name) {
 
   async function one() {
     try {
-      const st = await api('GET', '/stream', { params: named(dest, name) });
+      const st = await status(dest, name);
       summary.textContent = '';
       list.replaceChildren(streamCard(st, one), h('p', {}, h('a', { href: '#/streams' }, 'All blocked streams')));
     } catch (e) {
@@ -106,7 +109,7 @@ export function streams(main, dest, name) {
     summary.textContent = 'Looking for blocked streams…';
     try {
       const [stats, c] = await Promise.all([api('GET', '/stats'), candidates()]);
-      const sts = await Promise.all(c.list.map((x) => api('GET', '/stream', { params: named(x.destination, x.stream) }).catch(() => null)));
+      const sts = await Promise.all(c.list.map((x) => status(x.destination, x.stream).catch(() => null)));
       const blocked = sts.filter((st) => st && st.blocked);
       summary.textContent = `${plural(stats.blocked_streams, 'stream')} blocked. ` +
         (blocked.length ? `Shown: ${fmtNum(blocked.length)} found among the streams of pending dead letters and retrying messages` : 'None found among the streams of pending dead letters and retrying messages') +
