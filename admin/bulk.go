@@ -26,6 +26,12 @@ type BulkResult struct {
 	Count   int     `json:"count"`
 	Sample  []Entry `json:"sample"`
 	AuditID int64   `json:"audit_id,omitempty"`
+	// AsOf is when the action looked (the store's clock): it took the
+	// entries dead-lettered before then. Confirming a dry run with this
+	// as the filter's before acts on the entries the dry run counted, not
+	// on those dead-lettered since (fewer when another operator acted on
+	// some meanwhile).
+	AsOf *time.Time `json:"as_of,omitempty"`
 }
 
 // sampleSize is how many entries a bulk result shows.
@@ -93,10 +99,24 @@ func (s *Server) recover(w http.ResponseWriter, r *http.Request) {
 func (s *Server) runBulk(w http.ResponseWriter, r *http.Request, action string, req BulkRequest, f *dlq.Filters) {
 	ctx := r.Context()
 	res := BulkResult{Action: action, DryRun: req.DryRun, Sample: []Entry{}}
+	// The action's bound in time, said in the result (eligible keeps it).
+	var now time.Time
+	if err := s.call(ctx, func(ctx context.Context) (err error) { now, err = s.adm.Now(ctx); return err }); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if f.Before == nil || now.Before(*f.Before) {
+		f.Before = &now
+	}
+	res.AsOf = f.Before
 	keep := func(es []*dlq.Entry) {
 		for _, e := range es {
 			if len(res.Sample) < sampleSize {
-				res.Sample = append(res.Sample, toEntry(e))
+				// without its payload: scan and changePages read none,
+				// and ten of a megabyte each made a result of 14 MB
+				x := toEntry(e)
+				x.Payload, x.PayloadBase64, x.PayloadOmitted = nil, "", true
+				res.Sample = append(res.Sample, x)
 			}
 		}
 		res.Count += len(es)
@@ -176,6 +196,7 @@ func (s *Server) scan(ctx context.Context, f *dlq.Filters, action string, fn fun
 	if err != nil {
 		return err
 	}
+	page.OmitPayload = true // a dry run counts and samples: no payload
 	q := s.st.DLQ()
 	list := q.List
 	if action == "replay" || action == "recover" {
@@ -242,6 +263,9 @@ func (s *Server) changePages(ctx context.Context, f *dlq.Filters, action string,
 	if err != nil {
 		return err
 	}
+	// Resolving and deleting need no payload: a page of 500 entries of
+	// 1 MiB each was 500 MB read and held at once.
+	page.OmitPayload = true
 	q := s.st.DLQ()
 	for {
 		var es []*dlq.Entry

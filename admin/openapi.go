@@ -109,7 +109,7 @@ func components() schema {
 		"Entry":          closed(entry, "payload", "payload_base64", "payload_omitted", "task_id", "dag_id", "dag_run_id", "history"),
 		"EntryList":      listOf("Entry"),
 		"BulkRequest":    object(bulkReq),
-		"BulkResult":     closed(schema{"action": str(), "dry_run": boolean(), "count": integer(), "sample": arrayOf(ref("Entry")), "audit_id": integer()}, "audit_id"),
+		"BulkResult":     closed(schema{"action": str(), "dry_run": boolean(), "count": integer(), "sample": arrayOf(ref("Entry")), "audit_id": integer(), "as_of": timeT()}, "audit_id", "as_of"),
 		"RecoverRequest": object(schema{"destination": str(), "since": timeT(), "dry_run": boolean(), "notes": str()}, "destination", "since"),
 		"PurgeRequest":   object(schema{"older_than": str(), "dry_run": boolean(), "notes": str()}, "older_than"),
 		"Stats": closed(schema{

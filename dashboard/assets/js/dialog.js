@@ -63,7 +63,9 @@ export function bulkAction(action, filter, what) {
       ok.addEventListener('click', async () => {
         ok.disabled = true;
         try {
-          const res = await api('POST', '/dlq/' + action, { body: { ...filter, notes: area.value.trim() } });
+          // Only what the dry run counted: entries dead-lettered before
+          // it looked (as_of), not those that failed since.
+          const res = await api('POST', '/dlq/' + action, { body: { ...filter, ...(dry.as_of ? { before: dry.as_of } : {}), notes: area.value.trim() } });
           closeDialog();
           resolve(res);
         } catch (e) {
