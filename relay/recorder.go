@@ -94,11 +94,12 @@ func (r *Relay) recordHalves(ctx context.Context, outs []outcome, stop *bool) []
 		half := len(outs) / 2
 		return append(r.recordHalves(ctx, outs[:half], stop), r.recordHalves(ctx, outs[half:], stop)...)
 	}
-	if errors.Is(err, store.ErrUnavailable) || !r.storeReachable(ctx) {
+	if r.outOfReach(err) || !r.storeReachable(ctx) {
 		// Nothing was refused: the call never reached a decision (a killed
 		// connection, while another connection of the pool answers the
 		// probe, dropped deliveries that had succeeded, and they were sent
-		// again).
+		// again; so did SQLite's write lock held by another connection past
+		// the lock wait, ErrBusy, and free again by the time of the probe).
 		return outs
 	}
 	if len(outs) == 1 {
