@@ -76,6 +76,16 @@ type Store struct {
 	prepStop context.CancelFunc
 }
 
+// walSizeLimit is SQLite's journal_size_limit for the database's -wal
+// file: a checkpoint that resets the log truncates it to this size. A
+// reader holding a snapshot (an operator's sqlite3 shell, a backup) keeps
+// every checkpoint from resetting the log, which grows with each write
+// until the reader ends; without the limit the file kept that size for as
+// long as the store stayed open. 16 MiB is four times the log SQLite's
+// automatic checkpoint (1,000 pages) keeps in steady use, so the limit
+// costs nothing there.
+const walSizeLimit = 16 << 20
+
 // Option adjusts a Store.
 type Option func(*Store)
 
@@ -167,7 +177,7 @@ func Open(ctx context.Context, path string, cfg store.Config, opts ...Option) (*
 		return s.openReadOnly(ctx, path, params)
 	}
 	if !memory {
-		params += "&_pragma=journal_mode(WAL)"
+		params += fmt.Sprintf("&_pragma=journal_mode(WAL)&_pragma=journal_size_limit(%d)", walSizeLimit)
 	}
 	// The writer's page cache is 64 MB (SQLite's default is 2 MB): a claim
 	// shares its limit among several streams (heads.go), and on a backlog
