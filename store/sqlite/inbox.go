@@ -154,16 +154,38 @@ type inboxTx struct {
 	end func() // gives the store's writes their turn back
 }
 
+// A statement of the handler's that fails because the database is out
+// of a resource (a full disk, an I/O error, SQLITE_READONLY: isExhausted)
+// fails with an error that also matches store.ErrUnavailable: the
+// database's fault, not the message's, as a PostgreSQL connection lost
+// inside the handler is. It was charged to the message as the handler's
+// failure, and three brief full disks dead-lettered a good message.
 func (t *inboxTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	return affected(t.tx.ExecContext(ctx, query, args...))
+	n, err := affected(t.tx.ExecContext(ctx, query, args...))
+	return n, unavailable(err)
 }
 
 func (t *inboxTx) QueryRow(ctx context.Context, query string, args ...any) store.Row {
-	return t.tx.QueryRowContext(ctx, query, args...)
+	return unavailableRow{t.tx.QueryRowContext(ctx, query, args...)}
 }
 
 func (t *inboxTx) Enqueue(ctx context.Context, msgs ...*outbox.Message) error {
-	return t.s.EnqueueTx(ctx, t.tx, msgs...)
+	return unavailable(t.s.EnqueueTx(ctx, t.tx, msgs...))
+}
+
+// unavailableRow is a row whose Scan's error says the database is out of
+// a resource with store.ErrUnavailable (see inboxTx.Exec).
+type unavailableRow struct{ row *sql.Row }
+
+func (r unavailableRow) Scan(dest ...any) error { return unavailable(r.row.Scan(dest...)) }
+
+// unavailable wraps err with store.ErrUnavailable when it is the database
+// out of a resource (isExhausted), keeping the SQLite error in its chain.
+func unavailable(err error) error {
+	if err == nil || !isExhausted(err) || errors.Is(err, store.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 }
 
 func (t *inboxTx) Complete(ctx context.Context, id uuid.UUID, instanceID string) error {
