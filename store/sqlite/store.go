@@ -22,7 +22,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +52,11 @@ type Store struct {
 	turns    *semaphore.Weighted // the store's writes take the writer in turn (awaitTurn)
 	readOnly bool                // ReadOnly: every write fails with ErrReadOnly
 	relaxed  bool                // WithRelaxedDurability: synchronous=NORMAL
+
+	// path and file are the database file as Open found it (file is nil
+	// for an in-memory database): fileGone compares the path with it.
+	path string
+	file os.FileInfo
 
 	// badCircuits logs the circuits rows Circuits reads past.
 	badCircuits store.CircuitWarnings
@@ -202,6 +209,16 @@ func Open(ctx context.Context, path string, cfg store.Config, opts ...Option) (*
 		}
 		return nil, err
 	}
+	if !memory {
+		// The file path names (a file: URI's too); one that cannot be
+		// found (an in-memory URI) is not watched.
+		file, _ := ReadOnlyURI(path)
+		if abs, err := filepath.Abs(file); err == nil {
+			if fi, err := os.Stat(abs); err == nil {
+				s.path, s.file = abs, fi
+			}
+		}
+	}
 	if s.sweepStmt, err = w.PrepareContext(ctx, s.sql(sweepSQL)); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: prepare: %w", err)
@@ -216,6 +233,35 @@ func Open(ctx context.Context, path string, cfg store.Config, opts ...Option) (*
 		s.r = r
 	}
 	return s, nil
+}
+
+// fileGone returns an error matching store.ErrUnavailable when the
+// database file the store opened is no longer at its path: removed (rm
+// backstop.db*), or another file moved over it (a backup restored with
+// mv). SQLite goes on with the file it has open, which no other process
+// sees and which is lost when this one exits: the store went on taking
+// messages into it, claiming them, and answering serve's readiness check,
+// while a backstop --db command found an empty database at the path. An
+// error other than the path's absence (a directory this process may no
+// longer search) says nothing either way and is not reported.
+func (s *Store) fileGone() error {
+	if s.file == nil {
+		return nil
+	}
+	fi, err := os.Stat(s.path)
+	switch {
+	case err == nil && os.SameFile(fi, s.file):
+		return nil
+	case err == nil:
+		return fmt.Errorf("%w: sqlite: the database file %s was replaced by another file while this store had it open: "+
+			"what it writes goes to the file it opened, which no other process sees and which is lost when this "+
+			"process exits; stop it, put the database back and start again", store.ErrUnavailable, s.path)
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: sqlite: the database file %s was removed while this store had it open: "+
+			"what it writes goes to the removed file, which no other process sees and which is lost when this "+
+			"process exits; stop it, put the database back and start again", store.ErrUnavailable, s.path)
+	}
+	return nil
 }
 
 // DB returns the database the store writes to, so that an application can
@@ -359,6 +405,9 @@ func (s *Store) Enqueue(ctx context.Context, msgs ...*outbox.Message) error {
 
 // Get returns the message with id, or an error matching store.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id uuid.UUID) (*outbox.Message, error) {
+	if err := s.fileGone(); err != nil {
+		return nil, err
+	}
 	var m *outbox.Message
 	err := retryBusy(ctx, func() error {
 		var err error

@@ -123,6 +123,9 @@ func (s *Store) withWriter(ctx context.Context, fn func(tx *sql.Tx) error) error
 	if s.readOnly {
 		return ErrReadOnly
 	}
+	if err := s.fileGone(); err != nil {
+		return err
+	}
 	start := time.Now()
 	if err := s.awaitTurn(ctx, start); err != nil {
 		return err
