@@ -63,8 +63,12 @@ func TestListenerThatDiedLeavesNoRegistration(t *testing.T) {
 	// The listener's process dies: its pool is gone and its listening
 	// connection ends.
 	listener.pool.Close()
+	// The listening backend is the one its registration names: the pool's
+	// other connection, just closed, may still show in pg_stat_activity
+	// for a moment while its backend exits.
 	var pids []int
-	rows, err := s.pool.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1", app)
+	rows, err := s.pool.Query(ctx, `SELECT a.pid FROM pg_stat_activity a WHERE a.application_name = $1
+		AND EXISTS (SELECT 1 FROM `+s.n.qual+`waiters w WHERE w.id LIKE 'listen:' || a.pid || ':%')`, app)
 	if err != nil {
 		t.Fatal(err)
 	}
