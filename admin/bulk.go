@@ -99,7 +99,7 @@ func (s *Server) recover(w http.ResponseWriter, r *http.Request) {
 func (s *Server) runBulk(w http.ResponseWriter, r *http.Request, action string, req BulkRequest, f *dlq.Filters) {
 	ctx := r.Context()
 	res := BulkResult{Action: action, DryRun: req.DryRun, Sample: []Entry{}}
-	// The action's bound in time, said in the result (eligible keeps it).
+	// The action's bound in time (eligible's), said in the result.
 	var now time.Time
 	if err := s.call(ctx, func(ctx context.Context) (err error) { now, err = s.adm.Now(ctx); return err }); err != nil {
 		s.fail(w, r, err)
@@ -114,9 +114,7 @@ func (s *Server) runBulk(w http.ResponseWriter, r *http.Request, action string, 
 			if len(res.Sample) < sampleSize {
 				// without its payload: scan and changePages read none,
 				// and ten of a megabyte each made a result of 14 MB
-				x := toEntry(e)
-				x.Payload, x.PayloadBase64, x.PayloadOmitted = nil, "", true
-				res.Sample = append(res.Sample, x)
+				res.Sample = append(res.Sample, toEntry(e).withoutPayload())
 			}
 		}
 		res.Count += len(es)
@@ -158,24 +156,13 @@ func (s *Server) runBulk(w http.ResponseWriter, r *http.Request, action string, 
 }
 
 // eligible narrows f to the entries an action applies to, a BulkPage at a
-// time: those dead-lettered before it started (now, by the store's clock,
-// store.Admin.Now). Without
-// that bound a replay went on with the entries its own replays failed
-// into again, page after page, for as long as the destination kept
-// refusing them, and a delete took entries that arrived while it ran.
-func (s *Server) eligible(ctx context.Context, f *dlq.Filters, action string) (*dlq.Filters, error) {
-	var now time.Time
-	err := s.call(ctx, func(ctx context.Context) (err error) {
-		now, err = s.adm.Now(ctx)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
+// time: those dead-lettered before it started, f.Before, which runBulk
+// bounds by the store's clock (store.Admin.Now). Without that bound a
+// replay went on with the entries its own replays failed into again, page
+// after page, for as long as the destination kept refusing them, and a
+// delete took entries that arrived while it ran.
+func (s *Server) eligible(f *dlq.Filters, action string) *dlq.Filters {
 	c := *f
-	if c.Before == nil || now.Before(*c.Before) {
-		c.Before = &now
-	}
 	switch action {
 	case "replay", "recover":
 		c.Status = dlq.StatusPending
@@ -185,17 +172,14 @@ func (s *Server) eligible(ctx context.Context, f *dlq.Filters, action string) (*
 		}
 	}
 	c.Limit = s.cfg.BulkPage
-	return &c, nil
+	return &c
 }
 
 // scan pages through the entries the action would touch. A replay's is
 // the store's own dry run, which passes over what a replay does (entries
 // replayed before, messages still being delivered: dlq.ErrInFlight).
 func (s *Server) scan(ctx context.Context, f *dlq.Filters, action string, fn func([]*dlq.Entry)) error {
-	page, err := s.eligible(ctx, f, action)
-	if err != nil {
-		return err
-	}
+	page := s.eligible(f, action)
 	page.OmitPayload = true // a dry run counts and samples: no payload
 	q := s.st.DLQ()
 	list := q.List
@@ -233,10 +217,7 @@ func (s *Server) call(ctx context.Context, fn func(context.Context) error) error
 // Replayed entries leave the filter; the cursor (the last entry replayed,
 // which stays in the queue) spares each page a walk over them.
 func (s *Server) replayPages(ctx context.Context, f *dlq.Filters, a dlq.Action, fn func([]*dlq.Entry)) error {
-	page, err := s.eligible(ctx, f, "replay")
-	if err != nil {
-		return err
-	}
+	page := s.eligible(f, "replay")
 	for {
 		var es []*dlq.Entry
 		err := s.call(ctx, func(ctx context.Context) (err error) {
@@ -259,10 +240,7 @@ func (s *Server) replayPages(ctx context.Context, f *dlq.Filters, a dlq.Action, 
 // were listed with are changed (and reported): one another operator
 // replayed, resolved or deleted meanwhile is left as that operator left it.
 func (s *Server) changePages(ctx context.Context, f *dlq.Filters, action string, a dlq.Action, fn func([]*dlq.Entry)) error {
-	page, err := s.eligible(ctx, f, action)
-	if err != nil {
-		return err
-	}
+	page := s.eligible(f, action)
 	// Resolving and deleting need no payload: a page of 500 entries of
 	// 1 MiB each was 500 MB read and held at once.
 	page.OmitPayload = true

@@ -49,6 +49,13 @@ type Entry struct {
 	History []AuditRecord `json:"history,omitempty"`
 }
 
+// withoutPayload is e shown without its payload (PayloadOmitted), as a
+// listing asked for without payloads shows it.
+func (e Entry) withoutPayload() Entry {
+	e.Payload, e.PayloadBase64, e.PayloadOmitted = nil, "", true
+	return e
+}
+
 func toEntry(e *dlq.Entry) Entry {
 	out := Entry{ID: e.ID, MessageID: e.MessageID, Destination: e.Destination, Stream: e.Stream, Type: e.Type,
 		Seq: e.Seq, Headers: e.Headers, TaskID: e.TaskID, DAGID: e.DAGID, DAGRunID: e.DAGRunID,

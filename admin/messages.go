@@ -93,6 +93,13 @@ func payloadFields(b []byte) (json.RawMessage, string) {
 	return nil, base64.StdEncoding.EncodeToString(b)
 }
 
+// withoutPayload is m shown without its payload (PayloadOmitted), as a
+// listing asked for without payloads shows it.
+func (m Message) withoutPayload() Message {
+	m.Payload, m.PayloadBase64, m.PayloadOmitted = nil, "", true
+	return m
+}
+
 func toMessage(m *outbox.Message) Message {
 	out := Message{
 		ID: m.ID.String(), Seq: m.Seq, Destination: m.Destination, Stream: m.Stream, Type: m.Type,

@@ -161,9 +161,7 @@ func (s *Server) computeStats(ctx context.Context) (Stats, error) {
 		out.PoisonCandidates = make([]Message, 0, len(pc))
 		for _, m := range pc {
 			// the store reads them without payloads
-			c := toMessage(m)
-			c.Payload, c.PayloadBase64, c.PayloadOmitted = nil, "", true
-			out.PoisonCandidates = append(out.PoisonCandidates, c)
+			out.PoisonCandidates = append(out.PoisonCandidates, toMessage(m).withoutPayload())
 		}
 	}
 	if err == nil {

@@ -61,7 +61,7 @@ func (s *Server) getStream(w http.ResponseWriter, r *http.Request) {
 	if st.Head != nil {
 		m := toMessage(st.Head)
 		if omit {
-			m.Payload, m.PayloadBase64, m.PayloadOmitted = nil, "", true
+			m = m.withoutPayload()
 		}
 		out.Head = &m
 	}

@@ -163,23 +163,24 @@ func (t *inboxTx) Enqueue(ctx context.Context, msgs ...*outbox.Message) error {
 // ended because the handler held the transaction idle too long (25P03).
 func (t *inboxTx) Complete(ctx context.Context, id uuid.UUID, instanceID string) error {
 	err := t.s.CompleteTx(ctx, t.tx, id, instanceID)
-	pe := (*pgconn.PgError)(nil)
-	switch {
-	case !errors.As(err, &pe):
-	case pe.Code == "25P02":
-		return errorhandling.WithBlame(errorhandling.Transient(fmt.Errorf(
-			"%w (a statement of the handler failed and PostgreSQL aborted its transaction: return that statement's error, or run it under a savepoint)", err)),
-			errorhandling.BlameMessage)
-	case pe.Code == "25P03":
-		// The server ended the session because the handler held its
-		// transaction idle past idle_in_transaction_session_timeout: the
-		// handler's slowness, as a run past the attempt's Timeout is,
-		// not a lost database.
-		return errorhandling.WithBlame(errorhandling.Transient(fmt.Errorf(
-			"%w (the handler held its transaction idle past the server's idle_in_transaction_session_timeout)", err)),
-			errorhandling.BlameMessage)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		if why, ok := handlerTxFaults[pe.Code]; ok {
+			return errorhandling.WithBlame(errorhandling.Transient(fmt.Errorf("%w (%s)", err, why)), errorhandling.BlameMessage)
+		}
 	}
 	return err
+}
+
+// handlerTxFaults are the errors completing an inbox message that the
+// handler's use of its transaction caused, by SQLSTATE, with what to say
+// of each (see Complete).
+var handlerTxFaults = map[string]string{
+	// the handler ignored a failed statement's error
+	"25P02": "a statement of the handler failed and PostgreSQL aborted its transaction: return that statement's error, or run it under a savepoint",
+	// the server ended the session: the handler's slowness, as a run past
+	// the attempt's Timeout is, not a lost database
+	"25P03": "the handler held its transaction idle past the server's idle_in_transaction_session_timeout",
 }
 
 func (t *inboxTx) Commit(ctx context.Context) error { return t.tx.Commit(ctx) }

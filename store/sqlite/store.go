@@ -249,19 +249,20 @@ func (s *Store) fileGone() error {
 		return nil
 	}
 	fi, err := os.Stat(s.path)
+	var what string
 	switch {
 	case err == nil && os.SameFile(fi, s.file):
 		return nil
 	case err == nil:
-		return fmt.Errorf("%w: sqlite: the database file %s was replaced by another file while this store had it open: "+
-			"what it writes goes to the file it opened, which no other process sees and which is lost when this "+
-			"process exits; stop it, put the database back and start again", store.ErrUnavailable, s.path)
+		what = "was replaced by another file"
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("%w: sqlite: the database file %s was removed while this store had it open: "+
-			"what it writes goes to the removed file, which no other process sees and which is lost when this "+
-			"process exits; stop it, put the database back and start again", store.ErrUnavailable, s.path)
+		what = "was removed"
+	default:
+		return nil
 	}
-	return nil
+	return fmt.Errorf("%w: sqlite: the database file %s %s while this store had it open: "+
+		"what it writes goes to the file it opened, which no other process sees and which is lost when this "+
+		"process exits; stop it, put the database back and start again", store.ErrUnavailable, s.path, what)
 }
 
 // DB returns the database the store writes to, so that an application can
