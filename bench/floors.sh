@@ -25,6 +25,12 @@
 #          leased before and leases the next 1000 (UPDATE ... SKIP LOCKED),
 #          on the lean table with two partial indexes (unleased rows; leased
 #          rows by instance). No Go, no delivery: the database's part only.
+#   held   a lease that is the claiming transaction's row lock: one
+#          transaction locks the next 1000 ready rows of Backstop's own table
+#          (SELECT ... FOR UPDATE SKIP LOCKED, its rows sent to the client),
+#          then deletes them by seq in a second statement, as a claim that
+#          holds its transaction open across the deliveries would record
+#          them. A crash rolls it back; no lease column is written.
 #
 # Usage: bench/floors.sh [rounds]   (PGURL overrides the database, default
 # postgres://postgres@127.0.0.1:5432/test). Needs psql, pgbench and go.
@@ -92,6 +98,17 @@ RETURNING *;
 COMMIT;
 SQL
 
+cat > "$work/held-drain.sql" <<'SQL'
+BEGIN;
+SELECT coalesce(array_agg(seq), '{}')::text AS held, array_agg(payload) AS payloads FROM (
+	SELECT seq, payload FROM backstop_outbox
+	WHERE destination = 'bench' AND published_at IS NULL AND dead_lettered_at IS NULL
+		AND instance_id IS NULL AND scheduled_for IS NULL AND (stream = '' OR ordering = 'none')
+	ORDER BY seq LIMIT 1000 FOR UPDATE SKIP LOCKED) x \gset
+DELETE FROM backstop_outbox WHERE seq = ANY(:held::bigint[]);
+COMMIT;
+SQL
+
 # pgbench's transactions per second for script $1 (extra flags follow).
 tps() {
 	local script=$1
@@ -108,8 +125,11 @@ fill() {
 INSERT INTO raw_queue (payload) SELECT $payload FROM generate_series(1, 100000) g;
 INSERT INTO leased (id, destination, type, payload) SELECT gen_random_uuid(), 'bench', 'bench', $payload
 FROM generate_series(1, 100000) g;
+INSERT INTO backstop_outbox (id, destination, type, payload) SELECT $id, 'bench', 'bench', $payload
+FROM generate_series(1, 100000) g;
 SQL
-	psql -q "$scoped" -c "VACUUM ANALYZE raw_queue" -c "VACUUM ANALYZE leased" -c "CHECKPOINT" >/dev/null
+	psql -q "$scoped" -c "VACUUM ANALYZE raw_queue" -c "VACUUM ANALYZE leased" -c "VACUUM ANALYZE backstop_outbox" \
+		-c "CHECKPOINT" >/dev/null
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
@@ -128,11 +148,15 @@ for r in $(seq 1 "$rounds"); do
 	# (the lease drain one more, to delete its last lease).
 	drain_raw=$(tps raw-drain.sql -t 25)
 	drain_lease=$(tps lease-drain.sql -t 26)
-	printf 'round %d: enqueue-100 rows/s raw %.0f lean %.0f keyed %.0f outbox %.0f; enqueue-1 rows/s raw %.0f lean %.0f keyed %.0f outbox %.0f; drain rows/s raw %.0f lease %.0f\n' \
+	drain_held=$(tps held-drain.sql -t 25)
+	left=$(psql -Atq "$scoped" -c "SELECT count(*) FROM backstop_outbox")
+	[ "$left" = 0 ] || { echo "held drain left $left rows" >&2; exit 1; }
+	printf 'round %d: enqueue-100 rows/s raw %.0f lean %.0f keyed %.0f outbox %.0f; enqueue-1 rows/s raw %.0f lean %.0f keyed %.0f outbox %.0f; drain rows/s raw %.0f lease %.0f held %.0f\n' \
 		"$r" "$(awk -v x="${rate[raw]}" 'BEGIN{print x*100}')" "$(awk -v x="${rate[lean]}" 'BEGIN{print x*100}')" \
 		"$(awk -v x="${rate[keyed]}" 'BEGIN{print x*100}')" "$(awk -v x="${rate[backstop_outbox]}" 'BEGIN{print x*100}')" \
 		"${rate[raw-1]}" "${rate[lean-1]}" "${rate[keyed-1]}" "${rate[backstop_outbox-1]}" \
-		"$(awk -v x="$drain_raw" 'BEGIN{print x*1000}')" "$(awk -v x="$drain_lease" 'BEGIN{print x*1000}')"
+		"$(awk -v x="$drain_raw" 'BEGIN{print x*1000}')" "$(awk -v x="$drain_lease" 'BEGIN{print x*1000}')" \
+		"$(awk -v x="$drain_held" 'BEGIN{print x*1000}')"
 	ratios[lean]+=" $(ratio "${rate[lean]}" "${rate[raw]}")"
 	ratios[keyed]+=" $(ratio "${rate[keyed]}" "${rate[raw]}")"
 	ratios[outbox]+=" $(ratio "${rate[backstop_outbox]}" "${rate[raw]}")"
@@ -140,6 +164,7 @@ for r in $(seq 1 "$rounds"); do
 	ratios[keyed-1]+=" $(ratio "${rate[keyed-1]}" "${rate[raw-1]}")"
 	ratios[outbox-1]+=" $(ratio "${rate[backstop_outbox-1]}" "${rate[raw-1]}")"
 	ratios[lease]+=" $(ratio "$drain_lease" "$drain_raw")"
+	ratios[held]+=" $(ratio "$drain_held" "$drain_raw")"
 done
 
 median() { tr ' ' '\n' <<<"$1" | sed '/^$/d' | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] " [" v[1] "-" v[NR] "]" }'; }
@@ -152,3 +177,4 @@ echo "  enqueue 1 row, lean table:                                       $(media
 echo "  enqueue 1 row, lean table + unique id:                           $(median "${ratios[keyed-1]}")"
 echo "  enqueue 1 row, Backstop's outbox table:                          $(median "${ratios[outbox-1]}")"
 echo "  drain 100k, least lease protocol (database only):                $(median "${ratios[lease]}")"
+echo "  drain 100k, lease held as the transaction's row lock:            $(median "${ratios[held]}")"
