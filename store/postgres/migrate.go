@@ -36,6 +36,12 @@ const migrationLockTimeout = time.Second
 // writes queue behind it no longer than that; it then rolls back, logs a
 // warning and tries again, waiting a little longer between tries (at most
 // 5 s), until it applies or ctx ends.
+//
+// An index a migration adds to a table that may be large is built in that
+// transaction only while the table is small; on a larger one it is built
+// CONCURRENTLY once the transaction commits, and Migrate returns when it
+// is built (buildIndexes, which also builds again one an interrupted build
+// left invalid).
 func (s *Store) Migrate(ctx context.Context) error {
 	ms, err := store.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
@@ -43,9 +49,16 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	pause := 100 * time.Millisecond
 	for try := 1; ; try++ {
+		var indexes []migrationIndex
 		err := retryTx(ctx, func() error {
-			return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.migrate(ctx, tx, ms) })
+			return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
+				indexes, err = s.migrate(ctx, tx, ms)
+				return err
+			})
 		})
+		if err == nil {
+			return s.buildIndexes(ctx, indexes)
+		}
 		var pe *pgconn.PgError
 		if !errors.As(err, &pe) || pe.Code != "55P03" { // lock_not_available
 			return err
@@ -65,26 +78,25 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 }
 
-func (s *Store) migrate(ctx context.Context, tx pgx.Tx, ms []store.Migration) error {
-	schema := "coalesce(current_schema(), '')"
-	if s.n.schema != "" {
-		schema = quoteLiteral(s.n.schema)
-	}
-	lock := fmt.Sprintf("SELECT pg_advisory_xact_lock(hashtextextended(%s || '.%smigrations', 0))", schema, s.n.prefix)
+// migrate applies the migrations of ms not yet applied, in tx, and
+// returns the indexes of every migration's concurrent part (splitMigration)
+// for buildIndexes to build once tx commits, where they are missing.
+func (s *Store) migrate(ctx context.Context, tx pgx.Tx, ms []store.Migration) ([]migrationIndex, error) {
+	lock := "SELECT pg_advisory_xact_lock(" + s.n.lockKey("migrations") + ")"
 	if _, err := tx.Exec(ctx, lock); err != nil {
-		return fmt.Errorf("postgres: migration lock: %w", err)
+		return nil, fmt.Errorf("postgres: migration lock: %w", err)
 	}
 	// Set once the advisory lock is held: another instance's migration
 	// is waited for to the end.
 	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", migrationLockTimeout.Milliseconds())); err != nil {
-		return fmt.Errorf("postgres: migration lock timeout: %w", err)
+		return nil, fmt.Errorf("postgres: migration lock timeout: %w", err)
 	}
 	// Created only when missing: CREATE TABLE IF NOT EXISTS needs the
 	// right to create in the schema even when the table exists, and the
 	// role of an application that only uses the tables has none.
 	var exists bool
 	if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.n.migrations).Scan(&exists); err != nil {
-		return fmt.Errorf("postgres: read migrations: %w", err)
+		return nil, fmt.Errorf("postgres: read migrations: %w", err)
 	}
 	if !exists {
 		create := `CREATE TABLE ` + s.n.migrations + ` (
@@ -92,16 +104,16 @@ func (s *Store) migrate(ctx context.Context, tx pgx.Tx, ms []store.Migration) er
 			name       text NOT NULL,
 			applied_at timestamptz NOT NULL DEFAULT now())`
 		if _, err := tx.Exec(ctx, create); err != nil {
-			return fmt.Errorf("postgres: create migrations table%s: %w", needsOwner(err), err)
+			return nil, fmt.Errorf("postgres: create migrations table%s: %w", needsOwner(err), err)
 		}
 	}
 	rows, err := tx.Query(ctx, `SELECT version FROM `+s.n.migrations)
 	if err != nil {
-		return fmt.Errorf("postgres: read migrations: %w", err)
+		return nil, fmt.Errorf("postgres: read migrations: %w", err)
 	}
 	applied, err := pgx.CollectRows(rows, pgx.RowTo[int32])
 	if err != nil {
-		return fmt.Errorf("postgres: read migrations: %w", err)
+		return nil, fmt.Errorf("postgres: read migrations: %w", err)
 	}
 	done := map[int]bool{}
 	versions := make([]int, 0, len(applied))
@@ -118,34 +130,44 @@ func (s *Store) migrate(ctx context.Context, tx pgx.Tx, ms []store.Migration) er
 	if sch == "" {
 		var cur *string
 		if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&cur); err != nil {
-			return fmt.Errorf("postgres: current schema: %w", err)
+			return nil, fmt.Errorf("postgres: current schema: %w", err)
 		}
 		if cur == nil {
-			return errors.New("postgres: migrate: the connection's search_path names no schema that exists; " +
+			return nil, errors.New("postgres: migrate: the connection's search_path names no schema that exists; " +
 				"create one, set search_path to it, or use WithSchema")
 		}
 		sch = *cur
 		// The migrations name the schema inside string literals and
 		// dollar-quoted function bodies, where a ' or a $ ends them.
 		if strings.ContainsAny(sch, `'$`) {
-			return fmt.Errorf("postgres: migrate: the connection's schema %q holds a ' or a $, which the migrations "+
+			return nil, fmt.Errorf("postgres: migrate: the connection's schema %q holds a ' or a $, which the migrations "+
 				"cannot name; put Backstop's tables in a schema named with a-z, 0-9 and _ (search_path, or WithSchema)", sch)
 		}
 	}
 	id := pgx.Identifier{sch}.Sanitize()
 	r := strings.NewReplacer("{{T}}", id+"."+s.n.prefix, "{{P}}", s.n.prefix)
+	var later []migrationIndex
 	for _, m := range ms {
+		sql, indexes, err := splitMigration(r.Replace(m.SQL), id)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: migration %04d_%s: %w", m.Version, m.Name, err)
+		}
 		if done[m.Version] {
+			later = append(later, indexes...) // built then, unless a build was cut short
 			continue
 		}
-		if _, err := tx.Exec(ctx, r.Replace(m.SQL)); err != nil {
-			return fmt.Errorf("postgres: migration %04d_%s%s: %w", m.Version, m.Name, needsOwner(err), err)
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			return nil, fmt.Errorf("postgres: migration %04d_%s%s: %w", m.Version, m.Name, needsOwner(err), err)
 		}
+		if err := s.buildInTx(ctx, tx, indexes); err != nil {
+			return nil, fmt.Errorf("postgres: migration %04d_%s%s: %w", m.Version, m.Name, needsOwner(err), err)
+		}
+		later = append(later, indexes...)
 		if _, err := tx.Exec(ctx, `INSERT INTO `+s.n.migrations+` (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
-			return fmt.Errorf("postgres: record migration %d: %w", m.Version, err)
+			return nil, fmt.Errorf("postgres: record migration %d: %w", m.Version, err)
 		}
 	}
-	return nil
+	return later, nil
 }
 
 // needsOwner says, for an error of insufficient privilege, what a

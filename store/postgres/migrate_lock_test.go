@@ -35,14 +35,29 @@ func schemaAt(t *testing.T, version int, cfg store.Config) (*Store, string) {
 		if m.Version > version {
 			break
 		}
-		if _, err := pool.Exec(ctx, r.Replace(m.SQL)); err != nil {
-			t.Fatalf("migration %d: %v", m.Version, err)
+		sql, indexes, err := splitMigration(r.Replace(m.SQL), schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range append([]string{sql}, plainIndexes(indexes)...) {
+			if _, err := pool.Exec(ctx, q); err != nil {
+				t.Fatalf("migration %d: %v", m.Version, err)
+			}
 		}
 		if _, err := pool.Exec(ctx, `INSERT INTO `+s.n.migrations+` (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return s, schema
+}
+
+// plainIndexes are the statements that build indexes in a transaction.
+func plainIndexes(ix []migrationIndex) []string {
+	out := make([]string, len(ix))
+	for i, x := range ix {
+		out[i] = x.plain()
+	}
+	return out
 }
 
 // syncBuffer is a log destination for a store that logs from another

@@ -40,6 +40,10 @@ type Store struct {
 	vac vacuumState
 	// turns is where the last SweepStreamTurns ended.
 	turns turnCursor
+
+	// indexInTxUpTo is the heap size up to which a migration builds an
+	// index of its concurrent part in its transaction (smallTable).
+	indexInTxUpTo int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -108,7 +112,7 @@ func New(pool *pgxpool.Pool, cfg store.Config, opts ...Option) (*Store, error) {
 		}
 	}
 	n := newNames(o.schema, cfg.TablePrefix)
-	s := &Store{pool: pool, cfg: cfg, n: n, sql: newStatements(n), life: newLifecycleStatements(n)}
+	s := &Store{pool: pool, cfg: cfg, n: n, sql: newStatements(n), life: newLifecycleStatements(n), indexInTxUpTo: smallTable}
 	s.dlq = &deadLetters{s: s}
 	s.policyDests, s.policyModes = []string{}, []string{}
 	for _, d := range sortedKeys(cfg.Policies) {
@@ -150,6 +154,16 @@ type names struct {
 	instances      string
 	deadLetters    string
 	migrations     string
+}
+
+// lockKey is the SQL expression of an advisory lock's key for what (such
+// as "migrations"), one per schema and table prefix.
+func (n names) lockKey(what string) string {
+	schema := "coalesce(current_schema(), '')"
+	if n.schema != "" {
+		schema = quoteLiteral(n.schema)
+	}
+	return fmt.Sprintf("hashtextextended(%s || '.%s%s', 0)", schema, n.prefix, what)
 }
 
 func newNames(schema, prefix string) names {

@@ -5,5 +5,7 @@
 -- outbox: with 1M rows and 100k dead-lettered the gauges took 20-37 s, and
 -- every reading of the fleet's leader timed out. Rows enter this index
 -- only when they are dead-lettered, so writers and claims pay nothing.
-CREATE INDEX {{P}}outbox_dead_idx ON {{T}}outbox (destination, stream, seq)
+
+-- backstop:build-concurrently
+CREATE INDEX CONCURRENTLY IF NOT EXISTS {{P}}outbox_dead_idx ON {{T}}outbox (destination, stream, seq)
 	WHERE dead_lettered_at IS NOT NULL AND published_at IS NULL;

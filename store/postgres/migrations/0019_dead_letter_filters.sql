@@ -4,5 +4,7 @@
 -- Each read the whole table: at 200,000 entries a fingerprint filter took
 -- about 280 ms a page, and a bulk action by fingerprint paid it on every
 -- page of 500. Entries are written only when messages fail for good.
-CREATE INDEX {{P}}dead_letters_fingerprint_idx ON {{T}}dead_letters (fingerprint, failure_time, id);
-CREATE INDEX {{P}}dead_letters_stream_idx ON {{T}}dead_letters (destination, stream, failure_time, id);
+
+-- backstop:build-concurrently
+CREATE INDEX CONCURRENTLY IF NOT EXISTS {{P}}dead_letters_fingerprint_idx ON {{T}}dead_letters (fingerprint, failure_time, id);
+CREATE INDEX CONCURRENTLY IF NOT EXISTS {{P}}dead_letters_stream_idx ON {{T}}dead_letters (destination, stream, failure_time, id);

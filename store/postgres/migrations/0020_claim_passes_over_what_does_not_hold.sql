@@ -21,9 +21,6 @@
 -- hand while a relay delivers it) is still read: its lease holds the
 -- stream until the delivery ends. The function is otherwise 0011's, with
 -- 0012's generic plans.
-CREATE INDEX {{P}}outbox_stream_due_idx ON {{T}}outbox (destination, stream, seq)
-	WHERE published_at IS NULL AND dead_lettered_at IS NULL AND instance_id IS NULL
-	AND scheduled_for IS NOT NULL AND stream <> '';
 
 CREATE OR REPLACE FUNCTION {{T}}claim(p_now timestamptz, p_instance text, p_limit int, p_lease_us bigint,
 	p_only text[], p_skip text[], p_policy_dests text[], p_policy_modes text[], p_default_mode text,
@@ -365,3 +362,8 @@ BEGIN
 	FROM st WHERE st.first IS NOT NULL AND t.destination = st.dest AND t.stream = st.key;
 END
 $$;
+
+-- backstop:build-concurrently
+CREATE INDEX CONCURRENTLY IF NOT EXISTS {{P}}outbox_stream_due_idx ON {{T}}outbox (destination, stream, seq)
+	WHERE published_at IS NULL AND dead_lettered_at IS NULL AND instance_id IS NULL
+	AND scheduled_for IS NOT NULL AND stream <> '';

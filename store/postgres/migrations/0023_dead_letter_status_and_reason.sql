@@ -6,5 +6,7 @@
 -- other entry to find a page, and a filter by reason read the whole
 -- table. Entries are written only when messages fail for good, and
 -- change status only by an operator's action.
-CREATE INDEX {{P}}dead_letters_status_idx ON {{T}}dead_letters (status, failure_time, id);
-CREATE INDEX {{P}}dead_letters_reason_idx ON {{T}}dead_letters (reason, failure_time, id);
+
+-- backstop:build-concurrently
+CREATE INDEX CONCURRENTLY IF NOT EXISTS {{P}}dead_letters_status_idx ON {{T}}dead_letters (status, failure_time, id);
+CREATE INDEX CONCURRENTLY IF NOT EXISTS {{P}}dead_letters_reason_idx ON {{T}}dead_letters (reason, failure_time, id);

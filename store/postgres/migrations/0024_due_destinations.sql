@@ -17,9 +17,6 @@
 -- makes them fresh, so an excluded destination's lapsed leases hide the
 -- others' only until then; an index of unordered leases by destination
 -- would cost every message an entry at its lease.
-CREATE INDEX {{P}}outbox_unordered_due_idx ON {{T}}outbox (destination, scheduled_for)
-	WHERE published_at IS NULL AND dead_lettered_at IS NULL AND instance_id IS NULL
-	AND scheduled_for IS NOT NULL AND (stream = '' OR ordering = 'none');
 
 CREATE OR REPLACE FUNCTION {{T}}claim_destinations(p_now timestamptz) RETURNS TABLE (destination text)
 LANGUAGE sql STABLE AS $$
@@ -70,3 +67,8 @@ LANGUAGE sql STABLE AS $$
 			AND (o.stream = '' OR o.ordering = 'none')
 		ORDER BY o.lease_expiry LIMIT 1000) e
 $$;
+
+-- backstop:build-concurrently
+CREATE INDEX CONCURRENTLY IF NOT EXISTS {{P}}outbox_unordered_due_idx ON {{T}}outbox (destination, scheduled_for)
+	WHERE published_at IS NULL AND dead_lettered_at IS NULL AND instance_id IS NULL
+	AND scheduled_for IS NOT NULL AND (stream = '' OR ordering = 'none');

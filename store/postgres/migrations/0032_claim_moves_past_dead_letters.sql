@@ -30,13 +30,10 @@
 -- gives nothing and waits at it, as before. A dead letter whose own
 -- ordering is strict always holds its stream and is never passed over.
 --
--- The claim function is otherwise 0030's. The index is built with a plain
--- CREATE INDEX, which holds the outbox's writers for the time it takes to
--- read the table once (about a second a million rows here).
+-- The claim function is otherwise 0030's. The index is built in the
+-- migration's transaction on a small outbox, and concurrently after it on
+-- a large one (the concurrent part at the end; migrate_index.go).
 
-CREATE INDEX {{P}}outbox_dead_hold_idx ON {{T}}outbox (destination, stream, seq)
-	WHERE dead_lettered_at IS NOT NULL AND published_at IS NULL AND stream_released_at IS NULL
-	AND ordering IS NULL AND stream <> '';
 
 CREATE OR REPLACE FUNCTION {{T}}claim(p_now timestamptz, p_instance text, p_limit int, p_lease_us bigint,
 	p_only text[], p_skip text[], p_policy_dests text[], p_policy_modes text[], p_default_mode text,
@@ -498,3 +495,8 @@ BEGIN
 	END IF;
 END
 $$;
+
+-- backstop:build-concurrently
+CREATE INDEX CONCURRENTLY IF NOT EXISTS {{P}}outbox_dead_hold_idx ON {{T}}outbox (destination, stream, seq)
+	WHERE dead_lettered_at IS NOT NULL AND published_at IS NULL AND stream_released_at IS NULL
+	AND ordering IS NULL AND stream <> '';
