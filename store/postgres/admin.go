@@ -81,6 +81,23 @@ func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]*out
 	if !storable(f.Destination, f.Stream, f.Type) {
 		return []*outbox.Message{}, nil // no text column holds it
 	}
+	q, args, err := s.listMessagesSQL(f)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list messages: %w", err)
+	}
+	msgs, err := collectMessages(rows)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list messages: %w", err)
+	}
+	return msgs, nil
+}
+
+// listMessagesSQL is ListMessages' statement and its arguments.
+func (s *Store) listMessagesSQL(f store.MessageFilter) (string, []any, error) {
 	args := []any{s.now(), f.AfterSeq}
 	where := []string{"$1::timestamptz IS NULL OR true", "seq > $2"}
 	for _, c := range []struct{ col, v string }{{"destination", f.Destination}, {"stream", f.Stream}, {"type", f.Type}} {
@@ -92,7 +109,7 @@ func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]*out
 	if f.State != "" {
 		cond, ok := messageStates[f.State]
 		if !ok {
-			return nil, fmt.Errorf("postgres: unknown message state %q", f.State)
+			return "", nil, fmt.Errorf("postgres: unknown message state %q", f.State)
 		}
 		where = append(where, cond)
 	}
@@ -105,16 +122,8 @@ func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]*out
 	if f.OmitPayload {
 		cols = withoutPayload(cols)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+cols+` FROM `+s.n.outbox+` WHERE (`+strings.Join(where, ") AND (")+
-		fmt.Sprintf(`) ORDER BY seq LIMIT $%d`, len(args)), args...)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list messages: %w", err)
-	}
-	msgs, err := collectMessages(rows)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list messages: %w", err)
-	}
-	return msgs, nil
+	return `SELECT ` + cols + ` FROM ` + s.n.outbox + ` WHERE (` + strings.Join(where, ") AND (") +
+		fmt.Sprintf(`) ORDER BY seq LIMIT $%d`, len(args)), args, nil
 }
 
 // Now is the database's time (Config.Clock's when set); see store.Admin.

@@ -75,15 +75,31 @@ func (s *Store) EnqueueIdempotentTx(ctx context.Context, tx *sql.Tx, key string,
 // messageStates are the SQL conditions of the store.MessageState values;
 // ? is the current time in unix milliseconds.
 var messageStates = map[store.MessageState]string{
-	store.StateReady:        `(status & 4) = 0 AND dead_lettered_at IS NULL AND (status & 32768) = 0 AND (instance_id IS NULL OR lease_expiry <= ?)`,
-	store.StateRetrying:     `(status & 4) = 0 AND dead_lettered_at IS NULL AND (status & 32768) <> 0 AND (instance_id IS NULL OR lease_expiry <= ?)`,
-	store.StateLeased:       `(status & 4) = 0 AND instance_id IS NOT NULL AND lease_expiry > ?`,
+	store.StateReady:    `(status & 4) = 0 AND dead_lettered_at IS NULL AND (status & 32768) = 0 AND (instance_id IS NULL OR lease_expiry <= ?)`,
+	store.StateRetrying: `(status & 4) = 0 AND dead_lettered_at IS NULL AND (status & 32768) <> 0 AND (instance_id IS NULL OR lease_expiry <= ?)`,
+	// through outbox_lease: the leased rows are few, and an index of them
+	// by seq would cost every claim an entry
+	store.StateLeased:       `seq IN (SELECT seq FROM {{prefix}}outbox WHERE instance_id IS NOT NULL AND lease_expiry > ? AND (status & 4) = 0)`,
 	store.StateDeadLettered: `dead_lettered_at IS NOT NULL AND ? IS NOT NULL`,
 	store.StateDelivered:    `(status & 4) <> 0 AND ? IS NOT NULL`,
 }
 
 // ListMessages lists messages in seq order; see store.Admin.
 func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]*outbox.Message, error) {
+	q, args, err := s.listMessagesSQL(f)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, wrap("list messages", err)
+	}
+	msgs, err := scanMessages(rows)
+	return msgs, wrap("list messages", err)
+}
+
+// listMessagesSQL is ListMessages' statement and its arguments.
+func (s *Store) listMessagesSQL(f store.MessageFilter) (string, []any, error) {
 	where := []string{"seq > ?"}
 	args := []any{f.AfterSeq}
 	for _, c := range []struct{ col, v string }{{"destination", f.Destination}, {"stream", f.Stream}, {"type", f.Type}} {
@@ -95,7 +111,7 @@ func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]*out
 	if f.State != "" {
 		cond, ok := messageStates[f.State]
 		if !ok {
-			return nil, fmt.Errorf("sqlite: unknown message state %q", f.State)
+			return "", nil, fmt.Errorf("sqlite: unknown message state %q", f.State)
 		}
 		where = append(where, cond)
 		args = append(args, s.now().UnixMilli())
@@ -109,13 +125,8 @@ func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]*out
 	if f.OmitPayload {
 		cols = withoutPayload(cols)
 	}
-	rows, err := s.r.QueryContext(ctx, s.sql(`SELECT `+cols+` FROM {{prefix}}outbox WHERE `+
-		strings.Join(where, " AND ")+` ORDER BY seq LIMIT ?`), args...)
-	if err != nil {
-		return nil, wrap("list messages", err)
-	}
-	msgs, err := scanMessages(rows)
-	return msgs, wrap("list messages", err)
+	return s.sql(`SELECT ` + cols + ` FROM {{prefix}}outbox WHERE ` +
+		strings.Join(where, " AND ") + ` ORDER BY seq LIMIT ?`), args, nil
 }
 
 // Now is this host's time (Config.Clock's when set); see store.Admin.
