@@ -30,6 +30,7 @@
 //	caller's context cancelled                   canceled           transient, destination
 //	connection closed, draining or reconnecting  connection_closed  transient, destination
 //	credential refused when dialing again        unauthorized       transient, destination
+//	the user may not publish to the subject      permission_denied  transient, destination
 //	a stream other than Config.Stream took it    jetstream_10060    transient, destination
 //	sealed stream                                jetstream_10109    transient, destination
 //	stream ingest buffer full (429), same
@@ -83,6 +84,14 @@
 // a connection that does not answer either (gone silent: a NAT entry or a
 // load balancer dropped it without a reset) reconnects at once, rather
 // than when the client's own pings notice it minutes later.
+//
+// The server answers a publish its user may not make with an
+// asynchronous permissions violation and no PubAck: Deliver fails as soon
+// as the violation arrives (permission_denied), rather than after
+// Config.Timeout, since the user's permissions are the destination's to
+// fix, as a webhook's 403 is. That needs the connection the Transport
+// dials: one passed in Config.Conn reports its violations to its owner,
+// and such publishes time out.
 //
 // A stream_full error also matches transport.ErrNoRoom: a count limit is
 // never about the message, nor is a byte limit the message fits within

@@ -123,6 +123,7 @@ type Transport struct {
 	dialing chan struct{} // held while dialing again: one dial at a time
 
 	checking atomic.Bool // a checkAlive is under way
+	denied   denials     // the permissions violations the server reported
 
 	// mu guards the fields below. It is never held while dialing.
 	mu     sync.Mutex
@@ -222,7 +223,15 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 	if err := transport.CheckSend(pctx); err != nil {
 		return fmt.Errorf("natstransport: deliver %s: %w", m.ID, err)
 	}
-	if _, err := js.PublishMsg(pctx, msg, opts...); err != nil {
+	nc := js.Conn()
+	dctx, deny := context.WithCancelCause(pctx)
+	defer deny(nil)
+	defer t.denied.done(t.denied.start(nc, subject, deny))
+	if _, err := js.PublishMsg(dctx, msg, opts...); err != nil {
+		if cause := context.Cause(dctx); pctx.Err() == nil && errors.Is(cause, errDenied) {
+			return transport.DestinationFault(fmt.Errorf("natstransport: publish %s to %q: %w", m.ID, subject, cause),
+				errorhandling.ReasonTransportUnavailable, "permission_denied")
+		}
 		if ctx.Err() == nil && pctx.Err() != nil {
 			t.checkAlive()
 		}
@@ -358,7 +367,7 @@ func (t *Transport) redial(old *nats.Conn) (js jetstream.JetStream, err error) {
 // dial connects to Config.URL, reconnecting forever once connected.
 func (t *Transport) dial() (*nats.Conn, error) {
 	nc, err := nats.Connect(t.cfg.URL, append([]nats.Option{nats.Name("backstop"), nats.MaxReconnects(-1),
-		nats.Timeout(t.cfg.Timeout), noReconnectBuffer}, logTo(t.cfg.Logger)...)...)
+		nats.Timeout(t.cfg.Timeout), noReconnectBuffer}, t.handlers()...)...)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -408,7 +417,7 @@ func (t *Transport) dialInBackground() (*nats.Conn, error) {
 		nats.Timeout(t.cfg.Timeout), noReconnectBuffer, nats.RetryOnFailedConnect(true), nats.SetCustomDialer(d),
 		nats.ConnectHandler(func(nc *nats.Conn) {
 			log.Info("natstransport: connected", slog.String("server", redact(nc.ConnectedUrl())))
-		})}, logTo(log)...)...)
+		})}, t.handlers()...)...)
 	d.skip.Store(false)
 	if err != nil {
 		return nil, fmt.Errorf("natstransport: connect to %s: %w", redact(t.cfg.URL), err)
@@ -530,13 +539,15 @@ func checkSubject(s string) error {
 	return nil
 }
 
-// redact drops the credentials from a comma-separated list of server URLs.
-// logTo are the connection's handlers of what it reports outside a
-// publish, writing to log (without them nats.go prints asynchronous
-// errors on stderr).
-func logTo(log *slog.Logger) []nats.Option {
+// handlers are the connection's handlers of what it reports outside a
+// publish, writing to Config.Logger (without them nats.go prints
+// asynchronous errors on stderr) and telling t.denied of permissions
+// violations.
+func (t *Transport) handlers() []nats.Option {
+	log := t.cfg.Logger
 	return []nats.Option{
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
+			t.denied.report(nc, err)
 			attrs := []any{slog.String("error", err.Error())}
 			if sub != nil {
 				attrs = append(attrs, slog.String("subject", sub.Subject))
@@ -554,6 +565,7 @@ func logTo(log *slog.Logger) []nats.Option {
 	}
 }
 
+// redact drops the credentials from a comma-separated list of server URLs.
 func redact(urls string) string {
 	parts := strings.Split(urls, ",")
 	for i, p := range parts {
