@@ -30,7 +30,8 @@
 //	caller's context cancelled                   canceled           transient, destination
 //	connection closed, draining or reconnecting  connection_closed  transient, destination
 //	credential refused when dialing again        unauthorized       transient, destination
-//	the user may not publish to the subject      permission_denied  transient, destination
+//	the user may not publish to the subject, or
+//	receive PubAcks (subscribe to its inbox)     permission_denied  transient, destination
 //	a stream other than Config.Stream took it    jetstream_10060    transient, destination
 //	sealed stream                                jetstream_10109    transient, destination
 //	stream ingest buffer full (429), same
@@ -89,9 +90,14 @@
 // asynchronous permissions violation and no PubAck: Deliver fails as soon
 // as the violation arrives (permission_denied), rather than after
 // Config.Timeout, since the user's permissions are the destination's to
-// fix, as a webhook's 403 is. That needs the connection the Transport
-// dials: one passed in Config.Conn reports its violations to its owner,
-// and such publishes time out.
+// fix, as a webhook's 403 is. A user that may publish but not subscribe to
+// the inbox PubAcks come to (_INBOX.> by default) has its messages stored
+// and never acknowledged: once the server refused the inbox, Deliver fails
+// without publishing, so that retries do not store a copy each, and the
+// connection subscribes again (reconnecting) at most once per
+// Config.Timeout until the server takes the subscription. Both need the
+// connection the Transport dials: one passed in Config.Conn reports its
+// violations to its owner, and such publishes time out.
 //
 // A stream_full error also matches transport.ErrNoRoom: a count limit is
 // never about the message, nor is a byte limit the message fits within

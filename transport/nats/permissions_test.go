@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -82,6 +83,15 @@ func (s *permissionsServer) writeConf(users string) {
 	}
 }
 
+// reload gives the users new permissions, as an operator does.
+func (s *permissionsServer) reload(users string) {
+	s.t.Helper()
+	s.writeConf(users)
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
 // url is the server's URL for user, whose password is its name.
 func (s *permissionsServer) url(user string) string {
 	return "nats://" + user + ":" + user + "@" + s.addr
@@ -137,5 +147,49 @@ func TestPublishTheUserMayNotMakeFailsAtOnce(t *testing.T) {
 	}
 	if info, err := st.Info(ctx); err != nil || info.State.Msgs != 1 {
 		t.Fatalf("the stream holds %v messages (%v), want 1", info.State.Msgs, err)
+	}
+}
+
+// TestPubAcksTheUserMayNotReceiveDoNotStoreEveryRetry: a user that may
+// publish but not subscribe to the inboxes PubAcks come to. JetStream
+// stores what it publishes and the PubAck never arrives: every Deliver
+// timed out, and every retry of it stored another copy once the stream's
+// duplicate window had passed (three Delivers of three messages stored
+// three, each after the whole Timeout). Once the server refused the
+// inbox, Deliver fails at once without publishing; when the operator
+// grants the permission, the transport delivers again.
+func TestPubAcksTheUserMayNotReceiveDoNotStoreEveryRetry(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, `{user: relay, password: relay, permissions: {subscribe: {deny: ["_INBOX.>"]}}}`)
+	st := s.stream()
+	const timeout = 2 * time.Second
+	tr := newTransport(t, natstransport.Config{URL: s.url("relay"), Subject: "bt.{type}", Timeout: timeout})
+	ctx := ctxFor(t)
+	for i := range 3 {
+		start := time.Now()
+		err := tr.Deliver(ctx, message(t))
+		took := time.Since(start)
+		wantFault(t, err, errorhandling.ClassTransient, errorhandling.BlameDestination, "permission_denied")
+		if took >= timeout/2 {
+			t.Fatalf("Deliver #%d took %v to report the refusal (Timeout %v)", i+1, took, timeout)
+		}
+	}
+	// The first message was published before the server refused the
+	// inbox (the stream may not have stored it yet); the others were not.
+	if info, err := st.Info(ctx); err != nil || info.State.Msgs > 1 {
+		t.Fatalf("the stream holds %v messages after three failed Delivers (%v), want at most 1", info.State.Msgs, err)
+	}
+
+	s.reload(`{user: relay, password: relay}`)
+	m := message(t)
+	var err error
+	for err = tr.Deliver(ctx, m); err != nil && ctx.Err() == nil; err = tr.Deliver(ctx, m) {
+		time.Sleep(50 * time.Millisecond) // the server reloads, the transport reconnects
+	}
+	if err != nil {
+		t.Fatalf("Deliver once the user may receive PubAcks: %v", err)
+	}
+	if info, err := st.Info(ctx); err != nil || info.State.Msgs != 2 {
+		t.Fatalf("the stream holds %v messages (%v), want 2", info.State.Msgs, err)
 	}
 }

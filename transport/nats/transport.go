@@ -226,7 +226,13 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 	nc := js.Conn()
 	dctx, deny := context.WithCancelCause(pctx)
 	defer deny(nil)
-	defer t.denied.done(t.denied.start(nc, subject, deny))
+	p, err := t.denied.start(nc, subject, deny)
+	if err != nil {
+		t.denied.recheck(nc, t.cfg.Timeout, time.Now())
+		return transport.DestinationFault(fmt.Errorf("natstransport: publish %s to %q: not sent: %w", m.ID, subject, err),
+			errorhandling.ReasonTransportUnavailable, "permission_denied")
+	}
+	defer t.denied.done(p)
 	if _, err := js.PublishMsg(dctx, msg, opts...); err != nil {
 		if cause := context.Cause(dctx); pctx.Err() == nil && errors.Is(cause, errDenied) {
 			return transport.DestinationFault(fmt.Errorf("natstransport: publish %s to %q: %w", m.ID, subject, cause),
@@ -356,6 +362,7 @@ func (t *Transport) redial(old *nats.Conn) (js jetstream.JetStream, err error) {
 	}
 	t.nc, t.js = nc, js
 	t.mu.Unlock()
+	t.denied.forget(old)
 	attrs := []any{slog.String("server", redact(nc.ConnectedUrl()))}
 	if err := old.LastError(); err != nil {
 		attrs = append(attrs, slog.String("closed_by", err.Error()))
@@ -542,7 +549,7 @@ func checkSubject(s string) error {
 // handlers are the connection's handlers of what it reports outside a
 // publish, writing to Config.Logger (without them nats.go prints
 // asynchronous errors on stderr) and telling t.denied of permissions
-// violations.
+// violations and reconnections.
 func (t *Transport) handlers() []nats.Option {
 	log := t.cfg.Logger
 	return []nats.Option{
@@ -560,6 +567,7 @@ func (t *Transport) handlers() []nats.Option {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
+			t.denied.reconnected()
 			log.Info("natstransport: reconnected", slog.String("server", redact(nc.ConnectedUrl())))
 		}),
 	}
