@@ -50,6 +50,10 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 			m.ID, size, max), errorhandling.ReasonValidationFailure, "invalid_message")
 	}
 
+	if err := pc.block.blocked(); err != nil {
+		reuse = true
+		return failed(err)
+	}
 	if err := transport.CheckSend(pctx); err != nil {
 		reuse = true
 		return fmt.Errorf("rabbitmq: deliver %s: %w", m.ID, err)
@@ -63,6 +67,11 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 	}
 	select {
 	case <-dc.Done():
+	case <-pc.block.whenBlocked():
+		// The broker blocked the connection as it took this publish: the
+		// message may be enqueued once the alarm clears. The connection
+		// is not silent, and tells when it is unblocked: it is kept.
+		return failed(fmt.Errorf("waiting for the confirm: %w (the message may be enqueued once it clears)", pc.block.blocked()))
 	case <-pctx.Done():
 		// The channel has a confirm outstanding; release discards it.
 		// When Timeout ran out (not the caller's context), the connection
@@ -114,6 +123,8 @@ func (t *Transport) publish(ctx context.Context, pc *pubChannel, key string, pub
 	select {
 	case s := <-done:
 		return s.dc, s.err
+	case <-pc.block.whenBlocked():
+		return nil, fmt.Errorf("the broker did not take the message: %w (the message may be enqueued once it clears)", pc.block.blocked())
 	case <-ctx.Done():
 		t.suspect(pc.conn)
 		return nil, fmt.Errorf("the broker did not take the message: %w", ctx.Err())

@@ -49,6 +49,8 @@
 //	full reject-publish queue)                 queue_full         transient, destination
 //	other broker nack (a body over a queue's
 //	x-max-length-bytes, or a full queue)       nack               transient, destination
+//	broker blocks publishers (connection.
+//	blocked: a memory or disk alarm)           blocked            transient, destination
 //	no confirm within Config.Timeout           timeout            transient, destination
 //	caller's context cancelled                 canceled           transient, destination
 //	channel or connection closed               connection_closed  transient, destination
@@ -97,8 +99,14 @@
 // hour makes a message over it look like a full queue's until the hour
 // has passed.)
 //
-// A broker that blocks publishers (a memory or disk alarm) stops reading
-// the connection: each Deliver still returns within Config.Timeout, as a
+// A broker under a memory or disk alarm blocks publishers: it tells a
+// connection so (connection.blocked) once the connection publishes, and
+// stops reading it. The Deliver that met the block fails as soon as the
+// broker says so (its message may be enqueued once the alarm clears), and
+// later ones fail at once without publishing, all as blocked; the
+// connection is kept, and publishes again once the broker unblocks it.
+// A broker or proxy that stops reading without saying so is not waited
+// for either: each Deliver still returns within Config.Timeout, as a
 // timeout of the destination (whether it was opening a channel, writing
 // the message or waiting for its confirm), and a connection that stopped
 // taking writes is dropped and dialled again by the next Deliver; Close

@@ -38,6 +38,8 @@ func classify(ctx context.Context, err error) error {
 		return transport.NoRoom(err, errorhandling.ReasonTransportUnavailable, "queue_full")
 	case errors.Is(err, ErrNacked):
 		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, "nack")
+	case errors.Is(err, errBlocked):
+		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, "blocked")
 	case errors.Is(err, ErrClosed):
 		return transport.DestinationFault(err, errorhandling.ReasonTransportUnavailable, "closed")
 	case errors.Is(err, context.DeadlineExceeded):

@@ -19,6 +19,7 @@ type pubChannel struct {
 	ch      *amqp.Channel
 	returns chan amqp.Return // basic.return, which precedes the message's confirm
 	closes  chan *amqp.Error // why the broker closed the channel, if it did
+	block   *blocking        // whether the broker blocks conn
 }
 
 // healthy reports whether pc can take another publish.
@@ -66,71 +67,76 @@ func (t *Transport) release(pc *pubChannel, reuse bool) {
 // first when there is no open connection. Every call to the broker is
 // bounded by ctx, and made without t.mu held.
 func (t *Transport) take(ctx context.Context) (*pubChannel, error) {
-	conn, pc, err := t.popIdle()
+	conn, block, pc, err := t.popIdle()
 	if err != nil || pc != nil {
 		return pc, err
 	}
 	if conn == nil || conn.IsClosed() {
-		if conn, err = t.connect(ctx); err != nil {
+		if conn, block, err = t.connect(ctx); err != nil {
 			return nil, err
 		}
 	}
-	return t.open(ctx, conn)
+	if err := block.blocked(); err != nil {
+		return nil, err
+	}
+	return t.open(ctx, conn, block)
 }
 
-// popIdle returns a usable idle channel, or else the current connection.
-func (t *Transport) popIdle() (*amqp.Connection, *pubChannel, error) {
+// popIdle returns a usable idle channel, or else the current connection
+// and its blocking state.
+func (t *Transport) popIdle() (*amqp.Connection, *blocking, *pubChannel, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return nil, nil, ErrClosed
+		return nil, nil, nil, ErrClosed
 	}
 	for len(t.idle) > 0 {
 		pc := t.idle[len(t.idle)-1]
 		t.idle = t.idle[:len(t.idle)-1]
 		if pc.healthy() {
-			return nil, pc, nil
+			return nil, nil, pc, nil
 		}
 	}
-	return t.conn, nil, nil
+	return t.conn, t.block, nil, nil
 }
 
 // connect dials the broker, one dial at a time: a caller that waited for
 // another's dial takes its connection.
-func (t *Transport) connect(ctx context.Context) (*amqp.Connection, error) {
+func (t *Transport) connect(ctx context.Context) (*amqp.Connection, *blocking, error) {
 	select {
 	case t.dialing <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for the broker's connection: %w", ctx.Err())
+		return nil, nil, fmt.Errorf("waiting for the broker's connection: %w", ctx.Err())
 	}
 	defer func() { <-t.dialing }()
 	t.mu.Lock()
-	conn, closed := t.conn, t.closed
+	conn, block, closed := t.conn, t.block, t.closed
 	t.mu.Unlock()
 	if closed {
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	if conn != nil && !conn.IsClosed() {
-		return conn, nil
+		return conn, block, nil
 	}
 	conn, err := t.dial(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	block = watchBlocked(conn)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		go func() { _ = conn.Close() }()
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
-	t.conn, t.idle = conn, nil
-	return conn, nil
+	t.conn, t.block, t.idle = conn, block, nil
+	return conn, block, nil
 }
 
 // open opens a channel in confirm mode on conn. When the broker does not
 // answer before ctx ends, the connection is dropped (suspect): the next
 // Deliver dials again, and calls blocked on it are freed.
-func (t *Transport) open(ctx context.Context, conn *amqp.Connection) (*pubChannel, error) {
+func (t *Transport) open(ctx context.Context, conn *amqp.Connection, block *blocking) (*pubChannel, error) {
 	type opened struct {
 		ch  *amqp.Channel
 		err error
@@ -159,7 +165,15 @@ func (t *Transport) open(ctx context.Context, conn *amqp.Connection) (*pubChanne
 			ch:      o.ch,
 			returns: o.ch.NotifyReturn(make(chan amqp.Return, 4)),
 			closes:  o.ch.NotifyClose(make(chan *amqp.Error, 1)),
+			block:   block,
 		}, nil
+	case <-block.whenBlocked():
+		go func() {
+			if o := <-done; o.ch != nil {
+				_ = o.ch.Close()
+			}
+		}()
+		return nil, fmt.Errorf("open channel: %w", block.blocked())
 	case <-ctx.Done():
 		t.suspect(conn)
 		go func() {
@@ -177,7 +191,7 @@ func (t *Transport) open(ctx context.Context, conn *amqp.Connection) (*pubChanne
 func (t *Transport) suspect(conn *amqp.Connection) {
 	t.mu.Lock()
 	if t.conn == conn {
-		t.conn, t.idle = nil, nil
+		t.conn, t.block, t.idle = nil, nil, nil
 	}
 	t.mu.Unlock()
 	go func() { _ = conn.CloseDeadline(time.Now()) }()

@@ -144,6 +144,7 @@ type Transport struct {
 	// publishers) would otherwise hold every Deliver and Close behind it.
 	mu     sync.Mutex
 	conn   *amqp.Connection // nil or closed: dialed again on demand
+	block  *blocking        // whether the broker blocks conn
 	idle   []*pubChannel
 	closed bool
 
@@ -181,7 +182,7 @@ func New(cfg Config) (*Transport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rabbitmq: %w", err)
 	}
-	t.conn = conn
+	t.conn, t.block = conn, watchBlocked(conn)
 	if cfg.Exchange != "" {
 		ch, err := conn.Channel()
 		if err == nil {
