@@ -97,7 +97,12 @@
 // that error. (The first nacks of a full queue, before it took a message
 // of that size, are plain nacks; a queue's byte limit lowered within the
 // hour makes a message over it look like a full queue's until the hour
-// has passed.)
+// has passed.) A nack does not say which queue refused: a message the
+// exchange routes to several queues, one of them full, is nacked though
+// the others took it, and each retry adds another copy to them until the
+// full queue has room. AMQP offers no way to publish to some of the
+// queues only; consumers de-duplicate by message id, or each queue gets
+// its own destination (an exchange or routing key of its own).
 //
 // A broker under a memory or disk alarm blocks publishers: it tells a
 // connection so (connection.blocked) once the connection publishes, and
