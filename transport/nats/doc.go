@@ -27,6 +27,7 @@
 //	failure                                      code               class, blame
 //	no stream captures the subject               no_stream          transient, destination
 //	no PubAck within Config.Timeout              timeout            transient, destination
+//	the stream is configured with no_ack         no_ack             transient, destination
 //	caller's context cancelled                   canceled           transient, destination
 //	connection closed, draining or reconnecting  connection_closed  transient, destination
 //	credential refused when dialing again        unauthorized       transient, destination
@@ -98,6 +99,14 @@
 // Config.Timeout until the server takes the subscription. Both need the
 // connection the Transport dials: one passed in Config.Conn reports its
 // violations to its owner, and such publishes time out.
+//
+// A stream configured with no_ack stores what is published and never
+// answers with a PubAck: no delivery to it can succeed, and each retry
+// would store another copy of the message. Once a PubAck has not come,
+// the stream capturing the subject is read in the background; a Deliver
+// to a no_ack stream then fails without publishing (no_ack), the stream
+// being read again at most once per Config.Timeout, until no_ack is
+// turned off.
 //
 // A stream_full error also matches transport.ErrNoRoom: a count limit is
 // never about the message, nor is a byte limit the message fits within

@@ -124,6 +124,7 @@ type Transport struct {
 
 	checking atomic.Bool // a checkAlive is under way
 	denied   denials     // the permissions violations the server reported
+	noAck    noAcks      // the streams found not to acknowledge publishes
 
 	// mu guards the fields below. It is never held while dialing.
 	mu     sync.Mutex
@@ -223,6 +224,10 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 	if err := transport.CheckSend(pctx); err != nil {
 		return fmt.Errorf("natstransport: deliver %s: %w", m.ID, err)
 	}
+	if err := t.refuseNoAck(pctx, js, subject); err != nil {
+		return transport.DestinationFault(fmt.Errorf("natstransport: publish %s to %q: not sent: %w", m.ID, subject, err),
+			errorhandling.ReasonTransportUnavailable, "no_ack")
+	}
 	nc := js.Conn()
 	dctx, deny := context.WithCancelCause(pctx)
 	defer deny(nil)
@@ -240,6 +245,7 @@ func (t *Transport) Deliver(ctx context.Context, m *outbox.Message) error {
 		}
 		if ctx.Err() == nil && pctx.Err() != nil {
 			t.checkAlive()
+			t.noAckTimedOut(js, subject)
 		}
 		err = fmt.Errorf("natstransport: publish %s to %q: %w", m.ID, subject, err)
 		if fault := maxBytes(pctx, js, msg, err); fault != nil {
