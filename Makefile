@@ -21,8 +21,11 @@ lint:
 # -timeout 20m: the SQLite store's package takes about 3 minutes under
 # -race here, and hit go test's default 10 minutes once beside other
 # test runs on the same two cores.
+# The broker-wide alarm tests (a RabbitMQ memory alarm stalls every
+# publisher of the broker) run alone, after every other package.
 gotest:
 	$(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)
+	BACKSTOP_BROKER_ALARMS=1 $(GO) test -race -count=1 -run 'Alarm' ./transport/rabbitmq/
 
 ## fuzz: every fuzz target of the module (found in its _test.go files), each
 ## for FUZZTIME; new failing inputs land in the package's testdata/fuzz.
