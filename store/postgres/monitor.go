@@ -15,9 +15,13 @@ import (
 	"github.com/backstophq/backstop/store"
 )
 
-// failedWhere selects the undelivered messages with StatusFailed; it is
-// the predicate of outbox_failed_idx.
-const failedWhere = `published_at IS NULL AND status & 32768 <> 0`
+// failedWhere selects the undelivered messages with StatusFailed: the
+// predicate of outbox_failed_idx, and the same bit as a range of status
+// (0 to 65535 by its check), which the planner can estimate from the
+// column's statistics. Alone, the bit test counts as matching nearly every
+// row: FailureReasons read the whole outbox, 1.0 s behind 5,000,000 ready
+// messages, on every GET /v1/stats.
+const failedWhere = `published_at IS NULL AND status & 32768 <> 0 AND status >= 32768`
 
 // RetryDistribution counts the undelivered failed messages by attempts,
 // fewest attempts first.
@@ -40,8 +44,7 @@ func (s *Store) RetryDistribution(ctx context.Context) ([]store.AttemptsCount, e
 // FailureReasons counts the undelivered failed messages by failure
 // reason, most frequent first.
 func (s *Store) FailureReasons(ctx context.Context) ([]store.ReasonCount, error) {
-	rows, err := s.pool.Query(ctx, `SELECT coalesce(failure_reason, 99), count(*) AS n FROM `+s.n.outbox+`
-		WHERE `+failedWhere+` GROUP BY 1 ORDER BY n DESC, 1`)
+	rows, err := s.pool.Query(ctx, s.failureReasonsSQL())
 	if err != nil {
 		return nil, fmt.Errorf("postgres: failure reasons: %w", err)
 	}
@@ -58,6 +61,12 @@ func (s *Store) FailureReasons(ctx context.Context) ([]store.ReasonCount, error)
 	return out, nil
 }
 
+// failureReasonsSQL is FailureReasons' statement.
+func (s *Store) failureReasonsSQL() string {
+	return `SELECT coalesce(failure_reason, 99), count(*) AS n FROM ` + s.n.outbox + `
+		WHERE ` + failedWhere + ` GROUP BY 1 ORDER BY n DESC, 1`
+}
+
 // ScheduledBacklog summarises the undelivered, not dead-lettered messages
 // due after now.
 func (s *Store) ScheduledBacklog(ctx context.Context) (store.Backlog, error) {
@@ -65,14 +74,28 @@ func (s *Store) ScheduledBacklog(ctx context.Context) (store.Backlog, error) {
 		b            store.Backlog
 		next, latest pgtype.Timestamptz
 	)
-	err := s.pool.QueryRow(ctx, `SELECT count(*), min(scheduled_for), max(scheduled_for) FROM `+s.n.outbox+`
-		WHERE published_at IS NULL AND dead_lettered_at IS NULL AND scheduled_for > `+nowExpr,
-		s.now()).Scan(&b.Count, &next, &latest)
+	err := s.pool.QueryRow(ctx, s.scheduledBacklogSQL(), s.now()).Scan(&b.Count, &next, &latest)
 	if err != nil {
 		return b, fmt.Errorf("postgres: scheduled backlog: %w", err)
 	}
 	b.Next, b.Latest = clampedTime(next), clampedTime(latest)
 	return b, nil
+}
+
+// scheduledBacklogSQL is ScheduledBacklog's statement ($1 the time, NULL
+// for the database's). It reads the messages not leased through
+// outbox_due_idx and the leased ones through outbox_lease_idx: as one
+// condition it read the whole outbox (1.1 s behind 5,000,000 ready
+// messages, on every GET /v1/stats the dashboard makes).
+func (s *Store) scheduledBacklogSQL() string {
+	return `SELECT coalesce(sum(n), 0)::bigint, min(lo), max(hi) FROM (
+		SELECT count(*) AS n, min(scheduled_for) AS lo, max(scheduled_for) AS hi FROM ` + s.n.outbox + `
+		WHERE published_at IS NULL AND dead_lettered_at IS NULL AND instance_id IS NULL
+			AND scheduled_for IS NOT NULL AND scheduled_for > ` + nowExpr + `
+		UNION ALL
+		SELECT count(*), min(scheduled_for), max(scheduled_for) FROM ` + s.n.outbox + `
+		WHERE instance_id IS NOT NULL AND published_at IS NULL AND dead_lettered_at IS NULL
+			AND scheduled_for > ` + nowExpr + `) x`
 }
 
 // clampedTime is t within what a message can carry (outbox.MinTime,
