@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/backstophq/backstop/store"
@@ -72,12 +73,12 @@ func TestScheduledBacklogReadsOnlyTheScheduled(t *testing.T) {
 }
 
 // The counts of failed messages by reason (GET /v1/stats) read the failed
-// messages. The planner took the failure bit's test for one nearly every
-// row matches (the bit has no statistics of its own), and behind 5,000,000
-// ready messages it read the whole outbox, 1.0 s a call; the same bit as a
-// range of status is estimated from the column's statistics. The test
-// checks the estimate, which is what picks the plan at that size: a table
-// large enough to flip the plan takes too long to load here.
+// messages through their index. The planner has no statistics of the
+// failure bit and took its test for one nearly every row matches: behind
+// 5,000,000 ready messages, none failed, it read the whole outbox in
+// parallel, 1.0 s a call. At this test's size the planner picks the index
+// by itself; the test checks the plan FailureReasons runs under, which
+// holds at any size.
 func TestFailureReasonsReadOnlyTheFailed(t *testing.T) {
 	ctx := context.Background()
 	s, err := openTest(t, store.Config{})
@@ -89,24 +90,53 @@ func TestFailureReasonsReadOnlyTheFailed(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].Count != 2 {
 		t.Fatalf("FailureReasons %+v (%v), want the 2 retries", got, err)
 	}
-	var out []byte
-	if err := s.pool.QueryRow(ctx, `EXPLAIN (FORMAT JSON) SELECT 1 FROM `+s.n.outbox+` WHERE `+failedWhere).Scan(&out); err != nil {
-		t.Fatal(err)
-	}
-	var plan []struct {
-		Plan struct {
-			Rows float64 `json:"Plan Rows"`
+	// Costed as a table of millions of rows makes the planner cost them
+	// (a random read dear against a sequential one): on its own the plan
+	// reads the whole outbox, as it did at 5,000,000 rows; FailureReasons'
+	// settings keep it on the index.
+	for _, byIndex := range []bool{false, true} {
+		plan := failureReasonsPlan(t, s, byIndex)
+		onIndex := strings.Contains(plan, "outbox_failed_idx") && !strings.Contains(plan, "Seq Scan")
+		if onIndex != byIndex {
+			t.Errorf("settings %v: FailureReasons' plan reads the index: %v, want %v:\n%s", byIndex, onIndex, byIndex, plan)
 		}
 	}
-	if err := json.Unmarshal(out, &plan); err != nil || len(plan) != 1 {
-		t.Fatalf("plan %s: %v", out, err)
+}
+
+// failureReasonsPlan is FailureReasons' plan with random reads dear, and
+// its settings (byIndexSQL) when byIndex.
+func failureReasonsPlan(t *testing.T, s *Store, byIndex bool) string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r := plan[0].Plan.Rows; r > 300 {
-		t.Errorf("the planner expects %.0f failed messages of 30,002, 2 of them failed: %s", r, out)
+	defer func() { _ = tx.Rollback(ctx) }()
+	if byIndex {
+		if _, err := tx.Exec(ctx, byIndexSQL); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if b, out := planBuffers(t, s, s.failureReasonsSQL()); b > 20 {
-		t.Errorf("the failure reasons behind 30,000 ready messages read %d buffers; want a handful: %s", b, out)
+	if _, err := tx.Exec(ctx, `SELECT set_config('random_page_cost', '1000', true)`); err != nil {
+		t.Fatal(err)
 	}
+	rows, err := tx.Query(ctx, `EXPLAIN `+s.failureReasonsSQL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan += line + "\n"
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }
 
 // planBuffers runs q under EXPLAIN (ANALYZE, BUFFERS) and returns the
