@@ -118,9 +118,25 @@ func (fs *flights) startable(id uuid.UUID, now time.Time, margin time.Duration) 
 
 // held reports whether the relay holds f's lease, margin ahead of now: f
 // is in flight here, its lease was not lost and does not lapse within
-// margin.
+// margin (leaseLeft).
 func (f *flight) held(now time.Time, margin time.Duration) bool {
-	return f != nil && !f.lost && now.Add(margin).Before(f.until)
+	return f != nil && !f.lost && leaseLeft(now, f.until) > margin
+}
+
+// leaseLeft is the time from now to until, the lesser of the two readings
+// of the real clock: the monotonic one (what time.Time's Sub reads when
+// both times have it) and the wall one. Linux's monotonic clock does not
+// count a suspend of the host (a laptop's lid closed, a VM suspended and
+// resumed): read on it alone, a lease granted before a suspend longer
+// than the lease still had its time on resume, while the database's clock
+// had run on and another instance had claimed the message; the relay went
+// on to deliver it again (and in a strict stream, after a later one). The
+// wall clock is set again on resume. A wall clock stepped forward without
+// a suspend makes leases look shorter until their next renewal; their
+// messages are given back, not delivered twice. A fake clock has one
+// reading.
+func leaseLeft(now, until time.Time) time.Duration {
+	return min(until.Sub(now), until.Round(0).Sub(now.Round(0)))
 }
 
 // holds reports whether the relay still holds id's lease, margin ahead of

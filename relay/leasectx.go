@@ -40,7 +40,7 @@ func (r *Relay) leaseBound(ctx context.Context, id uuid.UUID) (context.Context, 
 			return
 		}
 		until, ok := r.fl.leaseEnd(id)
-		wait := time.Until(until)
+		wait := leaseLeft(time.Now(), until)
 		if !ok || wait <= 0 {
 			cancel(errLeaseLapsed)
 			return
