@@ -59,6 +59,11 @@ type maintenance struct {
 
 	gauges storeGauges
 	parked signal // the maintainer's turns after which it waits for its timer
+	// clockAt and storeAt are the relay's and the store's clocks as the
+	// last beat read them, and holdReap the end of the reaping's hold-off
+	// after the store's clock went forward (watchStoreClock). Only the
+	// maintainer's goroutine touches them.
+	clockAt, storeAt, holdReap time.Time
 	// vacuumParked: the same for the vacuum's turns (vacuum).
 	vacuumParked signal
 }
@@ -208,6 +213,7 @@ func (r *Relay) beat(ctx context.Context) {
 	if err := f.Heartbeat(ctx, r.cfg.Instance); err != nil {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "heart-beat failed", slog.String("error", err.Error()))
 	}
+	r.watchStoreClock(ctx)
 	r.shareLimits(ctx)
 	lead, err := f.AcquireLeadership(ctx, id, r.cfg.Store.InstanceTimeout/2)
 	if err != nil {
@@ -221,16 +227,67 @@ func (r *Relay) beat(ctx context.Context) {
 		r.log.LogAttrs(ctx, slog.LevelInfo, msg, slog.String("instance", id))
 	}
 	if lead {
-		if n, err := f.ReapDeadInstances(ctx, id); err != nil {
-			r.log.LogAttrs(ctx, slog.LevelWarn, "reaping dead instances failed", slog.String("error", err.Error()))
-		} else if n > 0 {
-			r.log.LogAttrs(ctx, slog.LevelWarn, "silent relay instances declared dead; their leases were released",
-				slog.Int("dead_instances", n))
+		if !r.clk.Now().Before(r.maint.holdReap) {
+			r.reap(ctx, f, id)
 		}
 		r.rebaseSchedules(ctx)
 		r.sweepExpired(ctx, f, r.clk.Now().Add(r.heartbeatEvery()/sweepShare)) // the sweeps' share of the beat
 		r.sweepTurns(ctx)
 	}
+}
+
+// reap has the store declare dead the instances silent for longer than
+// its InstanceTimeout, freeing their leases.
+func (r *Relay) reap(ctx context.Context, f store.Fleet, id string) {
+	if n, err := f.ReapDeadInstances(ctx, id); err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "reaping dead instances failed", slog.String("error", err.Error()))
+	} else if n > 0 {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "silent relay instances declared dead; their leases were released",
+			slog.Int("dead_instances", n))
+	}
+}
+
+// storeStepSlack is how much further than the relay's clock the store's
+// may run between two beats before the relay takes it for a step
+// forward: the store reads its clock during the call, the relay before
+// it, so a slow call after a fast one shifts the readings by its length.
+const storeStepSlack = 2 * time.Second
+
+// watchStoreClock reads the store's clock (store.Admin's Now: the
+// database's on PostgreSQL) at each beat, and when it ran further than
+// the relay's since the last beat, by more than storeStepSlack, holds off
+// the reaping of silent instances for the store's InstanceTimeout. A
+// heart-beat is stamped by the store's clock: stepped forward past the
+// InstanceTimeout (NTP correcting the database host), every live relay's
+// looked that much older, and the leader's next beat declared them all
+// dead and freed their leases, which any relay then claimed while they
+// were delivering them. Within the hold-off the live ones heart-beat on
+// the new clock; one silent after it is reaped one InstanceTimeout late.
+// The relay's clock is read on its monotonic reading, which does not
+// count a suspend of the relay's host: after one, the store's clock looks
+// stepped forward too, and the reaping waits as well.
+func (r *Relay) watchStoreClock(ctx context.Context) {
+	sc, ok := r.store.(interface {
+		Now(ctx context.Context) (time.Time, error)
+	})
+	if !ok {
+		return
+	}
+	at := r.clk.Now()
+	storeNow, err := sc.Now(ctx)
+	if err != nil {
+		return
+	}
+	storeNow = storeNow.Round(0) // what the store stamps: SQLite's reading has a monotonic one too
+	mt := &r.maint
+	if !mt.storeAt.IsZero() {
+		if ahead := storeNow.Sub(mt.storeAt) - at.Sub(mt.clockAt); ahead > storeStepSlack {
+			mt.holdReap = at.Add(r.cfg.Store.InstanceTimeout)
+			r.log.LogAttrs(ctx, slog.LevelWarn, "the store's clock went forward: no silent instance is declared dead for an instance timeout, so that live ones heart-beat on the new clock first",
+				slog.Duration("ahead", ahead.Round(time.Millisecond)), slog.Duration("instance_timeout", r.cfg.Store.InstanceTimeout))
+		}
+	}
+	mt.clockAt, mt.storeAt = at, storeNow
 }
 
 // expirySweeper is what sweepExpired needs of a store: store.Fleet's
