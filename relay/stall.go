@@ -7,11 +7,12 @@ import (
 	"github.com/backstophq/backstop/clock"
 )
 
-// A relay that is paused (SIGSTOP, a VM stall, a long GC) must not blame
-// its destinations for the deliveries whose deadlines passed while it was
-// not running. The stall detector ticks every stallTick; a tick that comes
-// more than stallThreshold late marks the time between the two ticks as a
-// stall, and a failed delivery attempt that overlaps one is given back
+// A relay that is paused (SIGSTOP, a VM stall or suspend, a long GC) must
+// not blame its destinations for the deliveries whose deadlines passed
+// while it was not running. The stall detector ticks every stallTick; a
+// tick that comes more than stallThreshold late (stallGap) marks the time
+// between the two ticks as a stall, and a failed delivery attempt that
+// overlaps one is given back
 // without counting against the destination's breaker or charging the
 // message. (Messages whose lease lapsed meanwhile are not started at all:
 // see flights.startable.)
@@ -66,12 +67,26 @@ func (r *Relay) watchStalls(stop <-chan struct{}) {
 		case <-t.C():
 		}
 		now := r.clk.Now()
-		if gap := now.Sub(last); gap > stallTick+stallThreshold {
+		if gap := stallGap(last, now); gap > stallTick+stallThreshold {
 			r.stalls.add(last, now)
 			r.stats.stalls.Add(1)
-			r.log.Warn("the relay was stalled; deliveries that failed meanwhile are not blamed on their destinations",
+			r.log.Warn("the relay was stalled (or its host suspended, or its clock stepped forward); deliveries that failed meanwhile are not blamed on their destinations",
 				"stalled_for", gap.Round(time.Millisecond).String())
 		}
 		last = now
 	}
+}
+
+// stallGap is the time between two of the watchdog's readings: the
+// larger of their monotonic and wall gaps. Linux's monotonic clock, on
+// which the watchdog's timer runs, does not count a suspend of the host
+// (a VM suspended, a laptop's lid closed); the wall clock is set again on
+// resume. Read on the monotonic clock alone a suspend of minutes was no
+// stall, and the deliveries that failed across it (their connections
+// closed by the receivers meanwhile) were charged and counted by the
+// breakers, enough of them to open a healthy destination's circuit for
+// the fleet. A wall clock stepped forward reads as a stall too: a
+// delivery that failed across it is given back uncharged.
+func stallGap(last, now time.Time) time.Duration {
+	return max(now.Sub(last), now.Round(0).Sub(last.Round(0)))
 }

@@ -151,3 +151,23 @@ func TestLeaseChecksCountASuspend(t *testing.T) {
 			ctx.Err(), context.Cause(ctx))
 	}
 }
+
+// TestSuspendIsAStall: a suspend of the relay's host is a stall of the
+// relay, though the monotonic clock, on which the watchdog's timer runs,
+// did not count it: a delivery that failed across it (its connection
+// closed by the receiver meanwhile) is not blamed on its destination.
+func TestSuspendIsAStall(t *testing.T) {
+	last := time.Now()
+	now := wallShifted(t, last.Add(stallTick), time.Minute) // a tick on time, a minute late on the wall clock
+	if gap := stallGap(last, now); gap <= stallTick+stallThreshold {
+		t.Fatalf("a suspend of a minute between two ticks: gap %v, want a stall (over %v)", gap, stallTick+stallThreshold)
+	}
+	var s stalls
+	s.add(last, now)
+	if start, end := last.Add(-time.Second), now.Add(time.Second); !s.overlaps(start, end) {
+		t.Fatal("a delivery across the suspend does not overlap its stall")
+	}
+	if gap := stallGap(last, last.Add(stallTick)); gap != stallTick {
+		t.Fatalf("a tick on time on both clocks: gap %v, want %v", gap, stallTick)
+	}
+}
