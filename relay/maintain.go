@@ -60,10 +60,10 @@ type maintenance struct {
 	gauges storeGauges
 	parked signal // the maintainer's turns after which it waits for its timer
 	// clockAt and storeAt are the relay's and the store's clocks as the
-	// last beat read them, and holdReap the end of the reaping's hold-off
-	// after the store's clock went forward (watchStoreClock). Only the
-	// maintainer's goroutine touches them.
-	clockAt, storeAt, holdReap time.Time
+	// last beat read them, and stepHold the end of the hold-off after the
+	// store's clock went forward (watchStoreClock). Only the maintainer's
+	// goroutine touches them.
+	clockAt, storeAt, stepHold time.Time
 	// vacuumParked: the same for the vacuum's turns (vacuum).
 	vacuumParked signal
 }
@@ -214,7 +214,10 @@ func (r *Relay) beat(ctx context.Context) {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "heart-beat failed", slog.String("error", err.Error()))
 	}
 	r.watchStoreClock(ctx)
-	r.shareLimits(ctx)
+	held := r.clk.Now().Before(r.maint.stepHold)
+	if !held {
+		r.shareLimits(ctx)
+	}
 	lead, err := f.AcquireLeadership(ctx, id, r.cfg.Store.InstanceTimeout/2)
 	if err != nil {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "leader election failed", slog.String("error", err.Error()))
@@ -227,7 +230,7 @@ func (r *Relay) beat(ctx context.Context) {
 		r.log.LogAttrs(ctx, slog.LevelInfo, msg, slog.String("instance", id))
 	}
 	if lead {
-		if !r.clk.Now().Before(r.maint.holdReap) {
+		if !held {
 			r.reap(ctx, f, id)
 		}
 		r.rebaseSchedules(ctx)
@@ -256,13 +259,16 @@ const storeStepSlack = 2 * time.Second
 // watchStoreClock reads the store's clock (store.Admin's Now: the
 // database's on PostgreSQL) at each beat, and when it ran further than
 // the relay's since the last beat, by more than storeStepSlack, holds off
-// the reaping of silent instances for the store's InstanceTimeout. A
-// heart-beat is stamped by the store's clock: stepped forward past the
-// InstanceTimeout (NTP correcting the database host), every live relay's
-// looked that much older, and the leader's next beat declared them all
-// dead and freed their leases, which any relay then claimed while they
-// were delivering them. Within the hold-off the live ones heart-beat on
-// the new clock; one silent after it is reaped one InstanceTimeout late.
+// for the store's InstanceTimeout what reads the heart-beats as of now:
+// the reaping of silent instances and the count of the instances alive
+// that divides the RateLimits. A heart-beat is stamped by the store's
+// clock: stepped forward past the InstanceTimeout (NTP correcting the
+// database host), every live relay's looked that much older, and the
+// leader's next beat declared them all dead and freed their leases, which
+// any relay then claimed while they were delivering them; and each relay,
+// counting itself alone, took a whole RateLimit until the others
+// heart-beat again. Within the hold-off the live ones heart-beat on the
+// new clock; one silent after it is reaped one InstanceTimeout late.
 // The relay's clock is read on its monotonic reading, which does not
 // count a suspend of the relay's host: after one, the store's clock looks
 // stepped forward too, and the reaping waits as well.
@@ -282,8 +288,8 @@ func (r *Relay) watchStoreClock(ctx context.Context) {
 	mt := &r.maint
 	if !mt.storeAt.IsZero() {
 		if ahead := storeNow.Sub(mt.storeAt) - at.Sub(mt.clockAt); ahead > storeStepSlack {
-			mt.holdReap = at.Add(r.cfg.Store.InstanceTimeout)
-			r.log.LogAttrs(ctx, slog.LevelWarn, "the store's clock went forward: no silent instance is declared dead for an instance timeout, so that live ones heart-beat on the new clock first",
+			mt.stepHold = at.Add(r.cfg.Store.InstanceTimeout)
+			r.log.LogAttrs(ctx, slog.LevelWarn, "the store's clock went forward: for an instance timeout no silent instance is declared dead and the rate limits' shares stay, so that live ones heart-beat on the new clock first",
 				slog.Duration("ahead", ahead.Round(time.Millisecond)), slog.Duration("instance_timeout", r.cfg.Store.InstanceTimeout))
 		}
 	}

@@ -57,3 +57,37 @@ func TestForwardStoreClockStepDoesNotReapLiveInstances(t *testing.T) {
 		t.Fatalf("a relay silent for %v after the step still holds its lease", timeout+2*beat)
 	}
 }
+
+// TestForwardStoreClockStepKeepsTheRateLimitShares: two relays share a
+// destination's RateLimit, and the store's clock steps two minutes
+// forward. The other relay's heart-beat now looks two minutes old, and
+// counted alone this relay took the whole limit until the other
+// heart-beat again, the fleet sending at twice the limit: the shares stay
+// as they were for the hold-off.
+func TestForwardStoreClockStepKeepsTheRateLimitShares(t *testing.T) {
+	t.Parallel()
+	storeClk := clock.NewFake(epoch)
+	e := newEnv(t, func(c *store.Config) { c.Clock = storeClk })
+	if err := e.s.Heartbeat(e.ctx, store.Instance{ID: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	rn := e.start(e.config(map[string]Destination{"api": {
+		Transport: (&recorder{}).transport(), RateLimit: &RateLimit{PerSecond: 10, Burst: 2},
+	}}))
+	share := func() int {
+		l := rn.r.dests["api"].limit
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.share
+	}
+	beat := rn.r.heartbeatEvery()
+	turn(e, beat, rn)
+	if n := share(); n != 2 {
+		t.Fatalf("the limit is shared among %d relays, want 2", n)
+	}
+	storeClk.Advance(2 * time.Minute)
+	turn(e, beat, rn)
+	if n := share(); n != 2 {
+		t.Fatalf("after the store's clock stepped 2m forward the limit is shared among %d relays, want 2 (the other is alive)", n)
+	}
+}
