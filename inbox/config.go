@@ -19,6 +19,11 @@ const (
 	DefaultDedupWindow   = 7 * 24 * time.Hour
 	DefaultSweepInterval = time.Minute
 	DefaultSweepBatch    = 1000
+	DefaultNoHandlerWait = time.Hour
+	// NoHandlerRetry is how long an instance with no handler for a
+	// message's type gives the message back for (see
+	// Config.NoHandlerWait).
+	NoHandlerRetry = 10 * time.Second
 	// MaxNameLen is the longest inbox name, in bytes.
 	MaxNameLen = 100
 	// MaxIDLen is the longest source message id, in bytes.
@@ -83,6 +88,19 @@ type Config struct {
 	// DefaultSweepBatch (1000).
 	SweepBatch int
 
+	// NoHandlerWait is how long a message of a type this instance has no
+	// handler for waits for an instance that has one: during a rolling
+	// deploy, instances of the older version claim messages of a type
+	// only the newer version handles. Until the message has waited that
+	// long since it was received, the instance gives it back without
+	// charging an attempt, due again after NoHandlerRetry (10 s), with a
+	// warning (once per type) and backstop_inbox_no_handler_total; then it
+	// is dead-lettered, reason ValidationFailure, naming the type. The
+	// wait counts from the message's receipt, also for a message replayed
+	// from the dead-letter queue. Zero means DefaultNoHandlerWait (1 h);
+	// negative dead-letters such a message at once.
+	NoHandlerWait time.Duration
+
 	// Limits bound the messages Receive accepts; zero fields mean
 	// outbox's defaults (a payload of at most 1 MiB, 64 headers). A
 	// message over a limit is refused with ErrInvalid. The inbox's own
@@ -109,6 +127,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SweepBatch == 0 {
 		c.SweepBatch = DefaultSweepBatch
+	}
+	if c.NoHandlerWait == 0 {
+		c.NoHandlerWait = DefaultNoHandlerWait
 	}
 	if c.Relay.Classifier == nil {
 		c.Relay.Classifier = errorhandling.NewErrorClassifier(errorhandling.UnknownIsTransient())

@@ -15,9 +15,7 @@ import (
 func (in *Inbox) deliver(ctx context.Context, m *outbox.Message) error {
 	h, ok := in.handler(m.Type)
 	if !ok {
-		err := fmt.Errorf("inbox %q: no handler for message type %q", in.name, m.Type)
-		return errorhandling.WithCode(errorhandling.WithReason(errorhandling.Permanent(err),
-			errorhandling.ReasonValidationFailure), "no_handler")
+		return in.noHandler(ctx, m)
 	}
 	msg := messageOf(in.name, m)
 	if h.fn != nil {

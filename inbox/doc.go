@@ -41,9 +41,13 @@
 // errorhandling.Permanent to dead-letter the message at once, or with
 // errorhandling.WithBlame(err, errorhandling.BlameDestination) for a fault
 // of what the handler depends on, which opens the inbox's breaker instead
-// of charging the message. A message of a type with no handler is a
-// permanent fault of the message: it is dead-lettered with a reason naming
-// the type, and can be replayed once a handler exists.
+// of charging the message. A message of a type with no handler here is
+// left to an instance that has one (a rolling deploy, where instances of
+// the older version claim messages of a type only the newer one handles):
+// given back without charging an attempt, with a warning and a counter,
+// until it has waited Config.NoHandlerWait (1 h); then it is a permanent
+// fault of the message, dead-lettered with a reason naming the type, and
+// can be replayed once a handler exists.
 //
 // # Sharing a store with an outbox relay
 //

@@ -59,6 +59,9 @@ type Inbox struct {
 
 	mu       sync.RWMutex
 	handlers map[string]handler
+	// noHandlerWarned are the types warned about for want of a handler
+	// (firstNoHandler).
+	noHandlerWarned map[string]bool
 
 	// afterCommit, when set (tests), runs after a transactional handler's
 	// commit and before the relay hears of it.

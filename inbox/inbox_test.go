@@ -135,14 +135,16 @@ func TestRetriesAndPoison(t *testing.T) {
 	})
 }
 
-// TestUnknownType dead-letters a message no handler takes, at once, with
-// a reason naming its type; after a handler is registered, replaying it
-// handles it.
+// TestUnknownType dead-letters a message no handler takes, at once under
+// a negative NoHandlerWait, with a reason naming its type; after a
+// handler is registered, replaying it handles it.
 func TestUnknownType(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, k kind) {
 		e := newEnv(t, k)
-		in := e.newInbox(e.config())
+		cfg := e.config()
+		cfg.NoHandlerWait = -1
+		in := e.newInbox(cfg)
 		e.receive(in, received("m-1", "order.refunded", "o-1"))
 		e.run(in)
 		e.waitFor("the dead letter", func() bool { return in.Relay().Stats().DeadLettered == 1 })

@@ -13,6 +13,8 @@ import (
 //	backstop_inbox_duplicates_total{inbox,source}  counter  redeliveries recognised and dropped
 //	backstop_inbox_rejected_total{inbox,source}    counter  messages refused as invalid (ErrInvalid), or unsigned (http)
 //	backstop_inbox_swept_total{inbox}              counter  de-duplication records deleted by sweeps
+//	backstop_inbox_no_handler_total{inbox}         counter  messages given back for want of a handler of their
+//	                                                        type here, left to another instance (Config.NoHandlerWait)
 //
 // A message whose Received.Source is not a valid one (see MaxSourceLen) is
 // counted as rejected under the source "invalid".
@@ -21,7 +23,7 @@ import (
 // "inbox:<name>" (Config.Relay.Metrics).
 type metrics struct {
 	recv, dups, rej *prometheus.CounterVec
-	sweep           prometheus.Counter
+	sweep, noHdlr   prometheus.Counter
 	name            string
 }
 
@@ -37,8 +39,9 @@ func newMetrics(reg prometheus.Registerer, name string) (*metrics, error) {
 		name: name,
 	}
 	swept := vec("swept_total", "De-duplication records deleted by sweeps.", "inbox")
+	noHandler := vec("no_handler_total", "Messages given back for want of a handler of their type here, left to another instance.", "inbox")
 	if reg != nil {
-		for _, c := range []**prometheus.CounterVec{&m.recv, &m.dups, &m.rej, &swept} {
+		for _, c := range []**prometheus.CounterVec{&m.recv, &m.dups, &m.rej, &swept, &noHandler} {
 			if err := reg.Register(*c); err != nil {
 				// Another inbox registered it: share it.
 				var are prometheus.AlreadyRegisteredError
@@ -54,6 +57,7 @@ func newMetrics(reg prometheus.Registerer, name string) (*metrics, error) {
 		}
 	}
 	m.sweep = swept.WithLabelValues(name)
+	m.noHdlr = noHandler.WithLabelValues(name)
 	return m, nil
 }
 
@@ -61,3 +65,4 @@ func (m *metrics) received(source string)  { m.recv.WithLabelValues(m.name, sour
 func (m *metrics) duplicate(source string) { m.dups.WithLabelValues(m.name, source).Inc() }
 func (m *metrics) rejected(source string)  { m.rej.WithLabelValues(m.name, source).Inc() }
 func (m *metrics) swept(n int)             { m.sweep.Add(float64(n)) }
+func (m *metrics) noHandler()              { m.noHdlr.Inc() }

@@ -25,7 +25,8 @@ import (
 //	                                       counter    failed attempts charged to messages
 //	retries_total{destination}             counter    in-process retries
 //	released_total{destination,cause}      counter    messages given back uncharged; cause is
-//	                                                  destination_fault, breaker_open, cascade or shutdown
+//	                                                  destination_fault, breaker_open, cascade, shutdown, or
+//	                                                  elsewhere (left to another instance: transport.Elsewhere)
 //	dead_lettered_total{destination,reason} counter   messages moved to the dead-letter queue
 //	in_flight                              gauge      messages claimed and not yet recorded
 //	breaker_state{destination}             gauge      0 closed, 1 half-open (a probe is due or in flight), 2 open

@@ -35,6 +35,7 @@ const (
 	causeStall       = "stall"          // the relay stalled during the attempt
 	causePaused      = "paused"         // not started: the destination asked to wait (Retry-After)
 	causeOverBudget  = "prefetch_bytes" // not started: claimed past PrefetchBytes, given back
+	causeElsewhere   = "elsewhere"      // the transport left it to another process (transport.Elsewhere)
 )
 
 // outcome is the result of one message, as a worker reports it.
@@ -187,6 +188,18 @@ func (r *Relay) rejected(d *destination, m *outbox.Message) outcome {
 func (r *Relay) held(d *destination, m *outbox.Message, wait time.Duration) outcome {
 	o := outcome{m: m, dest: d, kind: released, after: max(min(wait, maxRelease), minRelease), cause: causePaused}
 	r.logAttempt(slog.LevelDebug, "destination paused; message released", &o, slog.Duration("retry_in", o.after))
+	return o
+}
+
+// leftElsewhere is the outcome of a message the transport left to
+// another process (transport.Elsewhere): released until after, no
+// attempt charged, nothing told to the breaker or the tracker. The
+// transport says why at its own level; last is kept as the message's
+// error, for the operator tools.
+func (r *Relay) leftElsewhere(d *destination, m *outbox.Message, last error, completed outbox.Status, after time.Duration) outcome {
+	o := outcome{m: m, dest: d, kind: released, after: max(min(after, maxRelease), minRelease), cause: causeElsewhere,
+		completed: completed, err: last}
+	r.logAttempt(slog.LevelDebug, "left to another instance; message released", &o, slog.Duration("retry_in", o.after))
 	return o
 }
 

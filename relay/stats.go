@@ -23,7 +23,8 @@ type Stats struct {
 	Failed int64
 	// Released is the number of messages given back without charging an
 	// attempt: faults of the destination, breaker rejections, cascade
-	// releases behind a failure, and shutdown.
+	// releases behind a failure, shutdown, and messages the transport left
+	// to another instance (transport.Elsewhere).
 	Released int64
 	// DeadLettered is the number of messages moved to the dead-letter
 	// queue.

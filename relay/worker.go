@@ -390,7 +390,12 @@ func (r *Relay) deliver(d *destination, m *outbox.Message, probe bool) outcome {
 		}
 	}
 	d.m.duration.Observe(end.Sub(start).Seconds())
-	o := r.decide(d, m, last, completed, tries)
+	var o outcome
+	if after, ok := transport.ElsewhereAfter(last); ok && tries > 0 {
+		o = r.leftElsewhere(d, m, last, completed, after)
+	} else {
+		o = r.decide(d, m, last, completed, tries)
+	}
 	if stalled && o.kind != delivered {
 		o = outcome{m: m, dest: d, kind: released, cause: causeStall, completed: completed, err: last}
 		r.logAttempt(slog.LevelWarn, "the relay stalled during the delivery; not counted against the destination", &o)

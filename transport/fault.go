@@ -2,6 +2,7 @@ package transport
 
 import (
 	"errors"
+	"time"
 
 	"github.com/backstophq/backstop/errorhandling"
 )
@@ -80,3 +81,44 @@ type noRoom struct{ err error }
 
 func (e noRoom) Error() string   { return e.err.Error() }
 func (e noRoom) Unwrap() []error { return []error{e.err, ErrNoRoom} }
+
+// ErrElsewhere is matched by the error of a delivery that this process
+// cannot make and another may (Elsewhere): nothing was sent, and nothing
+// is wrong with the message or the destination.
+var ErrElsewhere = errors.New("transport: left to another process")
+
+// Elsewhere marks err as a delivery this process cannot make but another
+// process of the fleet may: an inbox of an older version, during a rolling
+// deploy, has no handler for a type only the newer version knows. The
+// relay gives the message back without charging an attempt and without
+// telling the destination's breaker or tracker, due again after after
+// (at least a millisecond, at most an hour), so that an instance that can
+// deliver it claims it. The error also matches ErrElsewhere and
+// ErrNotSent; its text is err's. The caller bounds how long a message may
+// be left so: Elsewhere alone would keep it for ever.
+func Elsewhere(err error, after time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return errorhandling.Permanent(elsewhere{err: err, after: after})
+}
+
+// ElsewhereAfter reports whether err was marked with Elsewhere, and the
+// delay it asked for.
+func ElsewhereAfter(err error) (after time.Duration, ok bool) {
+	var e elsewhere
+	if !errors.As(err, &e) {
+		return 0, false
+	}
+	return e.after, true
+}
+
+// elsewhere is an error that matches ErrElsewhere and ErrNotSent besides
+// its own chain.
+type elsewhere struct {
+	err   error
+	after time.Duration
+}
+
+func (e elsewhere) Error() string   { return e.err.Error() }
+func (e elsewhere) Unwrap() []error { return []error{e.err, ErrElsewhere, ErrNotSent} }

@@ -310,7 +310,10 @@ func startServiceB(ctx context.Context, path string, consumer jetstream.Consumer
 		Name:     "orders",
 		Relay:    relay.Config{PollInterval: 20 * time.Millisecond, MaxPollInterval: 100 * time.Millisecond, Logger: logger},
 		Handling: relay.Destination{InProcess: retry.NewConfig(1, nil)},
-		Metrics:  b.metrics,
+		// A type B has no handler for is dead-lettered at once: B runs
+		// alone, no newer instance will come to handle it.
+		NoHandlerWait: -1,
+		Metrics:       b.metrics,
 	})
 	if err != nil {
 		return nil, err
