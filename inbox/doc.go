@@ -9,7 +9,10 @@
 // records the source's message id in its de-duplication table. A message
 // the source delivers again (after a lost acknowledgement, a crash, a
 // redelivery timeout) finds its id recorded: it is acknowledged, dropped
-// and counted, and its handler does not run again. Receivers acknowledge
+// and counted, and its handler does not run again. The record keeps a
+// digest of the message's type and payload: the same id received with
+// another type or payload is another message, refused (ErrIDReused) and
+// kept as a dead letter, never dropped as a duplicate. Receivers acknowledge
 // the source only after the row is committed, so nothing received is lost.
 //
 // Handlers run under a relay (package relay) restricted to the inbox's

@@ -59,13 +59,14 @@ const (
 // It answers 202 Accepted once the message is stored, 200 OK for a
 // duplicate, and writes nothing otherwise: 401 for a missing, bad or stale
 // signature; 400 for a message without a type or that cannot be stored
-// (ErrInvalid); 413 for a body over MaxBody (or over an http.MaxBytesReader
+// (ErrInvalid); 422 for an id received before with another type or body
+// (ErrIDReused); 413 for a body over MaxBody (or over an http.MaxBytesReader
 // the server installed); 408 for a body that did not
 // arrive whole (the server's ReadTimeout, a broken connection); 405 for a
 // method other than POST; 503 when the store fails (the sender tries
 // again later). The webhook transport treats 2xx as delivered, 401, 408
-// and 503 as faults of the destination (its messages wait), and 400 and
-// 413 as faults of the message (dead-lettered on the sender's side).
+// and 503 as faults of the destination (its messages wait), and 400, 413
+// and 422 as faults of the message (dead-lettered on the sender's side).
 //
 // The inbox's DedupWindow must be at least twice the Tolerance: a signed
 // request stays valid that long, and only its id's record stops a replay.
@@ -179,6 +180,9 @@ func (h *httpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, ErrInvalid) && msg.Type == "":
 		http.Error(w, "inbox: no message type (Backstop-Type header or a JSON body's \"type\")", http.StatusBadRequest)
+	case errors.Is(err, ErrIDReused):
+		// As an Idempotency-Key reused for another request is answered.
+		http.Error(w, err.Error(), http.StatusUnprocessableEntity)
 	case errors.Is(err, ErrInvalid):
 		http.Error(w, err.Error(), http.StatusBadRequest)
 	case err != nil:

@@ -117,6 +117,7 @@ func TestHTTPAnswers(t *testing.T) {
 		}{
 			{"stored", signed(t, secret, "msg_1", now, []byte(`{}`), typed), StatusStored},
 			{"again", signed(t, secret, "msg_1", now.Add(time.Second), []byte(`{}`), typed), StatusDuplicate},
+			{"its id for another body", signed(t, secret, "msg_1", now, []byte(`{"n":2}`), typed), http.StatusUnprocessableEntity},
 			{"old key while rotating", signed(t, oldSecret, "msg_2", now, []byte(`{}`), typed), StatusStored},
 			{"type from a JSON body", signed(t, secret, "msg_3", now, []byte(`{"type":"order.paid"}`), nil), StatusStored},
 			{"unsigned", signed(t, "", "msg_4", now, []byte(`{}`), typed), http.StatusUnauthorized},

@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
+
 	"github.com/backstophq/backstop/clock"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/relay"
@@ -258,10 +260,15 @@ func (in *Inbox) Receive(ctx context.Context, r Received) (duplicate bool, err e
 	if err == nil {
 		var dup bool
 		dup, err = in.inbox.Receive(ctx, in.name, r.ID, m)
-		if errors.Is(err, outbox.ErrInvalidMessage) {
+		switch {
+		case errors.Is(err, outbox.ErrInvalidMessage):
 			// the store cannot keep it, now or ever: refused, not retried
 			err = fmt.Errorf("%w: inbox %q: receive %q: %w", ErrInvalid, in.name, r.ID, err)
-		} else if err == nil {
+		case errors.Is(err, store.ErrIDReused):
+			// another message under a used id: dropped as a duplicate,
+			// it was lost without a word
+			err = in.reusedID(ctx, source, r.ID, err)
+		case err == nil:
 			return in.received(ctx, source, r.ID, dup), nil
 		}
 	}
@@ -273,6 +280,29 @@ func (in *Inbox) Receive(ctx context.Context, r Received) (duplicate bool, err e
 		return false, err
 	}
 	return false, fmt.Errorf("inbox %q: receive %q: %w", in.name, r.ID, err)
+}
+
+// ErrIDReused is matched by Receive's error for a message whose id was
+// received before for a message of another type or payload: not a
+// redelivery, but another message under a used id (a source's counter
+// started again, two publishers numbering alike). It also matches
+// ErrInvalid, so that receivers refuse it, and store.ErrIDReused; the
+// message is kept as a dead letter of the inbox naming the row the id
+// was first stored as, and counted (backstop_inbox_reused_ids_total).
+var ErrIDReused = errors.New("inbox: message id received before for another message")
+
+// reusedID is the refusal of a message whose id was received before for
+// another message (err: a store.IDReusedError), said at WARN with both
+// ids and counted.
+func (in *Inbox) reusedID(ctx context.Context, source, id string, err error) error {
+	in.metrics.reusedID(source)
+	attrs := []slog.Attr{slog.String("source", source), slog.String("source_id", id)}
+	var e *store.IDReusedError
+	if errors.As(err, &e) && e.RowID != uuid.Nil {
+		attrs = append(attrs, slog.String("first_row_id", e.RowID.String()))
+	}
+	in.log.LogAttrs(ctx, slog.LevelWarn, "message id received before for another message: refused and kept as a dead letter", attrs...)
+	return fmt.Errorf("%w: %w: %w", ErrInvalid, ErrIDReused, err)
 }
 
 // received counts a message Receive stored, or dropped as a duplicate.

@@ -9,11 +9,15 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/inbox/internal/headers"
 	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
 )
 
 // parkedNameRunes bounds the type and stream a refused message's entry
@@ -55,6 +59,13 @@ func (in *Inbox) park(ctx context.Context, r *Received, source string, refusal e
 			// characters, is shown as it came.
 			"source_id": outbox.CleanText(strconv.QuoteToASCII(r.ID), 2*MaxIDLen),
 		},
+	}
+	var reused *store.IDReusedError
+	if errors.As(refusal, &reused) {
+		e.Metadata["first_received_at"] = reused.ReceivedAt.UTC().Format(time.RFC3339Nano)
+		if reused.RowID != uuid.Nil {
+			e.Metadata["first_row_id"] = reused.RowID.String()
+		}
 	}
 	if len(r.Payload) <= in.cfg.Limits.MaxPayloadBytes {
 		e.Payload = r.Payload

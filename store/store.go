@@ -481,8 +481,11 @@ type Notifier interface {
 // dead-letter queue apply to it unchanged.
 type Inbox interface {
 	// Receive writes m and the de-duplication record (inbox, messageID)
-	// in one transaction. When that record exists already it writes
-	// nothing and returns true: the message is a duplicate.
+	// in one transaction, with m's InboxDigest. When that record exists
+	// already it writes nothing and returns true: the message is a
+	// duplicate; unless the record's digest differs from m's, when it
+	// returns an *IDReusedError (ErrIDReused): another message under a
+	// used id.
 	Receive(ctx context.Context, inbox, messageID string, m *outbox.Message) (duplicate bool, err error)
 	// SweepReceived deletes at most limit de-duplication records of inbox
 	// received longer than window ago, by the store's clock, and returns

@@ -182,6 +182,7 @@ func TestReceiveOnce(t *testing.T) {
 		// The first message again, as a publisher retrying after the
 		// duplicate window would.
 		again := nats.NewMsg(src.prefix + ".order.created")
+		again.Data = msgs[0].Payload // the same message: another body would be another message under its id
 		again.Header.Set(jetstream.MsgIDHeader, msgs[0].ID.String())
 		again.Header.Set(HeaderType, "order.created")
 		again.Header.Set(HeaderStream, "order-1")

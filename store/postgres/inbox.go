@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
@@ -26,24 +28,55 @@ func (s *Store) receivedTable() string { return s.n.qual + "inbox_received" }
 // what the store can keep: the caller (inbox.Inbox.Receive) has checked it
 // against its own Limits, which may be above the defaults. Two receivers of one message id at
 // once are serialised by the record's primary key: the second waits for
-// the first to commit and then sees a duplicate.
+// the first to commit and then sees a duplicate. A duplicate whose record
+// keeps another digest (store.InboxDigest) is another message under a
+// used id: store.ErrIDReused.
 func (s *Store) Receive(ctx context.Context, inbox, messageID string, m *outbox.Message) (bool, error) {
 	if err := m.PrepareLimits(outbox.MaxLimits); err != nil {
 		return false, err
 	}
+	digest := store.InboxDigest(m)
 	var dup bool
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO `+s.receivedTable()+` (inbox, message_id, received_at, row_id)
-			VALUES ($2, $3, `+nowExpr+`, $4::uuid) ON CONFLICT (inbox, message_id) DO NOTHING`, s.now(), inbox, messageID, pgUUID(m.ID))
+		tag, err := tx.Exec(ctx, `INSERT INTO `+s.receivedTable()+` (inbox, message_id, received_at, row_id, digest)
+			VALUES ($2, $3, `+nowExpr+`, $4::uuid, $5) ON CONFLICT (inbox, message_id) DO NOTHING`, s.now(), inbox, messageID, pgUUID(m.ID), digest)
 		if err != nil {
 			return fmt.Errorf("postgres: receive %q: %w", messageID, err)
 		}
 		if dup = tag.RowsAffected() == 0; dup {
-			return nil
+			return s.sameContent(ctx, tx, inbox, messageID, digest)
 		}
 		return s.enqueue(ctx, tx, []*outbox.Message{m}, outbox.MaxLimits)
 	})
+	if errors.Is(err, store.ErrIDReused) {
+		dup = false
+	}
 	return dup, err
+}
+
+// sameContent returns an *store.IDReusedError when the record of
+// (inbox, messageID) keeps a digest other than digest; nil when it keeps
+// the same, none (written before migration 0035), or is gone (swept
+// meanwhile).
+func (s *Store) sameContent(ctx context.Context, tx pgx.Tx, inbox, messageID string, digest []byte) error {
+	var had []byte
+	var row pgtype.UUID
+	var at time.Time
+	err := tx.QueryRow(ctx, `SELECT digest, row_id, received_at FROM `+s.receivedTable()+`
+		WHERE inbox = $1 AND message_id = $2`, inbox, messageID).Scan(&had, &row, &at)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("postgres: receive %q: %w", messageID, err)
+	case had == nil || bytes.Equal(had, digest):
+		return nil
+	}
+	e := &store.IDReusedError{Inbox: inbox, MessageID: messageID, ReceivedAt: at}
+	if row.Valid {
+		e.RowID = row.Bytes
+	}
+	return e
 }
 
 // SweepReceived implements store.Inbox: it deletes at most limit records

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -20,24 +21,54 @@ var _ store.Inbox = (*Store)(nil)
 // record (inbox, messageID) in one transaction, or nothing when the record
 // exists already (duplicate true). m is checked against outbox.MaxLimits,
 // what the store can keep: the caller (inbox.Inbox.Receive) has checked it
-// against its own Limits, which may be above the defaults.
+// against its own Limits, which may be above the defaults. A duplicate
+// whose record keeps another digest (store.InboxDigest) is another
+// message under a used id: store.ErrIDReused.
 func (s *Store) Receive(ctx context.Context, inbox, messageID string, m *outbox.Message) (bool, error) {
 	if err := m.PrepareLimits(outbox.MaxLimits); err != nil {
 		return false, err
 	}
+	digest := store.InboxDigest(m)
 	var dup bool
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		n, err := affected(tx.ExecContext(ctx, s.sql(`INSERT INTO {{prefix}}inbox_received (inbox, message_id, received_at, row_id)
-			VALUES (?, ?, ?, ?) ON CONFLICT (inbox, message_id) DO NOTHING`), inbox, messageID, s.now().UnixMilli(), m.ID.String()))
+		n, err := affected(tx.ExecContext(ctx, s.sql(`INSERT INTO {{prefix}}inbox_received (inbox, message_id, received_at, row_id, digest)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT (inbox, message_id) DO NOTHING`), inbox, messageID, s.now().UnixMilli(), m.ID.String(), digest))
 		if err != nil {
 			return fmt.Errorf("sqlite: receive %q: %w", messageID, err)
 		}
 		if dup = n == 0; dup {
-			return nil
+			return s.sameContent(ctx, tx, inbox, messageID, digest)
 		}
 		return s.enqueueTx(ctx, tx, []*outbox.Message{m}, true, outbox.MaxLimits)
 	})
+	if errors.Is(err, store.ErrIDReused) {
+		dup = false
+	}
 	return dup, err
+}
+
+// sameContent returns an *store.IDReusedError when the record of
+// (inbox, messageID) keeps a digest other than digest; nil when it keeps
+// the same or none (written before migration 0023).
+func (s *Store) sameContent(ctx context.Context, tx *sql.Tx, inbox, messageID string, digest []byte) error {
+	var had []byte
+	var row sql.NullString
+	var at int64
+	err := tx.QueryRowContext(ctx, s.sql(`SELECT digest, row_id, received_at FROM {{prefix}}inbox_received
+		WHERE inbox = ? AND message_id = ?`), inbox, messageID).Scan(&had, &row, &at)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("sqlite: receive %q: %w", messageID, err)
+	case had == nil || bytes.Equal(had, digest):
+		return nil
+	}
+	e := &store.IDReusedError{Inbox: inbox, MessageID: messageID, ReceivedAt: time.UnixMilli(at).UTC()}
+	if id, err := uuid.Parse(row.String); err == nil {
+		e.RowID = id
+	}
+	return e
 }
 
 // SweepReceived implements store.Inbox: it deletes at most limit records

@@ -37,6 +37,7 @@ var inboxCases = []testCase{
 	{"ReceivePerInbox", testReceivePerInbox},
 	{"ReceiveConcurrent", testReceiveConcurrent},
 	{"ReceiveInvalid", testReceiveInvalid},
+	{"ReceiveReusedID", testReceiveReusedID},
 	{"Sweep", testSweepReceived},
 	{"Cursors", testInboxCursors},
 	{"CompleteCommits", testCompleteCommits},
@@ -99,11 +100,11 @@ func testReceiveConcurrent(t *testing.T, h Harness) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	fresh, errs := 0, []error{}
-	for i := range n {
+	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			dup, err := in.Receive(e.ctx, "orders", "same", received(fmt.Sprintf("t%d", i), ""))
+			dup, err := in.Receive(e.ctx, "orders", "same", received("t", ""))
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -116,6 +117,57 @@ func testReceiveConcurrent(t *testing.T, h Harness) {
 	wg.Wait()
 	noErr(t, "concurrent Receive", errors.Join(errs...))
 	eq(t, "receipts written", fresh, 1)
+	eq(t, "rows", len(e.claim("i1", 10)), 1)
+}
+
+// testReceiveReusedID receives one id for messages of different content
+// from many goroutines at once: exactly one writes, and each of the others
+// is refused with ErrIDReused naming the row the id was stored as, not
+// taken for a duplicate; the written message received again is one.
+func testReceiveReusedID(t *testing.T, h Harness) {
+	e, in := inboxEnv(t, h)
+	const n = 8
+	msgs := make([]*outbox.Message, n)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var fresh []*outbox.Message
+	var dups, reused int
+	var errs []error
+	for i := range n {
+		msgs[i] = received(fmt.Sprintf("t%d", i), "")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dup, err := in.Receive(e.ctx, "orders", "same", msgs[i])
+			mu.Lock()
+			defer mu.Unlock()
+			var re *store.IDReusedError
+			switch {
+			case errors.As(err, &re) && errors.Is(err, store.ErrIDReused) && !dup:
+				reused++
+			case err != nil:
+				errs = append(errs, err)
+			case dup:
+				dups++
+			default:
+				fresh = append(fresh, msgs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	noErr(t, "concurrent Receive", errors.Join(errs...))
+	eq(t, "receipts written", len(fresh), 1)
+	eq(t, "taken for duplicates", dups, 0)
+	eq(t, "refused as reused ids", reused, n-1)
+	again := received(fresh[0].Type, "")
+	again.Payload = fresh[0].Payload
+	eq(t, "the written message again is a duplicate", e.receive(in, "orders", "same", again), true)
+	other := received("t-other", "")
+	_, err := in.Receive(e.ctx, "orders", "same", other)
+	var re *store.IDReusedError
+	if !errors.As(err, &re) || re.RowID != fresh[0].ID || re.MessageID != "same" || re.Inbox != "orders" {
+		t.Fatalf("Receive of another message under a used id = %v; want an IDReusedError naming row %s", err, fresh[0].ID)
+	}
 	eq(t, "rows", len(e.claim("i1", 10)), 1)
 }
 

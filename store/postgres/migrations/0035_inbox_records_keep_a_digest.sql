@@ -1,0 +1,12 @@
+-- Backstop's PostgreSQL schema, version 35 ({{T}} and {{P}} as in 0001):
+-- an inbox's de-duplication record keeps a digest of its message's
+-- content (store.InboxDigest: type and payload).
+--
+-- A message id received again was dropped as a duplicate whatever it
+-- carried: a source that reused an id for another message (a counter
+-- started again, two publishers numbering alike) lost that message
+-- silently. Receive now refuses an id whose record has another digest
+-- (store.ErrIDReused; TestIDReusedWithAnotherContentIsRefusedAndKept).
+-- Records written before this version keep no digest and are taken as
+-- duplicates as before.
+ALTER TABLE {{T}}inbox_received ADD COLUMN digest bytea NULL;
