@@ -30,7 +30,12 @@ const (
 type Received struct {
 	// ID is the source's message id, the de-duplication key: a message
 	// received again with the same ID within the inbox's DedupWindow is
-	// dropped. Required: 1 to MaxIDLen bytes of printable UTF-8.
+	// dropped. Required: 1 to MaxIDLen bytes of printable UTF-8. IDs are
+	// one space per inbox, across all its receivers and sources: two
+	// sources whose ids may coincide (two publishers numbering from 1)
+	// need an inbox each, or the later of two messages under one id is
+	// refused (ErrIDReused), or dropped when its type and payload are the
+	// same.
 	ID string
 	// Type is the message type, which selects the handler. Required.
 	Type string
