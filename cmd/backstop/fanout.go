@@ -1,19 +1,25 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/backstophq/backstop/clock"
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/internal/config"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/relay"
 	"github.com/backstophq/backstop/store"
+	"github.com/backstophq/backstop/transport"
 )
 
 // fanOut is the transport of the topic destination: a message written to
@@ -27,10 +33,32 @@ import (
 // found taken can be told apart: taken by this fan-out before, the message
 // was fanned out; taken by another writer, the message is dead-lettered,
 // never counted as delivered with no copy written.
+//
+// A topic no route matches is dead-lettered at once, unless leave is set
+// (relay.unknown_destinations: ignore, a fleet whose instances may run
+// different configs during a rolling deploy): then the message is left to
+// an instance whose routes match it, given back uncharged every
+// noRouteRetry with a warning once per topic, until it has waited
+// noRouteWait since it was written.
 type fanOut struct {
 	adm   store.Admin
 	route func(topic string) []string
+	leave bool
+	clk   clock.Clock
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	warned map[string]bool // topics warned about, at most maxNoRouteWarnings
 }
+
+// How long a topic message no route here matches is left to other
+// instances, how often it is given back meanwhile, and how many topics
+// an instance warns about (topics are the writers' to choose).
+const (
+	noRouteWait        = time.Hour
+	noRouteRetry       = 10 * time.Second
+	maxNoRouteWarnings = 100
+)
 
 // addFanOut adds the topic destination to rc when the config has routes.
 func addFanOut(rc *relay.Config, c *config.Config, st store.Store) error {
@@ -41,14 +69,17 @@ func addFanOut(rc *relay.Config, c *config.Config, st store.Store) error {
 	if !ok {
 		return errors.New("routes need a store that implements store.Admin")
 	}
-	rc.Destinations[config.TopicDestination] = relay.Destination{Transport: &fanOut{adm: adm, route: c.RouteTopic}}
+	rc.Destinations[config.TopicDestination] = relay.Destination{Transport: &fanOut{
+		adm: adm, route: c.RouteTopic, leave: rc.UnknownDestination == relay.LeaveUnknown,
+		clk: clock.OrReal(rc.Clock), log: cmp.Or(rc.Logger, slog.Default()),
+	}}
 	return nil
 }
 
 func (f *fanOut) Deliver(ctx context.Context, m *outbox.Message) error {
 	dests := f.route(m.Type)
 	if len(dests) == 0 {
-		return errorhandling.WithReason(errorhandling.Permanent(fmt.Errorf("no route matches topic %q", m.Type)), errorhandling.ReasonValidationFailure)
+		return f.noRoute(ctx, m)
 	}
 	copies := make([]*outbox.Message, len(dests))
 	mine := make(map[uuid.UUID]bool, len(dests))
@@ -89,3 +120,34 @@ func copyID(topic uuid.UUID, dest string) uuid.UUID {
 }
 
 func (f *fanOut) Close() error { return nil }
+
+// noRoute is the outcome of topic message m that no route matches: left
+// to another instance (transport.Elsewhere) under leave until it has
+// waited noRouteWait, else dead-lettered naming its topic.
+func (f *fanOut) noRoute(ctx context.Context, m *outbox.Message) error {
+	err := fmt.Errorf("no route matches topic %q", m.Type)
+	if !f.leave {
+		return errorhandling.WithReason(errorhandling.Permanent(err), errorhandling.ReasonValidationFailure)
+	}
+	waited := f.clk.Now().Sub(m.CreatedAt)
+	if waited >= noRouteWait {
+		err = fmt.Errorf("%w, after waiting %s for an instance whose routes match it", err, waited.Round(time.Second))
+		return errorhandling.WithReason(errorhandling.Permanent(err), errorhandling.ReasonValidationFailure)
+	}
+	f.mu.Lock()
+	first := !f.warned[m.Type] && len(f.warned) < maxNoRouteWarnings
+	if first {
+		if f.warned == nil {
+			f.warned = map[string]bool{}
+		}
+		f.warned[m.Type] = true
+	}
+	f.mu.Unlock()
+	level := slog.LevelDebug
+	if first {
+		level = slog.LevelWarn
+	}
+	f.log.LogAttrs(ctx, level, "no route here matches the topic: left to an instance whose routes match it (a rolling deploy?); dead-lettered once it has waited an hour",
+		slog.String("topic", m.Type), slog.String("message_id", m.ID.String()), slog.Duration("waited", waited))
+	return transport.Elsewhere(err, noRouteRetry)
+}
