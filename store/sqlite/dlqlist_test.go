@@ -29,20 +29,7 @@ func TestListByStatusUsesItsIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+s.sql(`SELECT id FROM {{prefix}}dead_letters`+tail), args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
+		plan := queryPlan(t, s, s.sql(`SELECT id FROM {{prefix}}dead_letters`+tail), args...)
 		if joined := strings.Join(plan, "; "); !strings.Contains(joined, "dead_letters_status") {
 			t.Errorf("list by status %s: the plan does not use the status index: %s", status, joined)
 		}

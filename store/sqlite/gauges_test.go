@@ -133,23 +133,7 @@ func TestGaugesPlan(t *testing.T) {
 	})
 	oldTime := bestOf(5, old)
 
-	rs, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+s.sql(gaugesSQL), time.Now().UnixMilli(), minAttempts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-	var plan []string
-	for rs.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rs.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
-	if err := rs.Err(); err != nil {
-		t.Fatal(err)
-	}
+	plan := queryPlan(t, s, s.sql(gaugesSQL), time.Now().UnixMilli(), minAttempts)
 	text := strings.Join(plan, "\n")
 	t.Logf("%d rows, %d poison candidates (1 KB payloads): Gauges %v, the five calls it replaces %v "+
 		"(of which PoisonCandidates %v, BlockedStreams %v; best of 5)\n%s",

@@ -44,20 +44,7 @@ func TestListByStateReadsOnlyThatState(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
+		plan := queryPlan(t, s, q, args...)
 		if joined := strings.Join(plan, "; "); !strings.Contains(joined, index) {
 			t.Errorf("a page of %s does not read %s: %s", state, index, joined)
 		}

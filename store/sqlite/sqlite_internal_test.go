@@ -98,21 +98,7 @@ func TestHotQueriesUseTheirIndexes(t *testing.T) {
 	t.Parallel()
 	s, _ := openTemp(t, store.Config{Policies: map[string]store.Policy{"it's": {}}})
 	plan := func(q string, args ...any) string {
-		rows, err := s.w.Query("EXPLAIN QUERY PLAN "+s.sql(q), args...)
-		if err != nil {
-			t.Fatalf("explain: %v", err)
-		}
-		defer rows.Close()
-		var b strings.Builder
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			b.WriteString(detail + "\n")
-		}
-		return b.String()
+		return strings.Join(queryPlan(t, s, s.sql(q), args...), "\n") + "\n"
 	}
 	for q, idxs := range map[string][]string{
 		unorderedCandidates: {"backstop_outbox_unordered", "backstop_outbox_due (destination=? AND scheduled_for>? AND scheduled_for<?)", "backstop_outbox_lease (lease_expiry<?)"},
@@ -334,4 +320,27 @@ func dropChecks(t testing.TB, db *sql.DB, prefix string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// queryPlan is SQLite's plan of q (EXPLAIN QUERY PLAN), a line a step.
+func queryPlan(t testing.TB, s *Store, q string, args ...any) []string {
+	t.Helper()
+	rows, err := s.r.Query("EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatalf("explain: %v", err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }
