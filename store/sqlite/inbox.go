@@ -158,7 +158,7 @@ func (s *Store) BeginTx(ctx context.Context) (store.Tx, error) {
 	if s.readOnly {
 		return nil, ErrReadOnly
 	}
-	if err := s.fileGone(); err != nil {
+	if err := s.fileGone(ctx); err != nil {
 		return nil, fmt.Errorf("sqlite: begin: %w", err)
 	}
 	if err := s.awaitTurn(ctx, time.Now()); err != nil {

@@ -22,11 +22,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -54,9 +54,14 @@ type Store struct {
 	relaxed  bool                // WithRelaxedDurability: synchronous=NORMAL
 
 	// path and file are the database file as Open found it (file is nil
-	// for an in-memory database): fileGone compares the path with it.
-	path string
-	file os.FileInfo
+	// for an in-memory database), wal and shm its -wal and -shm files (nil
+	// when SQLite did not make them: not in WAL mode): fileGone compares
+	// the paths with them. rescued says the log was copied into the
+	// database after its -wal file went (rescueLog).
+	path     string
+	file     os.FileInfo
+	wal, shm os.FileInfo
+	rescued  atomic.Bool
 
 	// badCircuits logs the circuits rows Circuits reads past.
 	badCircuits store.CircuitWarnings
@@ -216,6 +221,8 @@ func Open(ctx context.Context, path string, cfg store.Config, opts ...Option) (*
 		if abs, err := filepath.Abs(file); err == nil {
 			if fi, err := os.Stat(abs); err == nil {
 				s.path, s.file = abs, fi
+				s.wal, _ = os.Stat(abs + "-wal")
+				s.shm, _ = os.Stat(abs + "-shm")
 			}
 		}
 	}
@@ -233,36 +240,6 @@ func Open(ctx context.Context, path string, cfg store.Config, opts ...Option) (*
 		s.r = r
 	}
 	return s, nil
-}
-
-// fileGone returns an error matching store.ErrUnavailable when the
-// database file the store opened is no longer at its path: removed (rm
-// backstop.db*), or another file moved over it (a backup restored with
-// mv). SQLite goes on with the file it has open, which no other process
-// sees and which is lost when this one exits: the store went on taking
-// messages into it, claiming them, and answering serve's readiness check,
-// while a backstop --db command found an empty database at the path. An
-// error other than the path's absence (a directory this process may no
-// longer search) says nothing either way and is not reported.
-func (s *Store) fileGone() error {
-	if s.file == nil {
-		return nil
-	}
-	fi, err := os.Stat(s.path)
-	var what string
-	switch {
-	case err == nil && os.SameFile(fi, s.file):
-		return nil
-	case err == nil:
-		what = "was replaced by another file"
-	case errors.Is(err, fs.ErrNotExist):
-		what = "was removed"
-	default:
-		return nil
-	}
-	return fmt.Errorf("%w: sqlite: the database file %s %s while this store had it open: "+
-		"what it writes goes to the file it opened, which no other process sees and which is lost when this "+
-		"process exits; stop it, put the database back and start again", store.ErrUnavailable, s.path, what)
 }
 
 // DB returns the database the store writes to, so that an application can
@@ -406,7 +383,7 @@ func (s *Store) Enqueue(ctx context.Context, msgs ...*outbox.Message) error {
 
 // Get returns the message with id, or an error matching store.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id uuid.UUID) (*outbox.Message, error) {
-	if err := s.fileGone(); err != nil {
+	if err := s.fileGone(ctx); err != nil {
 		return nil, err
 	}
 	var m *outbox.Message

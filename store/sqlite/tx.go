@@ -123,7 +123,7 @@ func (s *Store) withWriter(ctx context.Context, fn func(tx *sql.Tx) error) error
 	if s.readOnly {
 		return ErrReadOnly
 	}
-	if err := s.fileGone(); err != nil {
+	if err := s.fileGone(ctx); err != nil {
 		return err
 	}
 	start := time.Now()
