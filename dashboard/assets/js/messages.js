@@ -35,7 +35,8 @@ export function messages(main) {
 
   let rows = [];
   async function load(cursor) {
-    for (const k of Object.keys(search)) search[k] = inputs[k].value.trim();
+    // A name may begin or end with spaces: only the id is trimmed.
+    for (const k of Object.keys(search)) search[k] = k === 'id' ? inputs[k].value.trim() : inputs[k].value;
     if (search.id) { location.hash = '#/messages/' + seg(search.id); return; }
     try {
       const { id, ...params } = search;

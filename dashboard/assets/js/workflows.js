@@ -41,7 +41,7 @@ export function workflows(main) {
 
   let rows = [];
   async function load(cursor) {
-    search.dag_id = dag.value.trim();
+    search.dag_id = dag.value; // a DAG ID may begin or end with spaces
     search.state = state.value;
     try {
       const page = await api('GET', '/workflows/runs', { params: { ...search, limit: 100, cursor } });
