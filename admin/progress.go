@@ -21,7 +21,7 @@ func (s *Server) reporting(h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 			return
 		}
-		pw := &progressWriter{ResponseWriter: w}
+		pw := &progressWriter{ResponseWriter: w, header: w.Header().Clone()}
 		stop, done := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(done)
@@ -42,11 +42,26 @@ func (s *Server) reporting(h http.HandlerFunc) http.HandlerFunc {
 }
 
 // progressWriter is a ResponseWriter that sends progress reports until
-// the handler starts its answer.
+// the handler starts its answer. A report writes the answer's header map
+// out (a 1xx answer carries the headers set so far), so the handler sets
+// its headers on a map of its own, copied into the answer's as it starts
+// its answer: on one map, a report read it while the handler wrote it.
 type progressWriter struct {
 	http.ResponseWriter
+	header   http.Header // the handler's
 	mu       sync.Mutex
 	answered bool
+}
+
+// Header is the handler's map until the answer starts, then the answer's
+// (trailers are set there).
+func (p *progressWriter) Header() http.Header {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.answered {
+		return p.ResponseWriter.Header()
+	}
+	return p.header
 }
 
 func (p *progressWriter) report() {
@@ -57,17 +72,30 @@ func (p *progressWriter) report() {
 	}
 }
 
+// answer marks the answer started, its headers the handler's; p.mu held.
+func (p *progressWriter) answer() {
+	if p.answered {
+		return
+	}
+	p.answered = true
+	h := p.ResponseWriter.Header()
+	clear(h)
+	for k, v := range p.header {
+		h[k] = v
+	}
+}
+
 func (p *progressWriter) WriteHeader(code int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.answered = true
+	p.answer()
 	p.ResponseWriter.WriteHeader(code)
 }
 
 func (p *progressWriter) Write(b []byte) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.answered = true
+	p.answer()
 	return p.ResponseWriter.Write(b)
 }
 
