@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -183,19 +182,7 @@ func claimReadsBehindDeadLetters(t *testing.T, mode outbox.Ordering, dead int) i
 	if _, err := tx.Exec(ctx, claim, "another", string(mode)); err != nil {
 		t.Fatal(err)
 	}
-	var plan []struct {
-		Plan struct {
-			Hit  int64 `json:"Shared Hit Blocks"`
-			Read int64 `json:"Shared Read Blocks"`
-		}
-	}
-	var out []byte
-	if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+claim, "d", string(mode)).Scan(&out); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(out, &plan); err != nil || len(plan) != 1 {
-		t.Fatalf("plan %s: %v", out, err)
-	}
+	buffers, _ := planBuffers(t, tx, claim, "d", string(mode))
 	var got []string
 	rows, err := tx.Query(ctx, `SELECT type FROM `+s.n.outbox+` WHERE instance_id = 'probe'`)
 	if err != nil {
@@ -214,7 +201,7 @@ func claimReadsBehindDeadLetters(t *testing.T, mode outbox.Ordering, dead int) i
 	if len(got) != 1 || got[0] != "live-2" {
 		t.Fatalf("claim behind %d dead letters got %v, want live-2", dead, got)
 	}
-	return plan[0].Plan.Hit + plan[0].Plan.Read
+	return buffers
 }
 
 // TestDeadLetterPassedOverUnderReleaseHoldsOnceStrict: a read moves a

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/backstophq/backstop/store"
 )
 
@@ -41,7 +43,7 @@ func TestListByStateReadsOnlyThatState(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b, out := planBuffers(t, s, q, args...); b > 20 {
+		if b, out := planBuffers(t, s.pool, q, args...); b > 20 {
 			t.Errorf("a page of %s behind 30,000 ready messages read %d buffers; want a handful: %s", state, b, out)
 		}
 	}
@@ -67,7 +69,7 @@ func TestScheduledBacklogReadsOnlyTheScheduled(t *testing.T) {
 	if err != nil || b.Count != 2 || b.Next.IsZero() {
 		t.Fatalf("ScheduledBacklog %+v (%v), want the 2 retries", b, err)
 	}
-	if b, out := planBuffers(t, s, s.scheduledBacklogSQL(), nil); b > 20 {
+	if b, out := planBuffers(t, s.pool, s.scheduledBacklogSQL(), nil); b > 20 {
 		t.Errorf("the scheduled backlog behind 30,000 ready messages read %d buffers; want a handful: %s", b, out)
 	}
 }
@@ -139,12 +141,15 @@ func failureReasonsPlan(t *testing.T, s *Store, byIndex bool) string {
 	return plan
 }
 
-// planBuffers runs q under EXPLAIN (ANALYZE, BUFFERS) and returns the
-// buffers it visited, and the plan.
-func planBuffers(t *testing.T, s *Store, q string, args ...any) (int64, string) {
+// planBuffers runs q through db under EXPLAIN (ANALYZE, BUFFERS) and
+// returns the buffers it visited (each index entry and row it read is a
+// buffer visit), and the plan.
+func planBuffers(t *testing.T, db interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, q string, args ...any) (int64, string) {
 	t.Helper()
 	var out []byte
-	if err := s.pool.QueryRow(context.Background(), `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+q, args...).Scan(&out); err != nil {
+	if err := db.QueryRow(context.Background(), `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+q, args...).Scan(&out); err != nil {
 		t.Fatal(err)
 	}
 	var plan []struct {
