@@ -51,6 +51,28 @@ func OrReal(c Clock) Clock {
 	return c
 }
 
+// Monotonic is a Clock that also tells how much time passed, whatever
+// its reading was stepped by (Fake does).
+type Monotonic interface {
+	Monotonic() time.Duration
+}
+
+// processStart is the origin of the process's monotonic readings.
+var processStart = time.Now()
+
+// MonotonicOf returns the monotonic reading that goes with c: the
+// process's for nil or Real, c's own when it is a Monotonic, and nil for
+// any other Clock, whose steps nothing can tell from time passing.
+func MonotonicOf(c Clock) func() time.Duration {
+	switch c := c.(type) {
+	case nil, realClock:
+		return func() time.Duration { return time.Since(processStart) }
+	case Monotonic:
+		return c.Monotonic
+	}
+	return nil
+}
+
 // Sleep waits for d on c, or until done is closed. It reports whether the
 // full duration elapsed.
 func Sleep(c Clock, d time.Duration, done <-chan struct{}) bool {

@@ -12,6 +12,7 @@ import (
 type Fake struct {
 	mu      sync.Mutex
 	now     time.Time
+	elapsed time.Duration // what Advance and Set moved it: its monotonic reading
 	timers  []*fakeTimer
 	changed chan struct{} // closed and replaced whenever the timer set grows
 }
@@ -55,6 +56,7 @@ func (f *Fake) Set(t time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if t.After(f.now) {
+		f.elapsed += t.Sub(f.now)
 		f.now = t
 	}
 	sort.SliceStable(f.timers, func(i, j int) bool { return f.timers[i].when.Before(f.timers[j].when) })
@@ -71,6 +73,23 @@ func (f *Fake) Set(t time.Time) {
 		f.timers[i] = nil
 	}
 	f.timers = kept
+}
+
+// Step moves the clock's reading by d, forward or back, as a wall clock
+// stepped by hand or by NTP: no time passes, so its monotonic reading
+// stays and no timer fires.
+func (f *Fake) Step(d time.Duration) {
+	f.mu.Lock()
+	f.now = f.now.Add(d)
+	f.mu.Unlock()
+}
+
+// Monotonic returns how much time passed on the clock since NewFake: what
+// Advance and Set moved it, not what Step did.
+func (f *Fake) Monotonic() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.elapsed
 }
 
 // Pending returns the number of timers that have not fired or been stopped.

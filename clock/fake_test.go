@@ -83,3 +83,32 @@ func TestWaitForTimersIsTheSignal(t *testing.T) {
 		t.Fatal("Sleep(0) or OrReal misbehaves")
 	}
 }
+
+func TestStepMovesTheReadingButNotTheTimePassed(t *testing.T) {
+	f := clock.NewFake(time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC))
+	timer := f.NewTimer(time.Minute)
+	f.Advance(10 * time.Second)
+	f.Step(time.Hour)
+	if got := f.Monotonic(); got != 10*time.Second {
+		t.Fatalf("monotonic = %v after advancing 10 s and stepping an hour, want 10s", got)
+	}
+	select {
+	case <-timer.C():
+		t.Fatal("a step fired a timer")
+	default:
+	}
+	f.Step(-2 * time.Hour)
+	f.Advance(5 * time.Second)
+	if got, want := f.Now(), time.Date(2026, 12, 5, 23, 0, 15, 0, time.UTC); !got.Equal(want) {
+		t.Fatalf("now = %v, want %v", got, want)
+	}
+	if got := f.Monotonic(); got != 15*time.Second {
+		t.Fatalf("monotonic = %v, want 15s", got)
+	}
+	if clock.MonotonicOf(f)() != 15*time.Second {
+		t.Fatal("MonotonicOf a Fake does not read the Fake")
+	}
+	if clock.MonotonicOf(clock.Real) == nil || clock.MonotonicOf(nil) == nil {
+		t.Fatal("the real clock has no monotonic reading")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"time"
 
@@ -217,15 +218,32 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, fs *fail
 	}
 	if len(b.RenewLeases) > 0 || b.Claim.Limit > 0 {
 		// The now() of the transaction, from which the renewals and the
-		// claim compute their expiries.
+		// claim compute their expiries, and the clock's reading as this
+		// statement runs, which the next batch expects the clock to be
+		// past; a clock further past the expectation from the previous
+		// reading than half a lease records a lease hold (stepSQL).
+		var expect *time.Time
+		if t, ok := s.ahead.Expect(); ok {
+			expect = &t
+		}
 		p.query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				if err := rows.Scan(&res.Now); err != nil {
+				var reading time.Time
+				var held bool
+				if err := rows.Scan(&res.Now, &reading, &held); err != nil {
 					return err
+				}
+				s.ahead.Saw(reading)
+				if held {
+					s.cfg.Log().LogAttrs(context.Background(), slog.LevelWarn,
+						"the database's clock went forward: for one lease no lease lapses, "+
+							"so that the relays holding them renew them on the new clock first",
+						slog.String("store", "postgres"), slog.Duration("ahead", res.Now.Sub(*expect).Round(time.Millisecond)),
+						slog.Duration("lease", lease))
 				}
 			}
 			return nil
-		}, `SELECT `+nowExpr, now)
+		}, s.sql.step, now, expect, micros(lease))
 	}
 	if len(b.RenewLeases) > 0 {
 		ids := sortedIDs(b.RenewLeases)

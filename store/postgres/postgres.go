@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/backstophq/backstop/clock"
 	"github.com/backstophq/backstop/store"
 	"github.com/backstophq/backstop/store/internal/clockstep"
 )
@@ -35,6 +36,9 @@ type Store struct {
 
 	// steps tells RebaseSchedules when the clock was stepped back.
 	steps clockstep.Watch
+	// ahead keeps the clock's last reading in ProcessBatch, from which the
+	// claim learns that it stepped forward (migration 0036).
+	ahead *clockstep.Forward
 
 	// vac is what Vacuum remembers between calls.
 	vac vacuumState
@@ -112,7 +116,8 @@ func New(pool *pgxpool.Pool, cfg store.Config, opts ...Option) (*Store, error) {
 		}
 	}
 	n := newNames(o.schema, cfg.TablePrefix)
-	s := &Store{pool: pool, cfg: cfg, n: n, sql: newStatements(n), life: newLifecycleStatements(n), indexInTxUpTo: smallTable}
+	s := &Store{pool: pool, cfg: cfg, n: n, sql: newStatements(n), life: newLifecycleStatements(n), indexInTxUpTo: smallTable,
+		ahead: clockstep.NewForward(clock.MonotonicOf(cfg.Clock))}
 	s.dlq = &deadLetters{s: s}
 	s.policyDests, s.policyModes = []string{}, []string{}
 	for _, d := range sortedKeys(cfg.Policies) {

@@ -117,6 +117,13 @@ func TestConformance(t *testing.T) {
 				t.Fatalf("plain insert: %v", err)
 			}
 		},
+		Reopen: func(t *testing.T, st store.Store, cfg store.Config) store.Store {
+			s, err := New(st.(*Store).Pool(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
 		Poison: poison,
 	})
 }

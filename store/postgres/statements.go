@@ -173,13 +173,35 @@ INSERT INTO {o} (id, destination, stream, type, payload, headers, ordering, sche
 VALUES ($2::uuid, $3::text, $4::text, $5::text, $6::bytea, $7::jsonb, $8::text, $9::timestamptz, {now})
 RETURNING seq, created_at`
 
+// stepSQL returns the transaction's now(), the clock's reading as it runs
+// ($1 in tests) and whether it recorded a hold. It records a lease hold (migration 0036) when now
+// is further than half the lease ($3 microseconds) past $2, the earliest
+// the clock could read by the store's previous reading and the process's
+// monotonic clock (NULL: no previous reading): the clock was stepped
+// forward. For one lease from now no lease lapses. A hold that ends
+// later, but no more than a lease later, is kept; one further ahead was
+// set before the clock went back and is replaced.
+const stepSQL = `
+WITH step AS (
+	INSERT INTO {fn}lease_hold AS h (one, held_until, ahead, noticed_at)
+	SELECT true, {now} + $3 * interval '1 microsecond', {now} - $2::timestamptz, {now}
+	WHERE {now} - $2::timestamptz > $3 / 2 * interval '1 microsecond'
+	ON CONFLICT (one) DO UPDATE SET
+		held_until = CASE WHEN h.held_until > excluded.held_until
+			AND h.held_until <= excluded.held_until + $3 * interval '1 microsecond'
+			THEN h.held_until ELSE excluded.held_until END,
+		ahead = excluded.ahead, noticed_at = excluded.noticed_at
+	RETURNING 1
+)
+SELECT {now}, coalesce($1::timestamptz, clock_timestamp()), (SELECT count(*) FROM step) > 0`
+
 // statements are the SQL texts with the store's names filled in.
 type statements struct {
 	insert, insertOne                                   string
 	heartbeat, deadInstances, deletePublished, complete string
 	lockFailures, fail, deadLetter, release, renew      string
 	unpark, rebase                                      string
-	claim                                               string
+	claim, step                                         string
 }
 
 func newStatements(n names) statements {
@@ -202,5 +224,6 @@ func newStatements(n names) statements {
 		rebase:          r.Replace(rebaseSQL),
 		renew:           r.Replace(renewSQL),
 		claim:           r.Replace(claimSQL),
+		step:            r.Replace(stepSQL),
 	}
 }

@@ -47,6 +47,15 @@ func (s *Store) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result
 		if b.SkipMaintenance {
 			steps = steps[2:]
 		}
+		if b.Claim.Limit > 0 || len(b.RenewLeases) > 0 {
+			lease := b.Claim.Lease
+			if lease == 0 {
+				lease = s.cfg.LeaseDuration
+			}
+			if err := s.noticeStep(ctx, tx, now, lease); err != nil {
+				return err
+			}
+		}
 		for _, step := range steps {
 			if err := step(ctx, tx, b, res, now); err != nil {
 				return err
@@ -67,6 +76,9 @@ func (s *Store) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result
 		res.Claimed, bad = claimed, append(bad, rows...)
 		return s.quarantine(ctx, tx, b.Instance.ID, rows, res, now)
 	})
+	if err == nil && (b.Claim.Limit > 0 || len(b.RenewLeases) > 0) {
+		s.ahead.Saw(res.Now)
+	}
 	if err != nil {
 		if isExhausted(err) {
 			// Not the outcomes' fault: the relay keeps them for the next call.

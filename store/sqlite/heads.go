@@ -64,7 +64,7 @@ SELECT name FROM due WHERE name IS NOT NULL AND EXISTS (
   WHERE ` + dueRow + ` AND destination = due.name AND scheduled_for <= :now)
 UNION
 SELECT destination FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lease
-WHERE instance_id IS NOT NULL AND lease_expiry <= :now AND dead_lettered_at IS NULL AND (status & 4) = 0
+WHERE instance_id IS NOT NULL AND lease_expiry <= :lapse AND dead_lettered_at IS NULL AND (status & 4) = 0
   AND ` + unorderedRow + ` AND coalesce(scheduled_for, 0) <= :now`
 
 	// dueRow is outbox_due's predicate: an unordered retry not leased.
@@ -90,7 +90,7 @@ WHERE instance_id IS NOT NULL AND lease_expiry <= :now AND dead_lettered_at IS N
     ORDER BY scheduled_for LIMIT :limit)
   UNION ALL
   SELECT seq FROM (SELECT seq FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_lease
-    WHERE instance_id IS NOT NULL AND lease_expiry <= :now AND destination = :dest
+    WHERE instance_id IS NOT NULL AND lease_expiry <= :lapse AND destination = :dest
       AND dead_lettered_at IS NULL AND (status & 4) = 0
       AND coalesce(scheduled_for, 0) <= :now AND ` + unorderedRow + `
     ORDER BY lease_expiry LIMIT :limit))
@@ -212,11 +212,11 @@ type candidate struct {
 
 // pickHeads chooses the messages to lease under req's rules and limits and
 // updates the streams it read; it returns the chosen seqs in order.
-func (s *Store) pickHeads(ctx context.Context, tx *sql.Tx, req store.ClaimRequest, now, expiry int64) ([]int64, error) {
-	if err := s.execCached(ctx, tx, promoteStreams, sql.Named("now", now)); err != nil {
+func (s *Store) pickHeads(ctx context.Context, tx *sql.Tx, req store.ClaimRequest, at claimAt, expiry int64) ([]int64, error) {
+	if err := s.execCached(ctx, tx, promoteStreams, sql.Named("now", at.now)); err != nil {
 		return nil, fmt.Errorf("promote streams: %w", err)
 	}
-	dests, err := s.claimDestinations(ctx, tx, req, now)
+	dests, err := s.claimDestinations(ctx, tx, req, at)
 	if err != nil {
 		return nil, err
 	}
@@ -235,14 +235,14 @@ func (s *Store) pickHeads(ctx context.Context, tx *sql.Tx, req store.ClaimReques
 		}
 		caps = append(caps, limit)
 		d := len(caps) - 1
-		seqs, err := s.int64s(ctx, tx, unorderedCandidates, sql.Named("dest", dest), sql.Named("now", now), sql.Named("limit", limit))
+		seqs, err := s.int64s(ctx, tx, unorderedCandidates, sql.Named("dest", dest), sql.Named("now", at.now), sql.Named("lapse", at.lapse), sql.Named("limit", limit))
 		if err != nil {
 			return nil, fmt.Errorf("unordered candidates: %w", err)
 		}
 		for _, q := range seqs {
 			cands = append(cands, candidate{seq: q, dest: d})
 		}
-		read, err := s.readStreams(ctx, tx, dest, s.modeOf(dest), limit, now)
+		read, err := s.readStreams(ctx, tx, dest, s.modeOf(dest), limit, at)
 		if err != nil {
 			return nil, err
 		}
@@ -323,7 +323,7 @@ const minStreamShare = 16
 // to the streams that had more. Delivery within a strict stream is one
 // message at a time, so a claim filled from one deep stream while others
 // wait would leave a relay's workers idle behind it.
-func (s *Store) readStreams(ctx context.Context, tx *sql.Tx, dest, mode string, limit int, now int64) ([]*headStream, error) {
+func (s *Store) readStreams(ctx context.Context, tx *sql.Tx, dest, mode string, limit int, at claimAt) ([]*headStream, error) {
 	// More streams than the limit: a ready stream may give nothing (its
 	// head came due later than it woke), and a small claim, such as a
 	// breaker's probe of one, must not stop there.
@@ -354,7 +354,7 @@ func (s *Store) readStreams(ctx context.Context, tx *sql.Tx, dest, mode string, 
 			out = out[:i]
 			break
 		}
-		if err := s.readStream(ctx, tx, h, heads[i], mode, min(share, left), now); err != nil {
+		if err := s.readStream(ctx, tx, h, heads[i], mode, min(share, left), at); err != nil {
 			return nil, err
 		}
 		left -= len(h.cands)
@@ -369,7 +369,7 @@ func (s *Store) readStreams(ctx context.Context, tx *sql.Tx, dest, mode string, 
 		// Cut at its share: it reads on past its last candidate.
 		h.more = false
 		had := len(h.cands)
-		if err := s.readStream(ctx, tx, h, h.cands[had-1]+1, mode, had+left, now); err != nil {
+		if err := s.readStream(ctx, tx, h, h.cands[had-1]+1, mode, had+left, at); err != nil {
 			return nil, err
 		}
 		left -= len(h.cands) - had
@@ -389,7 +389,7 @@ const directDestinations = 16
 // those with a ready stream or a claimable unordered message, of
 // req.Destinations when set (all of them when they are few); never
 // req.ExcludeDestinations.
-func (s *Store) claimDestinations(ctx context.Context, tx *sql.Tx, req store.ClaimRequest, now int64) ([]string, error) {
+func (s *Store) claimDestinations(ctx context.Context, tx *sql.Tx, req store.ClaimRequest, at claimAt) ([]string, error) {
 	set := map[string]bool{}
 	if len(req.Destinations) > 0 && len(req.Destinations) <= directDestinations {
 		for _, d := range req.Destinations {
@@ -409,7 +409,7 @@ func (s *Store) claimDestinations(ctx context.Context, tx *sql.Tx, req store.Cla
 				set[ds[0]], after = true, ds[0]
 			}
 		}
-		ds, err := s.strings(ctx, tx, dueDestinations, sql.Named("now", now))
+		ds, err := s.strings(ctx, tx, dueDestinations, sql.Named("now", at.now), sql.Named("lapse", at.lapse))
 		if err != nil {
 			return nil, fmt.Errorf("claim destinations: %w", err)
 		}

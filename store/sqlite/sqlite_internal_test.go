@@ -113,7 +113,7 @@ func TestHotQueriesUseTheirIndexes(t *testing.T) {
 			"backstop_outbox_stream_retry (destination=? AND stream=? AND scheduled_for>? AND scheduled_for<?)"},
 		streamDue: {"backstop_outbox_stream_retry (destination=? AND stream=? AND scheduled_for>? AND scheduled_for<?)"},
 	} {
-		p := plan(q, sql.Named("dest", "d"), sql.Named("stream", "s"), sql.Named("now", 1),
+		p := plan(q, sql.Named("dest", "d"), sql.Named("stream", "s"), sql.Named("now", 1), sql.Named("lapse", 1),
 			sql.Named("head", 0), sql.Named("limit", 5), sql.Named("stop", 9), sql.Named("strict", true),
 			sql.Named("cap", 5))
 		for _, idx := range idxs {

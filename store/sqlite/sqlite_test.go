@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/backstophq/backstop/outbox"
@@ -11,15 +12,32 @@ import (
 	"github.com/backstophq/backstop/store/storetest"
 )
 
+// paths are the files of the stores harness opened.
+var paths sync.Map
+
 // harness opens each store on its own temporary file.
 var harness = storetest.Harness{
 	Open: func(t *testing.T, cfg store.Config) (store.Store, error) {
-		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "backstop.db"), cfg)
+		path := filepath.Join(t.TempDir(), "backstop.db")
+		s, err := sqlite.Open(context.Background(), path, cfg)
 		if err != nil {
 			return nil, err
 		}
+		paths.Store(s, path)
 		t.Cleanup(func() { s.Close() })
 		return s, nil
+	},
+	Reopen: func(t *testing.T, st store.Store, cfg store.Config) store.Store {
+		path, ok := paths.Load(st)
+		if !ok {
+			t.Fatal("reopen: a store the harness did not open")
+		}
+		s, err := sqlite.Open(context.Background(), path.(string), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
 	},
 	EnqueueTx: func(t *testing.T, st store.Store, commit bool, msgs ...*outbox.Message) error {
 		s := st.(*sqlite.Store)

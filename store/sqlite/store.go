@@ -33,6 +33,7 @@ import (
 	"golang.org/x/sync/semaphore"
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
+	"github.com/backstophq/backstop/clock"
 	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
@@ -68,6 +69,9 @@ type Store struct {
 
 	// steps tells RebaseSchedules when the clock was stepped back.
 	steps clockstep.Watch
+	// ahead keeps the clock's last reading in ProcessBatch, from which a
+	// claim learns that it stepped forward (claimTime).
+	ahead *clockstep.Forward
 
 	// sweepStmt is sweepSQL (quarantine.go) prepared once on the writer
 	// when the store opens: the statement is long (the partial index's
@@ -167,7 +171,8 @@ func Open(ctx context.Context, path string, cfg store.Config, opts ...Option) (*
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("sqlite: %s is a directory, not a database file", path)
 	}
-	s := &Store{cfg: cfg, modeCase: modeCase(cfg), lockWait: defaultLockWait, turns: semaphore.NewWeighted(1)}
+	s := &Store{cfg: cfg, modeCase: modeCase(cfg), lockWait: defaultLockWait, turns: semaphore.NewWeighted(1),
+		ahead: clockstep.NewForward(clock.MonotonicOf(cfg.Clock))}
 	s.prepCtx, s.prepStop = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(s)

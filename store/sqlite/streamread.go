@@ -72,14 +72,14 @@ const (
 	// scheduled (outbox_stream_live) merged with the dead-lettered or
 	// scheduled ones under a lease, live or lapsed (outbox_stream_inflight).
 	streamLive = `SELECT seq, ord, leased, lease_expiry, dead, scheduled_for, released FROM (
-  SELECT seq, coalesce(ordering, '') AS ord, instance_id IS NOT NULL AND coalesce(lease_expiry, 0) > :now AS leased,
+  SELECT seq, coalesce(ordering, '') AS ord, instance_id IS NOT NULL AND coalesce(lease_expiry, 0) > :lapse AS leased,
     lease_expiry, dead_lettered_at IS NOT NULL AS dead, scheduled_for, stream_released_at IS NOT NULL AS released
   FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_stream_live
   WHERE destination = (SELECT :dest) AND stream = (SELECT :stream) AND seq >= (SELECT :head) AND seq < (SELECT :stop)
     AND (status & 4) = 0 AND stream <> '' AND coalesce(ordering, '') <> 'none'
     AND dead_lettered_at IS NULL AND scheduled_for IS NULL
   UNION ALL
-  SELECT seq, coalesce(ordering, ''), instance_id IS NOT NULL AND coalesce(lease_expiry, 0) > :now,
+  SELECT seq, coalesce(ordering, ''), instance_id IS NOT NULL AND coalesce(lease_expiry, 0) > :lapse,
     lease_expiry, dead_lettered_at IS NOT NULL, scheduled_for, stream_released_at IS NOT NULL
   FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_stream_inflight
   WHERE destination = (SELECT :dest) AND stream = (SELECT :stream) AND seq >= (SELECT :head) AND seq < (SELECT :stop)
@@ -106,7 +106,7 @@ var walkParkedCap = 64
 
 // streamRows is a stream from its head, in seq order (outbox_stream):
 // what walkStream reads.
-const streamRows = `SELECT seq, coalesce(ordering, ''), instance_id IS NOT NULL AND coalesce(lease_expiry, 0) > :now,
+const streamRows = `SELECT seq, coalesce(ordering, ''), instance_id IS NOT NULL AND coalesce(lease_expiry, 0) > :lapse,
   lease_expiry, dead_lettered_at IS NOT NULL, scheduled_for, stream_released_at IS NOT NULL
 FROM {{prefix}}outbox INDEXED BY {{prefix}}outbox_stream
 WHERE destination = (SELECT :dest) AND stream = (SELECT :stream) AND (status & 4) = 0 AND seq >= (SELECT :head)
@@ -122,25 +122,25 @@ ORDER BY seq`
 // readStreamIndexed, which never reads them. The indexed read alone made
 // every stream cost several statements: claims over 10,000 shallow strict
 // streams took 1.4-2.5x as long.
-func (s *Store) readStream(ctx context.Context, tx *sql.Tx, h *headStream, head int64, mode string, limit int, now int64) error {
+func (s *Store) readStream(ctx context.Context, tx *sql.Tx, h *headStream, head int64, mode string, limit int, at claimAt) error {
 	if walkParkedCap < 0 {
-		return s.readStreamIndexed(ctx, tx, h, head, mode, limit, now)
+		return s.readStreamIndexed(ctx, tx, h, head, mode, limit, at)
 	}
 	first, wait, more, had := h.first, h.wait, h.more, len(h.cands)
-	done, err := s.walkStream(ctx, tx, h, head, mode, limit, now)
+	done, err := s.walkStream(ctx, tx, h, head, mode, limit, at)
 	if err != nil || done {
 		return err
 	}
 	h.first, h.wait, h.more, h.cands = first, wait, more, h.cands[:had]
-	return s.readStreamIndexed(ctx, tx, h, head, mode, limit, now)
+	return s.readStreamIndexed(ctx, tx, h, head, mode, limit, at)
 }
 
 // walkStream is readStream's walk. It reports false, with h changed, when
 // it passed over walkParkedCap messages without reaching the end of what
 // it may take.
-func (s *Store) walkStream(ctx context.Context, tx *sql.Tx, h *headStream, head int64, mode string, limit int, now int64) (bool, error) {
+func (s *Store) walkStream(ctx context.Context, tx *sql.Tx, h *headStream, head int64, mode string, limit int, at claimAt) (bool, error) {
 	rows, err := s.queryCached(ctx, tx, streamRows, sql.Named("dest", h.dest), sql.Named("stream", h.key),
-		sql.Named("now", now), sql.Named("head", head))
+		sql.Named("lapse", at.lapse), sql.Named("head", head))
 	if err != nil {
 		return false, fmt.Errorf("read stream %s/%s: %w", h.dest, h.key, err)
 	}
@@ -154,7 +154,7 @@ func (s *Store) walkStream(ctx context.Context, tx *sql.Tx, h *headStream, head 
 		if r.ordering != "none" && h.first == 0 {
 			h.first = r.seq
 		}
-		switch r.verdict(h, mode, now) {
+		switch r.verdict(h, mode, at) {
 		case rowStop:
 			return true, rows.Err()
 		case rowPass:
@@ -194,12 +194,12 @@ const (
 )
 
 // verdict says what a read of h under the destination's ordering mode does
-// with r at now: a leased message holds the stream unless its ordering is
+// with r at at: a leased message holds the stream unless its ordering is
 // none; a dead letter or a retry not due yet holds it under strict
 // ordering unless the stream was released past it; a message of ordering
-// none is claimed through its own index. A lease or a retry not due yet
-// also gives h the time that wakes it.
-func (r *streamRow) verdict(h *headStream, mode string, now int64) rowVerdict {
+// none is claimed through its own index. A lease (or the lease hold, when
+// later) or a retry not due yet also gives h the time that wakes it.
+func (r *streamRow) verdict(h *headStream, mode string, at claimAt) rowVerdict {
 	if r.ordering == "none" {
 		return rowPass
 	}
@@ -210,12 +210,16 @@ func (r *streamRow) verdict(h *headStream, mode string, now int64) rowVerdict {
 	holds := m == "strict" && !r.released
 	switch {
 	case r.leased:
-		h.soonest(r.leaseExpiry)
+		wake := r.leaseExpiry
+		if wake.Valid && at.hold > wake.Int64 {
+			wake.Int64 = at.hold
+		}
+		h.soonest(wake)
 		if m == "none" {
 			return rowPass
 		}
 		return rowStop
-	case r.dead, r.scheduledFor.Valid && r.scheduledFor.Int64 > now:
+	case r.dead, r.scheduledFor.Valid && r.scheduledFor.Int64 > at.now:
 		if !r.dead {
 			h.soonest(r.scheduledFor)
 		}
@@ -238,8 +242,8 @@ const dueReadCap = 1000
 // stream was released past it). Parked messages that do not hold the
 // stream are passed over without being read; the first of them stays the
 // head and the earliest due time among them wakes the stream.
-func (s *Store) readStreamIndexed(ctx context.Context, tx *sql.Tx, h *headStream, head int64, mode string, limit int, now int64) error {
-	args := []any{sql.Named("dest", h.dest), sql.Named("stream", h.key), sql.Named("head", head), sql.Named("now", now)}
+func (s *Store) readStreamIndexed(ctx context.Context, tx *sql.Tx, h *headStream, head int64, mode string, limit int, at claimAt) error {
+	args := []any{sql.Named("dest", h.dest), sql.Named("stream", h.key), sql.Named("head", head), sql.Named("now", at.now)}
 	var (
 		first, holdStrict, holdMode, wait sql.NullInt64
 		anyDue                            bool
@@ -283,7 +287,7 @@ func (s *Store) readStreamIndexed(ctx context.Context, tx *sql.Tx, h *headStream
 		h.cands = append(h.cands, seq)
 		return true
 	}
-	rows, err := s.queryCached(ctx, tx, streamLive, args...)
+	rows, err := s.queryCached(ctx, tx, streamLive, append(args, sql.Named("lapse", at.lapse))...)
 	if err != nil {
 		return fmt.Errorf("read stream %s/%s: %w", h.dest, h.key, err)
 	}
@@ -299,7 +303,7 @@ func (s *Store) readStreamIndexed(ctx context.Context, tx *sql.Tx, h *headStream
 			}
 			due = due[1:]
 		}
-		switch r.verdict(h, mode, now) {
+		switch r.verdict(h, mode, at) {
 		case rowStop:
 			return rows.Err()
 		case rowTake:

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 )
 
@@ -16,6 +17,65 @@ import (
 var leaseTimeCases = []testCase{
 	{"NowIsTheStoreClockOfTheExpiries", func(t *testing.T, h Harness) { testLeaseTime(t, h, false) }},
 	{"NowIsTheDatabaseClockOfTheExpiries", func(t *testing.T, h Harness) { testLeaseTime(t, h, true) }},
+	{"NoLeaseLapsesForALeaseAfterTheClockStepsForward", testLeaseHoldAfterAStep},
+	{"ALeaseHoldKeepsOtherProcessesOff", testLeaseHoldAcrossProcesses},
+}
+
+// testLeaseHoldAcrossProcesses: three stores on one database, as three
+// processes. The clock steps forward past the leases one of them holds.
+// The other that read the clock before tells the step itself; a third
+// opened after the step, which cannot, keeps off the leases by the hold
+// the others recorded. Once the hold is over, the lease nobody renewed
+// lapses for it.
+func testLeaseHoldAcrossProcesses(t *testing.T, h Harness) {
+	if h.Reopen == nil {
+		t.Skip("the harness opens no second store on a database")
+	}
+	e := newEnv(t, h)
+	other := h.Reopen(t, e.s, e.cfg)
+	claimOn := func(s store.Store, instance string) []*outbox.Message {
+		t.Helper()
+		res, err := s.ProcessBatch(e.ctx, &store.Batch{Instance: store.Instance{ID: instance}, Claim: store.ClaimRequest{Limit: 10}})
+		if err != nil {
+			t.Fatalf("ProcessBatch(%s): %v", instance, err)
+		}
+		return res.Claimed
+	}
+	sameIDs(t, "claimed by the other process before any message", claimOn(other, "b"))
+	m := e.enqueue(msg("d", ""))[0]
+	sameIDs(t, "claimed", e.claim("a", 10), m)
+
+	e.clk.Step(45 * time.Second)
+	sameIDs(t, "claimed at the step by the process that read the clock before", claimOn(other, "b"))
+	late := h.Reopen(t, e.s, e.cfg)
+	sameIDs(t, "claimed at the step by a process opened after it", claimOn(late, "c"))
+	e.clk.Advance(31 * time.Second)
+	sameIDs(t, "claimed once the hold is over", claimOn(late, "c"), m)
+}
+
+// testLeaseHoldAfterAStep: the store's clock steps forward past the
+// leases while no time passes (NTP correcting the database host). Every
+// lease looks lapsed, but their holder is alive and delivering: for one
+// lease from the step no claim takes any, whoever asks. The holder renews
+// one on the stepped clock; once the hold ends, the leases it did not
+// renew (a strict stream's run) lapse and the renewed one stays.
+func testLeaseHoldAfterAStep(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	free, head, next := msg("d", ""), msg("d", "s"), msg("d", "s")
+	e.enqueue(free, head, next)
+	sameIDs(t, "claimed before the step", e.claim("a", 10), free, head, next) // a stream's run
+
+	e.clk.Step(45 * time.Second) // past the 30 s leases, with no time passing
+	sameIDs(t, "claimed by another instance at the step", e.claim("b", 10))
+	e.clk.Advance(10 * time.Second)
+	res := e.batch("a", store.Batch{RenewLeases: []uuid.UUID{free.ID}})
+	eq(t, "renewed on the stepped clock", len(res.Renewed), 1)
+	e.clk.Advance(19 * time.Second)
+	sameIDs(t, "claimed within a lease of the step", e.claim("b", 10))
+
+	e.clk.Advance(2 * time.Second) // the hold is over
+	sameIDs(t, "claimed after the hold", e.claim("b", 10), head, next)
+	sameIDs(t, "claimed again", e.claim("c", 10))
 }
 
 // leaseTimeTolerance is how far Expiry − Now may be from the lease: the

@@ -102,6 +102,10 @@ type Harness struct {
 	//
 	// nil skips the test.
 	InsertSQL func(t *testing.T, s store.Store, destination, typ string, payload []byte)
+	// Reopen returns another store on s's database, configured with cfg,
+	// as another process sharing the database would open it, and
+	// registers its cleanup. nil skips the tests that need it.
+	Reopen func(t *testing.T, s store.Store, cfg store.Config) store.Store
 	// Poison writes rows the store cannot decode, as another language's
 	// bug could, for the quarantine tests (see Poison). nil skips them.
 	Poison *Poison

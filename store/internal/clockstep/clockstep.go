@@ -42,3 +42,51 @@ func (w *Watch) Forget() {
 	w.seen = false
 	w.mu.Unlock()
 }
+
+// Forward keeps the latest reading of a store's clock with the monotonic
+// reading of when its answer came, so that a later call can tell the
+// store the earliest its clock can read now: the store takes a reading
+// further ahead than a lease allows for as its clock stepped forward
+// (store.Config's lease hold-off). A reading is taken by the database
+// during the call and timed here after the answer, so the expected time
+// is never later than the clock's own, stepped or not.
+type Forward struct {
+	mono func() time.Duration
+	mu   sync.Mutex
+	last time.Time
+	at   time.Duration
+	seen bool
+}
+
+// NewForward returns a Forward timed by mono (clock.MonotonicOf the
+// store's clock); with a nil mono it never expects anything.
+func NewForward(mono func() time.Duration) *Forward {
+	return &Forward{mono: mono}
+}
+
+// Expect returns the earliest the clock can read now, and false when no
+// reading was seen yet.
+func (f *Forward) Expect() (time.Time, bool) {
+	if f == nil || f.mono == nil {
+		return time.Time{}, false
+	}
+	now := f.mono()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.seen {
+		return time.Time{}, false
+	}
+	return f.last.Add(now - f.at), true
+}
+
+// Saw records a reading of the clock taken during a call that has just
+// answered.
+func (f *Forward) Saw(reading time.Time) {
+	if f == nil || f.mono == nil || reading.IsZero() {
+		return
+	}
+	at := f.mono()
+	f.mu.Lock()
+	f.last, f.at, f.seen = reading.Round(0), at, true
+	f.mu.Unlock()
+}

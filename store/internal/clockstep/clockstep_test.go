@@ -27,3 +27,25 @@ func TestWatch(t *testing.T) {
 		t.Error("the same reading again is taken as another step")
 	}
 }
+
+func TestForward(t *testing.T) {
+	var mono time.Duration
+	f := NewForward(func() time.Duration { return mono })
+	if _, ok := f.Expect(); ok {
+		t.Fatal("an expectation before any reading")
+	}
+	t0 := time.Date(2026, 12, 6, 1, 0, 0, 0, time.UTC)
+	f.Saw(t0)
+	mono += 3 * time.Second
+	if got, ok := f.Expect(); !ok || !got.Equal(t0.Add(3*time.Second)) {
+		t.Fatalf("expect = %v %v, want %v", got, ok, t0.Add(3*time.Second))
+	}
+	f.Saw(t0.Add(time.Hour)) // stepped forward: the next expectation starts from it
+	mono += time.Second
+	if got, _ := f.Expect(); !got.Equal(t0.Add(time.Hour + time.Second)) {
+		t.Fatalf("expect = %v after a step, want %v", got, t0.Add(time.Hour+time.Second))
+	}
+	if _, ok := NewForward(nil).Expect(); ok {
+		t.Fatal("a Forward without a monotonic clock expects something")
+	}
+}
