@@ -10,12 +10,15 @@ import (
 	"github.com/backstophq/backstop/store"
 )
 
-// TestNoDoubleFlightUnderASteppedStoreClock: the store's clock steps
-// past the lease while the relay's does not move, and another instance
-// claims what the store now sees as free. The relay learns of the step
-// from its next store call (Result.Now) and does not start the message it
-// had not started yet: the other instance holds it. Without the step
-// showing, the relay's own clock would have said the lease had 30 s left.
+// TestNoDoubleFlightUnderASteppedStoreClock: the store's clock runs past
+// the lease while the relay's does not move (the relay stalled: time
+// passed for the store, so its leases lapsed), and another instance
+// claims what the store now sees as free. The relay learns of it from its
+// next store call (Result.Now) and does not start the message it had not
+// started yet: the other instance holds it. Without Result.Now, the
+// relay's own clock would have said the lease had 30 s left. A step of
+// the store's clock, with no time passing, is
+// TestStoreClockStepLeavesTheLeasesToTheirHolder.
 func TestNoDoubleFlightUnderASteppedStoreClock(t *testing.T) {
 	t.Parallel()
 	sc := startSteppedClock(t)
@@ -50,7 +53,8 @@ func TestNoDoubleFlightUnderASteppedStoreClock(t *testing.T) {
 }
 
 // TestSteppedStoreClockReclaimsWithoutADoubleFlight: the store's clock
-// steps past the lease while a delivery hangs and nobody else is there:
+// runs past the lease while a delivery hangs, the relay's standing still,
+// and nobody else is there:
 // the relay's next claim takes both messages again. The one in progress
 // is not delivered a second time, the other is delivered once on its new
 // lease, and each is recorded once.
@@ -72,6 +76,39 @@ func TestSteppedStoreClockReclaimsWithoutADoubleFlight(t *testing.T) {
 	}
 	if s := rn.r.Stats(); s.Delivered != 2 || s.InFlight != 0 {
 		t.Fatalf("stats = %+v", s)
+	}
+}
+
+// TestStoreClockStepLeavesTheLeasesToTheirHolder: the store's clock is
+// stepped forward past the lease (NTP correcting the database host: no
+// time passes) while the relay delivers one message and holds another.
+// Every lease looks lapsed on the stepped clock, but another instance's
+// claim takes neither: the store holds the leases for one lease (the
+// lease hold), the relay renews them on the new clock and delivers each
+// message once. Before the hold, the other instance took both, and the
+// one in flight was sent twice.
+func TestStoreClockStepLeavesTheLeasesToTheirHolder(t *testing.T) {
+	t.Parallel()
+	sc := startSteppedClock(t)
+	e, rn, rec := sc.e, sc.rn, sc.rec
+	sc.storeClk.Step(45 * time.Second)
+	res, err := e.s.ProcessBatch(e.ctx, &store.Batch{Instance: store.Instance{ID: "thief"}, Claim: store.ClaimRequest{Limit: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Claimed) != 0 {
+		t.Fatalf("another instance claimed %d messages the relay holds", len(res.Claimed))
+	}
+	close(sc.proceed)
+	rn.waitFor("both delivered", func() bool { return rn.r.Stats().Delivered == 2 })
+	rn.settle()
+	for _, m := range []*outbox.Message{sc.first, sc.second} {
+		if n := rec.count(string(m.Payload)); n != 1 {
+			t.Fatalf("%s delivered %d times", m.Payload, n)
+		}
+		if e.get(m.ID) != nil {
+			t.Fatalf("%s not recorded delivered", m.Payload)
+		}
 	}
 }
 

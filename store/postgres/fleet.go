@@ -81,14 +81,15 @@ func (s *Store) SweepBatch(ctx context.Context, limit int) (int, error) {
 }
 
 // SweepIdempotencyKeys deletes at most limit idempotency keys older than
-// the window, oldest first; see store.Fleet.
+// the window, oldest first; see store.Fleet. The window ends the clock's
+// steps forward within it later (stepsWithin).
 func (s *Store) SweepIdempotencyKeys(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, nil
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.n.qual+`idempotency_keys WHERE key = ANY(ARRAY(
 		SELECT key FROM `+s.n.qual+`idempotency_keys
-		WHERE created_at <= `+nowExpr+` - $2 * interval '1 microsecond'
+		WHERE created_at <= `+nowExpr+` - $2 * interval '1 microsecond' - `+s.stepsWithin("$2")+`
 		ORDER BY created_at LIMIT $3))`,
 		s.now(), micros(s.cfg.IdempotencyWindow), limit)
 	if err != nil {

@@ -82,6 +82,7 @@ func (s *Store) sameContent(ctx context.Context, tx pgx.Tx, inbox, messageID str
 // SweepReceived implements store.Inbox: it deletes at most limit records
 // of inbox older than window, the oldest first, but none whose message is
 // still in the outbox (waiting, retried or dead-lettered: migration 0033).
+// The window ends the clock's steps forward within it later (stepsWithin).
 func (s *Store) SweepReceived(ctx context.Context, inbox string, window time.Duration, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, nil
@@ -89,7 +90,7 @@ func (s *Store) SweepReceived(ctx context.Context, inbox string, window time.Dur
 	t := s.receivedTable()
 	tag, err := s.pool.Exec(ctx, `DELETE FROM `+t+` WHERE (inbox, message_id) IN (
 		SELECT r.inbox, r.message_id FROM `+t+` r
-		WHERE r.inbox = $2 AND r.received_at <= `+nowExpr+` - $3 * interval '1 microsecond'
+		WHERE r.inbox = $2 AND r.received_at <= `+nowExpr+` - $3 * interval '1 microsecond' - `+s.stepsWithin("$3")+`
 			AND NOT EXISTS (SELECT 1 FROM `+s.n.outbox+` o WHERE o.id = r.row_id AND o.published_at IS NULL)
 		ORDER BY r.received_at LIMIT $4 FOR UPDATE OF r SKIP LOCKED)`,
 		s.now(), inbox, window.Microseconds(), limit)

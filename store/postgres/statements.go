@@ -174,26 +174,38 @@ VALUES ($2::uuid, $3::text, $4::text, $5::text, $6::bytea, $7::jsonb, $8::text, 
 RETURNING seq, created_at`
 
 // stepSQL returns the transaction's now(), the clock's reading as it runs
-// ($1 in tests) and whether it recorded a hold. It records a lease hold (migration 0036) when now
-// is further than half the lease ($3 microseconds) past $2, the earliest
-// the clock could read by the store's previous reading and the process's
-// monotonic clock (NULL: no previous reading): the clock was stepped
-// forward. For one lease from now no lease lapses. A hold that ends
-// later, but no more than a lease later, is kept; one further ahead was
-// set before the clock went back and is replaced.
+// ($1 in tests) and whether it recorded a step. It records one in
+// clock_steps (migration 0036) when now is further than half the lease
+// ($3 microseconds) past $2, the earliest the clock could read by the
+// store's previous reading and the process's monotonic clock (NULL: no
+// previous reading), unless a step was recorded within the last lease:
+// the clock was stepped forward, and for one lease from now no lease
+// lapses. The newest 1,000 steps are kept (the sweeps read those within
+// their windows).
 const stepSQL = `
 WITH step AS (
-	INSERT INTO {fn}lease_hold AS h (one, held_until, ahead, noticed_at)
-	SELECT true, {now} + $3 * interval '1 microsecond', {now} - $2::timestamptz, {now}
+	INSERT INTO {fn}clock_steps (noticed_at, ahead, held_until)
+	SELECT {now}, {now} - $2::timestamptz, {now} + $3 * interval '1 microsecond'
 	WHERE {now} - $2::timestamptz > $3 / 2 * interval '1 microsecond'
-	ON CONFLICT (one) DO UPDATE SET
-		held_until = CASE WHEN h.held_until > excluded.held_until
-			AND h.held_until <= excluded.held_until + $3 * interval '1 microsecond'
-			THEN h.held_until ELSE excluded.held_until END,
-		ahead = excluded.ahead, noticed_at = excluded.noticed_at
+		AND NOT EXISTS (SELECT 1 FROM {fn}clock_steps c
+			WHERE c.noticed_at > {now} - $3 * interval '1 microsecond' AND c.noticed_at <= {now})
+	ON CONFLICT DO NOTHING
 	RETURNING 1
+), pruned AS (
+	DELETE FROM {fn}clock_steps WHERE EXISTS (SELECT 1 FROM step)
+		AND noticed_at < (SELECT noticed_at FROM {fn}clock_steps ORDER BY noticed_at DESC OFFSET 999 LIMIT 1)
 )
-SELECT {now}, coalesce($1::timestamptz, clock_timestamp()), (SELECT count(*) FROM step) > 0`
+SELECT {now}, coalesce($1::timestamptz, clock_timestamp()), EXISTS (SELECT 1 FROM step)`
+
+// stepsWithin is how much the clock was stepped forward by the steps
+// recorded (clock_steps) within the window that ends now and began window
+// (a parameter's name, in microseconds) before: a record stamped before
+// them is that much younger than its stamp says.
+func (s *Store) stepsWithin(window string) string {
+	return `coalesce((SELECT sum(c.ahead) FROM ` + s.n.qual + `clock_steps c
+		WHERE c.noticed_at > ` + nowExpr + ` - ` + window + ` * interval '1 microsecond' AND c.noticed_at <= ` + nowExpr + `),
+		interval '0')`
+}
 
 // statements are the SQL texts with the store's names filled in.
 type statements struct {

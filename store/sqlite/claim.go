@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -74,7 +73,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, instance string, req stor
 
 // claimAt is the time a claim runs at, in Unix milliseconds: now, for due
 // times; lapse, at or before which a lease has lapsed; hold, when a
-// lease hold (noticeStep) is on, its end, which a stream whose head is
+// step's hold (noticeStep) is on, its end, which a stream whose head is
 // leased waits for.
 type claimAt struct {
 	now, lapse, hold int64
@@ -84,30 +83,36 @@ type claimAt struct {
 // expiry.
 const noLapse = -1 << 62
 
-// noticeStep records a lease hold (migration 0025) when the clock reads
-// now further than half a lease past what this store expected from its
-// last reading and the process's monotonic clock (s.ahead): the clock was
+// noticeStep records a step of the clock (clock_steps, migration 0025)
+// when it reads now further than half a lease past what this store
+// expected from its last reading and the process's monotonic clock
+// (s.ahead), unless one was recorded within the last lease: the clock was
 // stepped forward, and every lease looks lapsed while the relays that
 // hold them still deliver them (they renew every third of a lease). For
 // one lease no lease lapses, for any process on the database, while the
-// holders renew theirs on the stepped clock. A hold that ends later, but
-// no more than a lease later, is kept; one further ahead was set before
-// the clock went back and is replaced.
+// holders renew theirs on the stepped clock. The newest 1,000 steps are
+// kept (the sweeps read those within their windows).
 func (s *Store) noticeStep(ctx context.Context, tx *sql.Tx, now time.Time, lease time.Duration) error {
 	expect, ok := s.ahead.Expect()
 	if !ok || now.Sub(expect) <= lease/2 {
 		return nil
 	}
 	ahead := now.Sub(expect)
-	if err := s.execCached(ctx, tx, `INSERT INTO {{prefix}}lease_hold (one, held_until, ahead, noticed_at)
-		VALUES (1, :until, :ahead, :now)
-		ON CONFLICT (one) DO UPDATE SET
-			held_until = CASE WHEN held_until > excluded.held_until AND held_until <= excluded.held_until + :lease
-				THEN held_until ELSE excluded.held_until END,
-			ahead = excluded.ahead, noticed_at = excluded.noticed_at`,
-		sql.Named("until", now.Add(lease).UnixMilli()), sql.Named("ahead", ahead.Milliseconds()),
-		sql.Named("now", now.UnixMilli()), sql.Named("lease", lease.Milliseconds())); err != nil {
-		return fmt.Errorf("record a lease hold: %w", err)
+	r, err := tx.ExecContext(ctx, s.sql(`INSERT INTO {{prefix}}clock_steps (noticed_at, ahead, held_until)
+		SELECT :now, :ahead, :now + :lease
+		WHERE NOT EXISTS (SELECT 1 FROM {{prefix}}clock_steps WHERE noticed_at > :now - :lease AND noticed_at <= :now)
+		ON CONFLICT DO NOTHING`),
+		sql.Named("now", now.UnixMilli()), sql.Named("ahead", max(ahead.Milliseconds(), 1)),
+		sql.Named("lease", lease.Milliseconds()))
+	if err != nil {
+		return fmt.Errorf("record a step of the clock: %w", err)
+	}
+	if n, err := r.RowsAffected(); err != nil || n == 0 {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, s.sql(`DELETE FROM {{prefix}}clock_steps WHERE noticed_at < (
+		SELECT noticed_at FROM {{prefix}}clock_steps ORDER BY noticed_at DESC LIMIT 1 OFFSET 1000)`)); err != nil {
+		return fmt.Errorf("prune the steps of the clock: %w", err)
 	}
 	s.cfg.Log().LogAttrs(ctx, slog.LevelWarn, "the clock went forward: for one lease no lease lapses, "+
 		"so that the relays holding them renew them on the new clock first",
@@ -117,23 +122,30 @@ func (s *Store) noticeStep(ctx context.Context, tx *sql.Tx, now time.Time, lease
 }
 
 // claimTime is the time a claim at now, with lease its lease, runs at:
-// while a lease hold is on, no lease lapses. A hold further ahead than
-// two leases was set before the clock went back and holds nothing.
+// while a step's hold is on, no lease lapses. A step noticed ahead of now
+// was recorded before the clock went back, and one further back than two
+// leases holds nothing any more.
 func (s *Store) claimTime(ctx context.Context, tx *sql.Tx, now time.Time, lease time.Duration) (claimAt, error) {
 	at := claimAt{now: now.UnixMilli(), lapse: now.UnixMilli()}
 	var hold sql.NullInt64
-	err := s.queryRowCached(ctx, tx, `SELECT held_until FROM {{prefix}}lease_hold
-		WHERE one = 1 AND held_until > :now AND held_until <= :now + 2 * :lease`,
+	err := s.queryRowCached(ctx, tx, `SELECT max(held_until) FROM {{prefix}}clock_steps
+		WHERE noticed_at > :now - 2 * :lease AND noticed_at <= :now AND held_until > :now`,
 		sql.Named("now", at.now), sql.Named("lease", lease.Milliseconds())).Scan(&hold)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
-		return at, fmt.Errorf("read the lease hold: %w", err)
-	case hold.Valid:
+	if err != nil {
+		return at, fmt.Errorf("read the steps of the clock: %w", err)
+	}
+	if hold.Valid {
 		at.lapse, at.hold = noLapse, hold.Int64
 	}
 	return at, nil
 }
+
+// stepsWithin is how much the clock was stepped forward, in milliseconds,
+// by the steps recorded (clock_steps) within the window that ends at the
+// named parameter :now and began :window milliseconds before: a record
+// stamped before them is that much younger than its stamp says.
+const stepsWithin = `coalesce((SELECT sum(c.ahead) FROM {{prefix}}clock_steps c
+	WHERE c.noticed_at > :now - :window AND c.noticed_at <= :now), 0)`
 
 // jsonList encodes names as a JSON array for json_each; nil is [].
 func jsonList(names []string) (string, error) {

@@ -84,14 +84,17 @@ func (s *Store) SweepBatch(ctx context.Context, limit int) (int, error) {
 }
 
 // SweepIdempotencyKeys deletes at most limit idempotency keys older than
-// the window, oldest first; see store.Fleet.
+// the window, oldest first; see store.Fleet. The window ends the clock's
+// steps forward within it later (stepsWithin).
 func (s *Store) SweepIdempotencyKeys(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, nil
 	}
 	n, err := s.fleetExec(ctx, `DELETE FROM {{prefix}}idempotency_keys WHERE key IN (
-		SELECT key FROM {{prefix}}idempotency_keys WHERE created_at <= ? ORDER BY created_at LIMIT ?)`,
-		s.now().Add(-s.cfg.IdempotencyWindow).UnixMilli(), limit)
+		SELECT key FROM {{prefix}}idempotency_keys WHERE created_at <= :now - :window - `+stepsWithin+`
+		ORDER BY created_at LIMIT :limit)`,
+		sql.Named("now", s.now().UnixMilli()), sql.Named("window", s.cfg.IdempotencyWindow.Milliseconds()),
+		sql.Named("limit", limit))
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: sweep idempotency keys: %w", err)
 	}

@@ -74,14 +74,16 @@ func (s *Store) sameContent(ctx context.Context, tx *sql.Tx, inbox, messageID st
 // SweepReceived implements store.Inbox: it deletes at most limit records
 // of inbox older than window, the oldest first, but none whose message is
 // still in the outbox (waiting, retried or dead-lettered: migration 0020).
+// The window ends the clock's steps forward within it later (stepsWithin).
 func (s *Store) SweepReceived(ctx context.Context, inbox string, window time.Duration, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, nil
 	}
 	n, err := s.exec(ctx, `DELETE FROM {{prefix}}inbox_received WHERE rowid IN (
-		SELECT r.rowid FROM {{prefix}}inbox_received r WHERE r.inbox = ? AND r.received_at <= ?
+		SELECT r.rowid FROM {{prefix}}inbox_received r WHERE r.inbox = :inbox AND r.received_at <= :now - :window - `+stepsWithin+`
 			AND NOT EXISTS (SELECT 1 FROM {{prefix}}outbox o WHERE o.id = r.row_id AND o.published_at IS NULL)
-		ORDER BY r.received_at LIMIT ?)`, inbox, s.now().Add(-window).UnixMilli(), limit)
+		ORDER BY r.received_at LIMIT :limit)`, sql.Named("inbox", inbox), sql.Named("now", s.now().UnixMilli()),
+		sql.Named("window", window.Milliseconds()), sql.Named("limit", limit))
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: sweep inbox %q: %w", inbox, err)
 	}

@@ -37,6 +37,7 @@ var fleetCases = []testCase{
 	{"LeaveFleet", testLeaveFleet},
 	{"SweepBatch", testSweepBatch},
 	{"IdempotencyKeysExpire", testIdempotencyKeysExpire},
+	{"IdempotencyWindowOutlastsAClockStep", testIdempotencyWindowAcrossAStep},
 	{"PendingByDestination", testPendingByDestination},
 	{"BadCircuitRowsAreReadPast", testBadCircuits},
 }
@@ -468,6 +469,39 @@ func testIdempotencyKeysExpire(t *testing.T, h Harness) {
 	if write("k4") {
 		t.Error("k4, still inside its window, was swept")
 	}
+}
+
+// testIdempotencyWindowAcrossAStep: the clock steps forward an hour of a
+// two-hour window (the store notices it at a claim) and then an hour and
+// a half passes: a key written before the step looks three and a half
+// hours old by its stamp, but it is an hour and a half old and stays; it
+// goes once two hours and a bit have passed.
+func testIdempotencyWindowAcrossAStep(t *testing.T, h Harness) {
+	e := newEnv(t, h, func(c *store.Config) { c.IdempotencyWindow = 2 * time.Hour })
+	f := fleetOf(t, e)
+	adm, ok := e.s.(store.Admin)
+	if !ok {
+		t.Fatalf("%T does not implement store.Admin", e.s)
+	}
+	write := func() bool {
+		t.Helper()
+		_, created, err := adm.EnqueueIdempotent(e.ctx, "k", msg("hooks", ""))
+		noErr(t, "EnqueueIdempotent", err)
+		return created
+	}
+	e.claim("a", 1) // the store's reading of its clock before the step
+	write()
+	e.clk.Step(time.Hour)
+	e.claim("a", 1) // notices the step
+	e.clk.Advance(90 * time.Minute)
+	n, err := f.SweepIdempotencyKeys(e.ctx, 10)
+	noErr(t, "SweepIdempotencyKeys", err)
+	eq(t, "keys swept an hour and a half after they were written", n, 0)
+	eq(t, "written again inside its window", write(), false)
+	e.clk.Advance(36 * time.Minute)
+	n, err = f.SweepIdempotencyKeys(e.ctx, 10)
+	noErr(t, "SweepIdempotencyKeys", err)
+	eq(t, "keys swept past the window", n, 1)
 }
 
 func testPendingByDestination(t *testing.T, h Harness) {

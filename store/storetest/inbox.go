@@ -39,6 +39,7 @@ var inboxCases = []testCase{
 	{"ReceiveInvalid", testReceiveInvalid},
 	{"ReceiveReusedID", testReceiveReusedID},
 	{"Sweep", testSweepReceived},
+	{"SweepAfterAClockStep", testSweepReceivedAcrossAStep},
 	{"Cursors", testInboxCursors},
 	{"CompleteCommits", testCompleteCommits},
 	{"CompleteRolledBack", testCompleteRolledBack},
@@ -223,6 +224,35 @@ func testSweepReceived(t *testing.T, h Harness) {
 	eq(t, "id of a message still waiting is a duplicate past the window", e.receive(in, "orders", "old-0", received("a", "")), true)
 	eq(t, "recent id is a duplicate", e.receive(in, "orders", "new", received("a", "")), true)
 	eq(t, "other inbox's old id is a duplicate", e.receive(in, "billing", "old-b", received("a", "")), true)
+}
+
+// testSweepReceivedAcrossAStep: the clock steps forward an hour of a
+// two-hour window (the store notices it at a claim) and an hour and a half
+// passes: a record written before the step looks three and a half hours
+// old by its stamp, but it is an hour and a half old and stays, so that
+// a redelivery is still a duplicate; it goes once two hours and a bit
+// have passed.
+func testSweepReceivedAcrossAStep(t *testing.T, h Harness) {
+	e, in := inboxEnv(t, h)
+	adm, ok := e.s.(store.Admin)
+	if !ok {
+		t.Fatalf("%T does not implement store.Admin", e.s)
+	}
+	e.claim("a", 1) // the store's reading of its clock before the step
+	m := received("a", "")
+	e.receive(in, "orders", "before", m)
+	noErr(t, "Cancel", adm.Cancel(e.ctx, m.ID)) // handled
+	e.clk.Step(time.Hour)
+	e.claim("a", 1) // notices the step
+	e.clk.Advance(90 * time.Minute)
+	n, err := in.SweepReceived(e.ctx, "orders", 2*time.Hour, 10)
+	noErr(t, "SweepReceived", err)
+	eq(t, "records swept an hour and a half after they were written", n, 0)
+	eq(t, "redelivered inside the window is a duplicate", e.receive(in, "orders", "before", received("a", "")), true)
+	e.clk.Advance(36 * time.Minute)
+	n, err = in.SweepReceived(e.ctx, "orders", 2*time.Hour, 10)
+	noErr(t, "SweepReceived", err)
+	eq(t, "records swept past the window", n, 1)
 }
 
 // testInboxCursors: a receiver's cursor is kept per inbox and source, read

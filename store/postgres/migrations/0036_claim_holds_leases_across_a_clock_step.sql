@@ -14,20 +14,25 @@
 -- process's monotonic clock, and so knows the earliest the clock can read
 -- at its next batch. A batch that renews or claims and finds the clock
 -- further ahead than half a lease past that (relays renew every third of
--- one) records a hold in lease_hold (stepSQL, in store/postgres): for one
--- lease from then no lease lapses, whoever claims, and a stream whose
--- head is leased waits for the hold's end. The relays holding the leases
--- renew them on the stepped clock meanwhile; a lease nobody renews lapses
--- when the hold ends. A claim from an older Backstop records no hold but
--- keeps those others record.
+-- one) records the step in clock_steps (stepSQL, in store/postgres),
+-- unless one was recorded within the last lease: for one lease from then
+-- (held_until) no lease lapses, whoever claims, and a stream whose head
+-- is leased waits for the hold's end. The relays holding the leases renew
+-- them on the stepped clock meanwhile; a lease nobody renews lapses when
+-- the hold ends. A claim from an older Backstop records no step but keeps
+-- the holds others record.
+--
+-- The sweeps of the inbox's de-duplication records and of idempotency
+-- keys read the steps too: a record from before a step forward looked
+-- that much older, and went that much before its window. Their windows
+-- now end the steps recorded within them later.
 --
 -- The claim function is otherwise 0032's.
 
-CREATE TABLE IF NOT EXISTS {{T}}lease_hold (
-	one        boolean PRIMARY KEY DEFAULT true CHECK (one),
-	held_until timestamptz NOT NULL,
-	ahead      interval NOT NULL,
-	noticed_at timestamptz NOT NULL
+CREATE TABLE IF NOT EXISTS {{T}}clock_steps (
+	noticed_at timestamptz PRIMARY KEY,
+	ahead      interval NOT NULL CHECK (ahead > interval '0'),
+	held_until timestamptz NOT NULL
 );
 
 CREATE OR REPLACE FUNCTION {{T}}claim(p_now timestamptz, p_instance text, p_limit int, p_lease_us bigint,
@@ -82,7 +87,7 @@ DECLARE
 	v_rn     int; -- how many streams were read
 	v_past   int := 4; -- how far a read looks past its share
 	v_i      bigint;
-	v_hold   timestamptz; -- until when no lease lapses (lease_hold)
+	v_hold   timestamptz; -- until when no lease lapses (clock_steps)
 	v_lapse  timestamptz; -- a lease lapsed when its expiry is at or before it
 BEGIN
 	IF p_limit <= 0 THEN
@@ -91,10 +96,11 @@ BEGIN
 
 	-- A hold after the clock stepped forward (recorded by the statement
 	-- before the claim, stepSQL): until it ends no lease lapses, whoever
-	-- claims. One further ahead than two leases was set before the clock
-	-- went back: it holds nothing.
-	SELECT h.held_until INTO v_hold FROM {{T}}lease_hold h
-	WHERE h.one AND h.held_until > v_now AND h.held_until <= v_now + 2 * p_lease_us * interval '1 microsecond';
+	-- claims. A step noticed ahead of now was recorded before the clock went
+	-- back, and one further back than two leases holds nothing any more.
+	SELECT max(h.held_until) INTO v_hold FROM {{T}}clock_steps h
+	WHERE h.noticed_at > v_now - 2 * p_lease_us * interval '1 microsecond' AND h.noticed_at <= v_now
+		AND h.held_until > v_now;
 	v_lapse := CASE WHEN v_hold IS NULL THEN v_now ELSE '-infinity' END;
 
 	-- Streams whose lease or retry time came become ready.

@@ -6,14 +6,18 @@
 -- them: each in-flight message was sent twice.
 --
 -- Each store keeps its last reading of the clock with the process's
--- monotonic clock. A claim that finds the clock further ahead than half a
--- lease past what it expected records a hold here: for one lease from
--- then no lease lapses, whoever claims, and a stream whose head is leased
--- waits for the hold's end, while the holders renew theirs on the stepped
--- clock (TestConformance/LeaseTime/NoLeaseLapsesForALeaseAfterTheClockStepsForward).
-CREATE TABLE IF NOT EXISTS {{prefix}}lease_hold (
-	one        INTEGER PRIMARY KEY CHECK (one = 1),
-	held_until INTEGER NOT NULL,
-	ahead      INTEGER NOT NULL,
-	noticed_at INTEGER NOT NULL
+-- monotonic clock. A batch that renews or claims and finds the clock
+-- further ahead than half a lease past what it expected records the step
+-- here, unless one was recorded within the last lease: until held_until,
+-- one lease on, no lease lapses, whoever claims, and a stream whose head
+-- is leased waits for the hold's end, while the holders renew theirs on
+-- the stepped clock (TestConformance/LeaseTime). The sweeps of the
+-- inbox's de-duplication records and of idempotency keys end their
+-- windows the steps recorded within them later: a record from before a
+-- step looked that much older, and went that much early. Times are Unix
+-- milliseconds, as in the outbox.
+CREATE TABLE IF NOT EXISTS {{prefix}}clock_steps (
+	noticed_at INTEGER PRIMARY KEY,
+	ahead      INTEGER NOT NULL CHECK (ahead > 0),
+	held_until INTEGER NOT NULL
 );
