@@ -52,6 +52,8 @@ type fleet struct {
 	t    testing.TB
 	dir  string
 	args func(instance string) []string
+	// clockFile is the relays' -clock-file, when they have one.
+	clockFile string
 
 	mu         sync.Mutex
 	slots      map[string]*proc
@@ -59,6 +61,7 @@ type fleet struct {
 	stopping   bool
 	unexpected []string
 	starts     int
+	clockAhead time.Duration // what stepClock wrote last
 }
 
 func newFleet(t testing.TB, args func(instance string) []string) *fleet {
@@ -124,6 +127,30 @@ func (f *fleet) kill(slot string) string {
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	f.waitExit(p, 10*time.Second)
 	return f.start(slot)
+}
+
+// stepClock moves the store clock of every relay d further ahead of the
+// host's (relayproc's -clock-file, read again on SIGUSR1), with no time
+// passing: the database's clock stepped forward. A relay started later
+// reads the same offset.
+func (f *fleet) stepClock(d time.Duration) {
+	f.mu.Lock()
+	f.clockAhead += d
+	ahead := f.clockAhead
+	slots := make([]string, 0, len(f.slots))
+	for s := range f.slots {
+		slots = append(slots, s)
+	}
+	f.mu.Unlock()
+	if f.clockFile == "" {
+		f.t.Fatal("fleet: its relays have no clock file")
+	}
+	if err := os.WriteFile(f.clockFile, []byte(ahead.String()), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	for _, s := range slots {
+		f.signal(s, syscall.SIGUSR1)
+	}
 }
 
 // signal sends sig to the process in slot.

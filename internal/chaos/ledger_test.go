@@ -267,7 +267,8 @@ type verdict struct {
 	StaleAt                              []time.Time
 	StaleBy                              map[string]int // stale re-sends by the instance that sent them
 	DupAt                                []time.Time
-	Phantom                              int // arrivals of ids never committed
+	DupNotes                             []string // what each duplicate was: the message, who sent it and when, both times
+	Phantom                              int      // arrivals of ids never committed
 	PhantomNotes                         []string
 }
 
@@ -305,6 +306,7 @@ func (l *ledger) check() verdict {
 	low := map[string]int{}     // index into streams[s] of its lowest expected message not arrived yet
 	highest := map[string]int{} // highest n arrived per stream
 	seen := map[string]bool{}
+	firstBy := map[string]arrival{}
 	arrivedN := map[string]map[int]bool{}
 	for _, a := range l.arrivals {
 		m, ok := l.sent[a.id]
@@ -318,6 +320,9 @@ func (l *ledger) check() verdict {
 		if seen[a.id] {
 			v.Duplicates++
 			v.DupAt = append(v.DupAt, a.at)
+			f := firstBy[a.id]
+			v.DupNotes = append(v.DupNotes, fmt.Sprintf("%s (%s #%d) by %s at %s, first by %s at %s",
+				a.id, a.stream, a.n, a.instance, a.at.Format("15:04:05.000"), f.instance, f.at.Format("15:04:05.000")))
 			if h, ok := highest[m.stream]; ok && h > m.n && m.stream != "" {
 				v.Stale++
 				v.StaleAt = append(v.StaleAt, a.at)
@@ -329,6 +334,7 @@ func (l *ledger) check() verdict {
 			continue
 		}
 		seen[a.id] = true
+		firstBy[a.id] = a
 		v.Unique++
 		if m.stream == "" {
 			continue

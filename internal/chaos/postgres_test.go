@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -83,11 +85,16 @@ func pgWriter(st *postgres.Store, schema string) writer {
 // startPGRelays starts three relay processes, in slots a, b and c, on
 // schema of the PostgreSQL at dbURL, delivering to rc.
 func startPGRelays(t *testing.T, dbURL, schema string, rc *receiver) (*fleet, []string) {
+	clockFile := filepath.Join(t.TempDir(), "clock")
+	if err := os.WriteFile(clockFile, []byte("0s"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	f := newFleet(t, func(id string) []string {
 		return []string{"-store", "postgres", "-db", dbURL, "-schema", schema, "-url", rc.url(), "-secret", secret,
 			"-instance", id, "-lease", lease.String(), "-instance-timeout", instanceTimeout.String(),
-			"-breaker-timeout", breakerTimeout.String(), "-workers", "8"}
+			"-breaker-timeout", breakerTimeout.String(), "-workers", "8", "-clock-file", clockFile}
 	})
+	f.clockFile = clockFile
 	slots := []string{"a", "b", "c"}
 	for _, s := range slots {
 		f.start(s)
@@ -236,6 +243,33 @@ func TestChaosPostgres(t *testing.T) {
 		p.end = time.Now()
 		p.note = fmt.Sprintf("%s stopped mid-delivery, holding %d leases, for %v (lease %v), then continued", id, len(stranded), stopped, lease)
 		settle(p, stranded...)
+		rep.add(p)
+	}
+
+	for i := range sz.clockSteps {
+		// Every relay's store clock (the database's, as the relays stamp
+		// their statements with it) steps forward three leases with no time
+		// passing, while one of them waits for a delivery's answer: every
+		// lease looks lapsed. The relays that hold them must keep them (the
+		// lease hold) and renew them on the new clock: no message may be
+		// delivered twice.
+		slot := slots[(i+2)%len(slots)]
+		id := f.instance(slot)
+		tr := rc.setTrap(id, true)
+		if !tr.wait(20 * time.Second) {
+			t.Fatalf("%s delivered nothing in 20 s", id)
+		}
+		p := &phase{name: fmt.Sprintf("database clock stepped forward #%d", i+1), start: time.Now(), noDups: true}
+		step := 3 * lease
+		f.stepClock(step)
+		// Every other relay's next claim (within a poll) finds the leases
+		// lapsed on the stepped clock; the answer is held for less than the
+		// webhook's timeout, whose expiry would send it again by itself.
+		<-time.After(lease / 2)
+		close(tr.release)
+		p.end = time.Now()
+		p.note = fmt.Sprintf("every relay's store clock %v ahead (lease %v), with no time passing, while %s waited %v for an answer", step, lease, id, lease/2)
+		settle(p)
 		rep.add(p)
 	}
 
@@ -471,6 +505,11 @@ func assertVerdict(t *testing.T, rep *report) {
 	}
 	if v.Stale > 0 {
 		t.Errorf("%d stale re-sends (a duplicate arriving after a later message of its stream), by sender %v", v.Stale, v.StaleBy)
+	}
+	for _, p := range rep.phases {
+		if p.noDups && p.dups > 0 {
+			t.Errorf("%s: %d duplicates, where every relay held its leases: %v", p.name, p.dups, p.dupNotes)
+		}
 	}
 	if v.Unique == 0 {
 		t.Error("nothing arrived")

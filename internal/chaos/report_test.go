@@ -18,6 +18,7 @@ type size struct {
 	sqliteLoad   load          // on SQLite: one writer at a time, shared by the load and the relay
 	kills        int           // SIGKILLs mid-batch (PostgreSQL)
 	stops        int           // SIGSTOPs past the lease
+	clockSteps   int           // steps forward of the database's clock past the lease
 	pgRestarts   int           // rounds of terminated connections
 	pgDown       time.Duration // how long each round keeps terminating them
 	crashes      int           // crashes of a private PostgreSQL (TestChaosPostgresCrash)
@@ -38,7 +39,7 @@ func chaosSize() size {
 			name:       "full",
 			load:       load{streams: 500, every: 25 * time.Millisecond, perTx: 3, burstN: 200, burstAt: 80, maxBacklog: 5000},
 			sqliteLoad: load{streams: 200, every: 40 * time.Millisecond, perTx: 2, burstN: 100, burstAt: 50, maxBacklog: 500},
-			kills:      6, stops: 2, pgRestarts: 2, pgDown: 3 * time.Second, crashes: 3, crashDown: 3 * time.Second, crashAfter: 3000, crashLong: instanceTimeout + 2*time.Second,
+			kills:      6, stops: 2, clockSteps: 2, pgRestarts: 2, pgDown: 3 * time.Second, crashes: 3, crashDown: 3 * time.Second, crashAfter: 3000, crashLong: instanceTimeout + 2*time.Second,
 			destDown: 5 * time.Second, flap: 8 * time.Second, flapEvery: 300 * time.Millisecond,
 			poison: 10, sqliteKills: 8, recoverLimit: 90 * time.Second,
 		}
@@ -47,7 +48,7 @@ func chaosSize() size {
 		name:       "small",
 		load:       load{streams: 200, every: 25 * time.Millisecond, perTx: 3, burstN: 100, burstAt: 40, maxBacklog: 3000},
 		sqliteLoad: load{streams: 100, every: 50 * time.Millisecond, perTx: 2, burstN: 50, burstAt: 40, maxBacklog: 300},
-		kills:      2, stops: 1, pgRestarts: 1, pgDown: time.Second, crashes: 1, crashDown: 1500 * time.Millisecond, crashAfter: 600,
+		kills:      2, stops: 1, clockSteps: 1, pgRestarts: 1, pgDown: time.Second, crashes: 1, crashDown: 1500 * time.Millisecond, crashAfter: 600,
 		destDown: 2500 * time.Millisecond, flap: 2 * time.Second, flapEvery: 250 * time.Millisecond,
 		poison: 4, sqliteKills: 2, recoverLimit: 30 * time.Second,
 	}
@@ -64,6 +65,10 @@ type phase struct {
 	backlog  int // undelivered messages in the outbox when the fault ended
 	dups     int
 	stale    int
+	// noDups says the phase's fault must cause no duplicate: every relay
+	// still holding its leases, nothing may be delivered twice.
+	noDups   bool
+	dupNotes []string // the duplicates that arrived in it (verdict.DupNotes)
 }
 
 // report gathers a run's figures.
@@ -96,9 +101,10 @@ func (r *report) attribute() {
 		}
 		return p
 	}
-	for _, ts := range r.v.DupAt {
+	for i, ts := range r.v.DupAt {
 		if p := at(ts); p != nil {
 			p.dups++
+			p.dupNotes = append(p.dupNotes, r.v.DupNotes[i])
 		}
 	}
 	for _, ts := range r.v.StaleAt {

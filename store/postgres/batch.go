@@ -119,20 +119,23 @@ func (s *Store) processBatch(ctx context.Context, b *store.Batch) (*store.Result
 	res := &store.Result{}
 	var bad []badMessage
 	now := s.now()
-	if len(b.Failures) == 0 {
-		p := &pipeline{}
-		s.queueBatch(p, b, now, nil, res, &bad)
-		if err := p.run(s.pool.SendBatch(ctx, &p.b)); err != nil {
-			return nil, nil, err
-		}
-		sortClaimed(res)
-		return res, bad, nil
-	}
+	// The connection is taken before the statements are queued: the lease
+	// hold's expectation of the clock (stepSQL) is read as they are, and
+	// must not count a wait for a connection as the clock running ahead.
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer conn.Release()
+	if len(b.Failures) == 0 {
+		p := &pipeline{}
+		s.queueBatch(p, b, now, nil, res, &bad)
+		if err := p.run(conn.SendBatch(ctx, &p.b)); err != nil {
+			return nil, nil, err
+		}
+		sortClaimed(res)
+		return res, bad, nil
+	}
 	err = func() error {
 		first := &pipeline{}
 		first.exec("begin")

@@ -11,10 +11,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/backstophq/backstop/circuitbreaker"
+	"github.com/backstophq/backstop/clock"
 	"github.com/backstophq/backstop/relay"
 	"github.com/backstophq/backstop/retry"
 	"github.com/backstophq/backstop/store"
@@ -29,6 +32,7 @@ const Destination = "chaos"
 
 type options struct {
 	kind, db, schema, url, secret, instance string
+	clockFile                               string
 	lease, instanceTimeout, breakerTimeout  time.Duration
 	workers                                 int
 }
@@ -45,6 +49,8 @@ func main() {
 	flag.DurationVar(&o.instanceTimeout, "instance-timeout", 10*time.Second, "the store's instance timeout")
 	flag.DurationVar(&o.breakerTimeout, "breaker-timeout", time.Second, "the breaker's open time")
 	flag.IntVar(&o.workers, "workers", 8, "the relay's workers")
+	flag.StringVar(&o.clockFile, "clock-file", "", "a file holding how far the store's clock runs ahead of the host's "+
+		"(a Go duration), read at start and again on SIGUSR1: the chaos suite steps the database's clock this way")
 	flag.Parse()
 
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -74,11 +80,19 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		st  store.Store
 		err error
 	)
+	cfg := storeConfig(o)
+	if o.clockFile != "" {
+		c, err := stepClockFrom(ctx, o.clockFile, log)
+		if err != nil {
+			return err
+		}
+		cfg.Clock = c
+	}
 	switch o.kind {
 	case "postgres":
-		st, err = postgres.Open(ctx, o.db, storeConfig(o), postgres.WithSchema(o.schema))
+		st, err = postgres.Open(ctx, o.db, cfg, postgres.WithSchema(o.schema))
 	case "sqlite":
-		st, err = sqlite.Open(ctx, o.db, storeConfig(o))
+		st, err = sqlite.Open(ctx, o.db, cfg)
 	default:
 		err = fmt.Errorf("unknown store %q", o.kind)
 	}
@@ -120,4 +134,57 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		return err
 	}
 	return r.Run(ctx)
+}
+
+// stepClock is the store's clock of a process run with -clock-file: the
+// host's, ahead by the offset the file holds, which the chaos suite
+// raises to step the database's clock forward with no time passing (on
+// PostgreSQL the store then stamps every statement with it). Its
+// monotonic reading is the process's own, which the step does not move.
+type stepClock struct {
+	offset atomic.Int64
+	start  time.Time
+}
+
+func (c *stepClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+func (c *stepClock) NewTimer(d time.Duration) clock.Timer { return clock.Real.NewTimer(d) }
+
+func (c *stepClock) Monotonic() time.Duration { return time.Since(c.start) }
+
+// stepClockFrom returns a stepClock reading its offset from path now and
+// on every SIGUSR1 until ctx ends.
+func stepClockFrom(ctx context.Context, path string, log *slog.Logger) (*stepClock, error) {
+	c := &stepClock{start: time.Now()}
+	read := func() error {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(string(b)))
+		if err != nil {
+			return fmt.Errorf("clock file %s: %w", path, err)
+		}
+		c.offset.Store(int64(d))
+		return nil
+	}
+	if err := read(); err != nil {
+		return nil, err
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	go func() {
+		defer signal.Stop(sig)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sig:
+				if err := read(); err != nil {
+					log.Error("reading the clock file failed", "error", err.Error())
+				}
+			}
+		}
+	}()
+	return c, nil
 }
