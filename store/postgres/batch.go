@@ -118,6 +118,7 @@ const lazyCommitSQL = `SELECT set_config('backstop.lazy_commit', 'on', true)`
 func (s *Store) processBatch(ctx context.Context, b *store.Batch) (*store.Result, []badMessage, error) {
 	res := &store.Result{}
 	var bad []badMessage
+	sawAt := s.ahead.Mono() // before the clock is read: see clockstep.Forward
 	now := s.now()
 	// The connection is taken before the statements are queued: the lease
 	// hold's expectation of the clock (stepSQL) is read as they are, and
@@ -129,7 +130,7 @@ func (s *Store) processBatch(ctx context.Context, b *store.Batch) (*store.Result
 	defer conn.Release()
 	if len(b.Failures) == 0 {
 		p := &pipeline{}
-		s.queueBatch(p, b, now, nil, res, &bad)
+		s.queueBatch(p, b, now, sawAt, nil, res, &bad)
 		if err := p.run(conn.SendBatch(ctx, &p.b)); err != nil {
 			return nil, nil, err
 		}
@@ -155,7 +156,7 @@ func (s *Store) processBatch(ctx context.Context, b *store.Batch) (*store.Result
 		}
 		fs := s.decideFailures(b, locked, res)
 		second := &pipeline{}
-		s.queueBatch(second, b, now, fs, res, &bad)
+		s.queueBatch(second, b, now, sawAt, fs, res, &bad)
 		second.exec("commit")
 		return second.run(conn.SendBatch(ctx, &second.b))
 	}()
@@ -178,7 +179,7 @@ func (s *Store) processBatch(ctx context.Context, b *store.Batch) (*store.Result
 // claim. Their readers fill res.
 //
 // Claimed rows that cannot be decoded go to bad, to be quarantined.
-func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, fs *failureArrays, res *store.Result, bad *[]badMessage) {
+func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, sawAt time.Duration, fs *failureArrays, res *store.Result, bad *[]badMessage) {
 	me := b.Instance.ID
 	lease := b.Claim.Lease
 	if lease == 0 {
@@ -236,7 +237,7 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, fs *fail
 				if err := rows.Scan(&res.Now, &reading, &held); err != nil {
 					return err
 				}
-				s.ahead.Saw(reading)
+				s.ahead.Saw(reading, sawAt)
 				if held {
 					s.cfg.Log().LogAttrs(context.Background(), slog.LevelWarn,
 						"the database's clock went forward: for one lease no lease lapses, "+

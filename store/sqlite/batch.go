@@ -37,7 +37,9 @@ func (s *Store) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result
 		res *store.Result
 		bad []badRow
 	)
+	var sawAt time.Duration
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		sawAt = s.ahead.Mono() // before the clock is read: see clockstep.Forward
 		now := s.now()
 		res, bad = &store.Result{Now: now}, nil
 		var err error
@@ -77,7 +79,7 @@ func (s *Store) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result
 		return s.quarantine(ctx, tx, b.Instance.ID, rows, res, now)
 	})
 	if err == nil && (b.Claim.Limit > 0 || len(b.RenewLeases) > 0) {
-		s.ahead.Saw(res.Now)
+		s.ahead.Saw(res.Now, sawAt)
 	}
 	if err != nil {
 		if isExhausted(err) {

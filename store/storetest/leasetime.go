@@ -1,11 +1,13 @@
 package storetest
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/backstophq/backstop/clock"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 )
@@ -19,6 +21,46 @@ var leaseTimeCases = []testCase{
 	{"NowIsTheDatabaseClockOfTheExpiries", func(t *testing.T, h Harness) { testLeaseTime(t, h, true) }},
 	{"NoLeaseLapsesForALeaseAfterTheClockStepsForward", testLeaseHoldAfterAStep},
 	{"ALeaseHoldKeepsOtherProcessesOff", testLeaseHoldAcrossProcesses},
+	{"ALongCallIsNoStep", testLongCallIsNoStep},
+}
+
+// longCall is a fake clock on which, once armed, 20 s pass right after
+// the next reading: a store call that reads the clock as it starts and
+// lasts 20 s.
+type longCall struct {
+	*clock.Fake
+	armed *atomic.Bool
+}
+
+func (c longCall) Now() time.Time {
+	t := c.Fake.Now()
+	if c.armed.CompareAndSwap(true, false) {
+		c.Fake.Advance(20 * time.Second)
+	}
+	return t
+}
+
+// testLongCallIsNoStep: one store call lasts 20 s after reading the
+// clock, more than half the 30 s lease. That is time passing, not a step
+// of the clock: the lease its holder no longer renews lapses on time and
+// another instance takes it. (When the reading was paired with the
+// monotonic time after the call, the next call found the clock 20 s past
+// what it expected, recorded a step, and held the lapsed lease a lease
+// longer: TestRelayKilledMidBatch failed so under load, where the fake
+// clock moved while a call was under way.)
+func testLongCallIsNoStep(t *testing.T, h Harness) {
+	lc := longCall{armed: &atomic.Bool{}}
+	e := newEnv(t, h, func(c *store.Config) {
+		lc.Fake = c.Clock.(*clock.Fake)
+		c.Clock = lc
+	})
+	m := e.enqueue(msg("d", ""))[0]
+	sameIDs(t, "claimed", e.claim("a", 10), m)
+	lc.armed.Store(true)
+	sameIDs(t, "claimed by another instance in a long call", e.claim("b", 10))
+	sameIDs(t, "claimed 20 s on", e.claim("b", 10))
+	e.clk.Advance(15 * time.Second) // past the lease
+	sameIDs(t, "claimed once the lease lapsed", e.claim("b", 10), m)
 }
 
 // testLeaseHoldAcrossProcesses: three stores on one database, as three

@@ -43,13 +43,15 @@ func (w *Watch) Forget() {
 	w.mu.Unlock()
 }
 
-// Forward keeps the latest reading of a store's clock with the monotonic
-// reading of when its answer came, so that a later call can tell the
+// Forward keeps the latest reading of a store's clock with the process's
+// monotonic reading taken before it, so that a later call can tell the
 // store the earliest its clock can read now: the store takes a reading
 // further ahead than a lease allows for as its clock stepped forward
-// (store.Config's lease hold-off). A reading is taken by the database
-// during the call and timed here after the answer, so the expected time
-// is never later than the clock's own, stepped or not.
+// (the lease hold). The monotonic reading is taken before the call that
+// reads the clock, so the expectation is never earlier than the clock's
+// own: a slow call can hide a step by its length, never make one. (Taken
+// after the answer, a fake clock moved by a test while a call was under
+// way read as a step.)
 type Forward struct {
 	mono func() time.Duration
 	mu   sync.Mutex
@@ -62,6 +64,15 @@ type Forward struct {
 // store's clock); with a nil mono it never expects anything.
 func NewForward(mono func() time.Duration) *Forward {
 	return &Forward{mono: mono}
+}
+
+// Mono returns the monotonic reading to give Saw with a reading of the
+// clock taken after it (0 without a monotonic clock).
+func (f *Forward) Mono() time.Duration {
+	if f == nil || f.mono == nil {
+		return 0
+	}
+	return f.mono()
 }
 
 // Expect returns the earliest the clock can read now, and false when no
@@ -79,13 +90,12 @@ func (f *Forward) Expect() (time.Time, bool) {
 	return f.last.Add(now - f.at), true
 }
 
-// Saw records a reading of the clock taken during a call that has just
-// answered.
-func (f *Forward) Saw(reading time.Time) {
+// Saw records a reading of the clock taken at or after the monotonic
+// reading at (Mono).
+func (f *Forward) Saw(reading time.Time, at time.Duration) {
 	if f == nil || f.mono == nil || reading.IsZero() {
 		return
 	}
-	at := f.mono()
 	f.mu.Lock()
 	f.last, f.at, f.seen = reading.Round(0), at, true
 	f.mu.Unlock()

@@ -35,15 +35,24 @@ func TestForward(t *testing.T) {
 		t.Fatal("an expectation before any reading")
 	}
 	t0 := time.Date(2026, 12, 6, 1, 0, 0, 0, time.UTC)
-	f.Saw(t0)
+	f.Saw(t0, f.Mono())
 	mono += 3 * time.Second
 	if got, ok := f.Expect(); !ok || !got.Equal(t0.Add(3*time.Second)) {
 		t.Fatalf("expect = %v %v, want %v", got, ok, t0.Add(3*time.Second))
 	}
-	f.Saw(t0.Add(time.Hour)) // stepped forward: the next expectation starts from it
+	f.Saw(t0.Add(time.Hour), f.Mono()) // stepped forward: the next expectation starts from it
 	mono += time.Second
 	if got, _ := f.Expect(); !got.Equal(t0.Add(time.Hour + time.Second)) {
 		t.Fatalf("expect = %v after a step, want %v", got, t0.Add(time.Hour+time.Second))
+	}
+	// A reading taken during a call that lasted a minute is paired with
+	// the monotonic reading from before the call: the expectation is a
+	// minute late, never early.
+	at := f.Mono()
+	mono += time.Minute
+	f.Saw(t0.Add(time.Hour+time.Second), at)
+	if got, _ := f.Expect(); !got.Equal(t0.Add(time.Hour + time.Minute + time.Second)) {
+		t.Fatalf("expect = %v after a long call, want %v", got, t0.Add(time.Hour+time.Minute+time.Second))
 	}
 	if _, ok := NewForward(nil).Expect(); ok {
 		t.Fatal("a Forward without a monotonic clock expects something")
