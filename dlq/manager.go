@@ -88,7 +88,9 @@ func NewManager(queue Queue, threshold int, opts ...ManagerOption) *Manager {
 }
 
 // OnEntryAdded registers fn to be called with each entry the manager adds,
-// after it is stored (its ID is set). Each call adds a callback.
+// after it is stored (its ID is set). Each call adds a callback. A callback
+// that panics or calls runtime.Goexit is logged at ERROR; the others are
+// still called.
 func (m *Manager) OnEntryAdded(fn func(entry *Entry)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -97,7 +99,8 @@ func (m *Manager) OnEntryAdded(fn func(entry *Entry)) {
 
 // OnThresholdReached registers fn to be called with the queue's count when
 // an Add finds the count at or above the threshold, once per crossing (see
-// Manager). Each call adds a callback.
+// Manager). Each call adds a callback. A callback that panics or calls
+// runtime.Goexit is logged at ERROR; the others are still called.
 func (m *Manager) OnThresholdReached(fn func(count int)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -144,7 +147,7 @@ func (m *Manager) Notify(ctx context.Context, entry *Entry) {
 	added := m.onAdded
 	m.mu.Unlock()
 	for _, fn := range added {
-		fn(entry)
+		m.guard(ctx, "an OnEntryAdded callback", func() { fn(entry) }, slog.String("dlq_id", entry.ID))
 	}
 	m.checkThreshold(ctx)
 }
@@ -177,7 +180,7 @@ func (m *Manager) checkThreshold(ctx context.Context) {
 	m.logger.LogAttrs(ctx, slog.LevelError, "dead-letter threshold reached",
 		slog.Int("count", n), slog.Int("threshold", m.threshold))
 	for _, fn := range callbacks {
-		fn(n)
+		m.guard(ctx, "an OnThresholdReached callback", func() { fn(n) }, slog.Int("count", n))
 	}
 }
 
@@ -254,19 +257,48 @@ func (m *Manager) FailedTaskEntry(ti *models.TaskInstance, dag *models.DAG, err 
 	return e, nil
 }
 
-// classify is the classifier's verdict on err. A rule that panics must
-// not take the process down while a failure is being dead-lettered: the
-// verdict is then unknown (the entry keeps reason HandlerException), and
-// the panic is logged at ERROR with its stack.
+// classify is the classifier's verdict on err. A rule that panics or
+// calls runtime.Goexit (guard) must not take the process or the caller's
+// goroutine down while a failure is being dead-lettered: the verdict is
+// then unknown (the entry keeps reason HandlerException), and what
+// happened is logged at ERROR.
 func (m *Manager) classify(err error) (v errorhandling.Classification) {
-	defer func() {
-		if p := recover(); p != nil {
-			m.logger.LogAttrs(context.Background(), slog.LevelError, "the error classifier panicked while dead-lettering",
-				slog.String("error", err.Error()), slog.String("panic", fmt.Sprint(p)), slog.String("stack", string(debug.Stack())))
-			v = errorhandling.Classification{Class: errorhandling.ClassUnknown, Rule: "panic"}
-		}
+	if m.guard(context.Background(), "the error classifier", func() { v = m.classifier.Classify(err) },
+		slog.Any("error", err)) { // its message read only if the fault is logged
+		return v
+	}
+	return errorhandling.Classification{Class: errorhandling.ClassUnknown, Rule: "panic"}
+}
+
+// guard runs fn, the user's code (a callback, a classifier's rule), on a
+// goroutine of its own, waits for it, and reports whether it returned.
+// When it did not, it logs at ERROR "<what> panicked while dead-lettering"
+// with the panic and its stack, or "<what> called runtime.Goexit while
+// dead-lettering". Its callers are the workflow engine's run drivers and
+// the relay's recorders: a callback's panic took the process down, and a
+// runtime.Goexit (t.FailNow in a test's callback) ended the caller's
+// goroutine, which recover cannot stop: the workflow run's Run never
+// returned and its run was left running.
+func (m *Manager) guard(ctx context.Context, what string, fn func(), attrs ...slog.Attr) (returned bool) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			if returned {
+				return
+			}
+			if p := recover(); p != nil {
+				m.logger.LogAttrs(ctx, slog.LevelError, what+" panicked while dead-lettering", append(attrs,
+					slog.String("panic", fmt.Sprint(p)), slog.String("stack", string(debug.Stack())))...)
+				return
+			}
+			m.logger.LogAttrs(ctx, slog.LevelError, what+" called runtime.Goexit while dead-lettering", attrs...)
+		}()
+		fn()
+		returned = true
 	}()
-	return m.classifier.Classify(err)
+	<-done
+	return returned
 }
 
 // logAdded writes the ops log record of a dead letter.

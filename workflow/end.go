@@ -115,19 +115,16 @@ func (dr *driver) release() {
 	}
 }
 
-// callback runs the user's callback name (OnTaskFailure, OnDAGFailure) on
-// the driver's goroutine and logs its error at WARN. A callback that panics
-// (an alert with a nil client) is logged at ERROR with its stack and taken
-// as failed: it must not take the process down, and with it every run it
-// drives. OnTaskFailure's panic crashed the process again on every resume,
-// when the failure was dead-lettered again, so the run could never end.
+// callback runs the user's callback name (OnTaskFailure, OnDAGFailure)
+// and logs its error at WARN. A callback that panics (an alert with a nil
+// client) or calls runtime.Goexit is logged at ERROR (guard) and taken as
+// failed: it must not take the process or the driver down, and with them
+// every run they drive. OnTaskFailure's panic crashed the process again on
+// every resume, when the failure was dead-lettered again, so the run could
+// never end.
 func (e *Engine) callback(ctx context.Context, name string, fn func() error, attrs ...slog.Attr) {
-	defer func() {
-		if v := recover(); v != nil {
-			logPanic(ctx, e.log, name+" panicked", v, attrs...)
-		}
-	}()
-	if err := fn(); err != nil {
+	var err error
+	if guard(ctx, e.log, name, "", func() { err = fn() }, attrs...) && err != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, name+" failed", append(attrs, slog.String("error", err.Error()))...)
 	}
 }

@@ -301,32 +301,27 @@ func logPanic(ctx context.Context, log *slog.Logger, msg string, v any, attrs ..
 		slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))...)
 }
 
-// emit calls OnEvent.
+// emit calls OnEvent (guard: one that panics or calls runtime.Goexit is
+// logged, and the driver goes on).
 func (e *Engine) emit(ev Event) {
 	if e.cfg.OnEvent == nil {
 		return
 	}
-	defer func() {
-		if v := recover(); v != nil {
-			logPanic(context.Background(), e.log, "OnEvent panicked", v,
-				slog.String("run_id", ev.RunID), slog.String("task_id", ev.TaskID))
-		}
-	}()
-	e.cfg.OnEvent(ev)
+	guard(context.Background(), e.log, "OnEvent", "", func() { e.cfg.OnEvent(ev) },
+		slog.String("run_id", ev.RunID), slog.String("task_id", ev.TaskID))
 }
 
 // classify is the classifier's verdict on a task's error. A rule that
-// panics must not take the process down (and again on every resume of the
-// run): the error is then taken as transient, so the task is retried as
-// its retries allow, and the panic is logged at ERROR with its stack.
+// panics or calls runtime.Goexit (guard) must not take the process or the
+// driver down (and again on every resume of the run): the error is then
+// taken as transient, so the task is retried as its retries allow, and
+// what happened is logged at ERROR.
 func (e *Engine) classify(err error) (v errorhandling.Classification) {
-	defer func() {
-		if p := recover(); p != nil {
-			logPanic(context.Background(), e.log, "the error classifier panicked; the error is taken as transient", p,
-				slog.String("error", err.Error()))
-			v = errorhandling.Classification{Class: errorhandling.ClassTransient, Retryable: true,
-				Reason: errorhandling.ReasonHandlerException, Code: "classifier_panic", Rule: "panic"}
-		}
-	}()
-	return e.cfg.Classifier.Classify(err)
+	if guard(context.Background(), e.log, "the error classifier", "; the error is taken as transient",
+		// slog.Any reads err's message only if the fault is logged.
+		func() { v = e.cfg.Classifier.Classify(err) }, slog.Any("error", err)) {
+		return v
+	}
+	return errorhandling.Classification{Class: errorhandling.ClassTransient, Retryable: true,
+		Reason: errorhandling.ReasonHandlerException, Code: "classifier_panic", Rule: "panic"}
 }

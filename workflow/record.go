@@ -175,24 +175,23 @@ func (dr *driver) fail(f *wfstore.Finish, err error) {
 }
 
 // retryDelay is the task's strategy's wait before retry f.Failures. A
-// strategy that panics (a table of delays shorter than Retries) must not
-// take the process down, and again on every resume of the run, the
-// attempt's failure never recorded: the wait is then the default
-// strategy's (retry.DefaultExponentialBackoff), so the task is retried as
-// its retries allow, and the panic is logged at ERROR with its stack.
+// strategy that panics (a table of delays shorter than Retries) or calls
+// runtime.Goexit must not take the process or the driver down, and again
+// on every resume of the run, the attempt's failure never recorded: the
+// wait is then the default strategy's (retry.DefaultExponentialBackoff),
+// so the task is retried as its retries allow, and what happened is
+// logged at ERROR (guard).
 func (dr *driver) retryDelay(task *Task, f *wfstore.Finish) (d time.Duration) {
 	if task.Strategy == nil {
 		return retry.DefaultExponentialBackoff().Delay(f.Failures)
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			d = retry.DefaultExponentialBackoff().Delay(f.Failures)
-			logPanic(dr.ctx, dr.e.log, "the retry strategy panicked; the default back-off is used", p,
-				slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id), slog.String("task_id", f.TaskID),
-				slog.Int("attempt", f.Attempt))
-		}
-	}()
-	return task.Strategy.Delay(f.Failures)
+	if guard(dr.ctx, dr.e.log, "the retry strategy", "; the default back-off is used",
+		func() { d = task.Strategy.Delay(f.Failures) },
+		slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id), slog.String("task_id", f.TaskID),
+		slog.Int("attempt", f.Attempt)) {
+		return d
+	}
+	return retry.DefaultExponentialBackoff().Delay(f.Failures)
 }
 
 // logFinish writes the record of an attempt's end: failures for good at
