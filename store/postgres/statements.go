@@ -178,9 +178,9 @@ RETURNING seq, created_at`
 // clock_steps (migration 0036) when now is further than half the lease
 // ($3 microseconds) past $2, the earliest the clock could read by the
 // store's previous reading and the process's monotonic clock (NULL: no
-// previous reading), unless a step was recorded within the last lease:
-// the clock was stepped forward, and for one lease from now no lease
-// lapses. The newest 1,000 steps are kept (the sweeps read those within
+// previous reading), or, when one was recorded within the last lease,
+// lengthens its hold to a lease from now: the clock was stepped forward,
+// and for one lease from now no lease lapses. The newest 1,000 steps are kept (the sweeps read those within
 // their windows).
 const stepSQL = `
 WITH step AS (
@@ -191,6 +191,17 @@ WITH step AS (
 			WHERE c.noticed_at > {now} - $3 * interval '1 microsecond' AND c.noticed_at <= {now})
 	ON CONFLICT DO NOTHING
 	RETURNING 1
+), lengthened AS (
+	-- a step within a lease of the one recorded, as likely the same step
+	-- seen by another store as a second one: the hold lasts a lease from
+	-- it, for the leases renewed between the steps look shorter by the
+	-- second; its ahead is not counted twice
+	UPDATE {fn}clock_steps c SET held_until = greatest(c.held_until, {now} + $3 * interval '1 microsecond')
+	FROM (SELECT x.noticed_at FROM {fn}clock_steps x
+		WHERE {now} - $2::timestamptz > $3 / 2 * interval '1 microsecond'
+			AND x.noticed_at > {now} - $3 * interval '1 microsecond' AND x.noticed_at <= {now}
+		ORDER BY x.noticed_at DESC LIMIT 1 FOR UPDATE SKIP LOCKED) l
+	WHERE c.noticed_at = l.noticed_at
 ), pruned AS (
 	DELETE FROM {fn}clock_steps WHERE EXISTS (SELECT 1 FROM step)
 		AND noticed_at < (SELECT noticed_at FROM {fn}clock_steps ORDER BY noticed_at DESC OFFSET 999 LIMIT 1)

@@ -86,12 +86,13 @@ const noLapse = -1 << 62
 // noticeStep records a step of the clock (clock_steps, migration 0025)
 // when it reads now further than half a lease past what this store
 // expected from its last reading and the process's monotonic clock
-// (s.ahead), unless one was recorded within the last lease: the clock was
-// stepped forward, and every lease looks lapsed while the relays that
-// hold them still deliver them (they renew every third of a lease). For
-// one lease no lease lapses, for any process on the database, while the
-// holders renew theirs on the stepped clock. The newest 1,000 steps are
-// kept (the sweeps read those within their windows).
+// (s.ahead), or, when one was recorded within the last lease, lengthens
+// its hold to a lease from now: the clock was stepped forward, and every
+// lease looks lapsed while the relays that hold them still deliver them
+// (they renew every third of a lease). For one lease no lease lapses, for
+// any process on the database, while the holders renew theirs on the
+// stepped clock. The newest 1,000 steps are kept (the sweeps read those
+// within their windows).
 func (s *Store) noticeStep(ctx context.Context, tx *sql.Tx, now time.Time, lease time.Duration) error {
 	expect, ok := s.ahead.Expect()
 	if !ok || now.Sub(expect) <= lease/2 {
@@ -107,8 +108,22 @@ func (s *Store) noticeStep(ctx context.Context, tx *sql.Tx, now time.Time, lease
 	if err != nil {
 		return fmt.Errorf("record a step of the clock: %w", err)
 	}
-	if n, err := r.RowsAffected(); err != nil || n == 0 {
+	n, err := r.RowsAffected()
+	if err != nil {
 		return err
+	}
+	if n == 0 {
+		// A step within a lease of the one recorded, as likely the same
+		// step seen by another store as a second one: the hold lasts a
+		// lease from it, for the leases renewed between the steps look
+		// shorter by the second; its ahead is not counted twice.
+		_, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}clock_steps SET held_until = max(held_until, :now + :lease)
+			WHERE noticed_at = (SELECT max(noticed_at) FROM {{prefix}}clock_steps WHERE noticed_at > :now - :lease AND noticed_at <= :now)`),
+			sql.Named("now", now.UnixMilli()), sql.Named("lease", lease.Milliseconds()))
+		if err != nil {
+			return fmt.Errorf("lengthen the hold of a step of the clock: %w", err)
+		}
+		return nil
 	}
 	if _, err := tx.ExecContext(ctx, s.sql(`DELETE FROM {{prefix}}clock_steps WHERE noticed_at < (
 		SELECT noticed_at FROM {{prefix}}clock_steps ORDER BY noticed_at DESC LIMIT 1 OFFSET 1000)`)); err != nil {

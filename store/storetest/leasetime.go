@@ -22,6 +22,7 @@ var leaseTimeCases = []testCase{
 	{"NoLeaseLapsesForALeaseAfterTheClockStepsForward", testLeaseHoldAfterAStep},
 	{"ALeaseHoldKeepsOtherProcessesOff", testLeaseHoldAcrossProcesses},
 	{"ALongCallIsNoStep", testLongCallIsNoStep},
+	{"ASecondStepWithinTheHoldLengthensIt", testLeaseHoldAcrossTwoSteps},
 }
 
 // longCall is a fake clock on which, once armed, 20 s pass right after
@@ -93,6 +94,32 @@ func testLeaseHoldAcrossProcesses(t *testing.T, h Harness) {
 	sameIDs(t, "claimed at the step by a process opened after it", claimOn(late, "c"))
 	e.clk.Advance(31 * time.Second)
 	sameIDs(t, "claimed once the hold is over", claimOn(late, "c"), m)
+}
+
+// testLeaseHoldAcrossTwoSteps: the clock steps forward past the lease,
+// and again, by less than a lease, before the hold of the first step
+// ends. The lease its holder renewed between the steps looks that much
+// shorter: the hold must last a lease from the second step, or the lease
+// lapses for another instance before its holder's next renewal (a third
+// of a lease after the last).
+func testLeaseHoldAcrossTwoSteps(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	m := e.enqueue(msg("d", ""))[0]
+	sameIDs(t, "claimed before the steps", e.claim("a", 10), m)
+
+	e.clk.Step(45 * time.Second)
+	sameIDs(t, "claimed by another instance at the first step", e.claim("b", 10))
+	e.clk.Advance(4 * time.Second)
+	res := e.batch("a", store.Batch{RenewLeases: []uuid.UUID{m.ID}})
+	eq(t, "renewed on the stepped clock", len(res.Renewed), 1)
+	e.clk.Advance(time.Second)
+	e.clk.Step(24 * time.Second) // 25 s of the 30 s lease renewed 1 s ago are gone
+	sameIDs(t, "claimed by another instance at the second step", e.claim("b", 10))
+	e.clk.Advance(7 * time.Second) // 8 s since the renewal: the holder renews at 10 s
+	sameIDs(t, "claimed before the holder's next renewal", e.claim("b", 10))
+
+	e.clk.Advance(24 * time.Second) // a lease and a second past the second step
+	sameIDs(t, "claimed once the second step's hold is over", e.claim("b", 10), m)
 }
 
 // testLeaseHoldAfterAStep: the store's clock steps forward past the

@@ -15,8 +15,8 @@
 -- at its next batch. A batch that renews or claims and finds the clock
 -- further ahead than half a lease past that (relays renew every third of
 -- one) records the step in clock_steps (stepSQL, in store/postgres),
--- unless one was recorded within the last lease: for one lease from then
--- (held_until) no lease lapses, whoever claims, and a stream whose head
+-- or lengthens the hold of one recorded within the last lease: for one
+-- lease from then (held_until) no lease lapses, whoever claims, and a stream whose head
 -- is leased waits for the hold's end. The relays holding the leases renew
 -- them on the stepped clock meanwhile; a lease nobody renews lapses when
 -- the hold ends. A claim from an older Backstop records no step but keeps

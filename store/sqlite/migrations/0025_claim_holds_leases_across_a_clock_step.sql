@@ -8,8 +8,8 @@
 -- Each store keeps its last reading of the clock with the process's
 -- monotonic clock. A batch that renews or claims and finds the clock
 -- further ahead than half a lease past what it expected records the step
--- here, unless one was recorded within the last lease: until held_until,
--- one lease on, no lease lapses, whoever claims, and a stream whose head
+-- here (one recorded within the last lease has its hold lengthened
+-- instead): until held_until, one lease on, no lease lapses, whoever claims, and a stream whose head
 -- is leased waits for the hold's end, while the holders renew theirs on
 -- the stepped clock (TestConformance/LeaseTime). The sweeps of the
 -- inbox's de-duplication records and of idempotency keys end their
