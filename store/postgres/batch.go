@@ -174,8 +174,8 @@ func (s *Store) processBatch(ctx context.Context, b *store.Batch) (*store.Result
 	return res, bad, nil
 }
 
-// queueBatch queues the statements of b in their order: heartbeat, dead
-// instances, completions, failures (fs, when any), releases, renewals,
+// queueBatch queues the statements of b in their order: the clock's
+// step (when b renews or claims), heartbeat, dead instances, completions, failures (fs, when any), releases, renewals,
 // claim. Their readers fill res.
 //
 // Claimed rows that cannot be decoded go to bad, to be quarantined.
@@ -184,6 +184,37 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, sawAt ti
 	lease := b.Claim.Lease
 	if lease == 0 {
 		lease = s.cfg.LeaseDuration
+	}
+	if len(b.RenewLeases) > 0 || b.Claim.Limit > 0 {
+		// The now() of the transaction, from which the renewals and the
+		// claim compute their expiries, and the clock's reading as this
+		// statement runs, which the next batch expects the clock to be
+		// past; a clock further past the expectation from the previous
+		// reading than half a lease records a lease hold (stepSQL). It
+		// comes first, so that the dead instances' statement reads the
+		// step it records.
+		var expect *time.Time
+		if t, ok := s.ahead.Expect(); ok {
+			expect = &t
+		}
+		p.query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var reading time.Time
+				var held bool
+				if err := rows.Scan(&res.Now, &reading, &held); err != nil {
+					return err
+				}
+				s.ahead.Saw(reading, sawAt)
+				if held {
+					s.cfg.Log().LogAttrs(context.Background(), slog.LevelWarn,
+						"the database's clock went forward: for one lease no lease lapses, "+
+							"so that the relays holding them renew them on the new clock first",
+						slog.String("store", "postgres"), slog.Duration("ahead", res.Now.Sub(*expect).Round(time.Millisecond)),
+						slog.Duration("lease", lease))
+				}
+			}
+			return nil
+		}, s.sql.step, now, expect, micros(lease))
 	}
 	if !b.SkipMaintenance {
 		p.exec(s.sql.heartbeat, now, me, outbox.CleanText(b.Instance.Host, 200), int32(b.Instance.PID), nullTime(b.Instance.StartedAt))
@@ -219,35 +250,6 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, sawAt ti
 			errs[i] = outbox.TruncateError(r.Error)
 		}
 		p.query(staleReader(rs, releaseID, res), s.sql.release, now, me, ids, after, flags, errs)
-	}
-	if len(b.RenewLeases) > 0 || b.Claim.Limit > 0 {
-		// The now() of the transaction, from which the renewals and the
-		// claim compute their expiries, and the clock's reading as this
-		// statement runs, which the next batch expects the clock to be
-		// past; a clock further past the expectation from the previous
-		// reading than half a lease records a lease hold (stepSQL).
-		var expect *time.Time
-		if t, ok := s.ahead.Expect(); ok {
-			expect = &t
-		}
-		p.query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var reading time.Time
-				var held bool
-				if err := rows.Scan(&res.Now, &reading, &held); err != nil {
-					return err
-				}
-				s.ahead.Saw(reading, sawAt)
-				if held {
-					s.cfg.Log().LogAttrs(context.Background(), slog.LevelWarn,
-						"the database's clock went forward: for one lease no lease lapses, "+
-							"so that the relays holding them renew them on the new clock first",
-						slog.String("store", "postgres"), slog.Duration("ahead", res.Now.Sub(*expect).Round(time.Millisecond)),
-						slog.Duration("lease", lease))
-				}
-			}
-			return nil
-		}, s.sql.step, now, expect, micros(lease))
 	}
 	if len(b.RenewLeases) > 0 {
 		ids := sortedIDs(b.RenewLeases)

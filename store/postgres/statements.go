@@ -33,7 +33,13 @@ WITH stepped AS (
 	UPDATE {i} SET last_heartbeat = {now}
 	WHERE id <> $2 AND last_heartbeat > {now} + $3 * interval '1 microsecond'
 ), dead AS (
+	-- a heartbeat from before a step forward of the clock is that much
+	-- younger than its stamp says (clock_steps): past the timeout by its
+	-- stamp alone, every live instance would go, and its leases with it,
+	-- which the lease hold keeps from the other instances' claims
 	DELETE FROM {i} WHERE id <> $2 AND last_heartbeat < {now} - $3 * interval '1 microsecond'
+		- coalesce((SELECT sum(c.ahead) FROM {fn}clock_steps c
+			WHERE c.noticed_at > {now} - $3 * interval '1 microsecond' AND c.noticed_at <= {now}), interval '0')
 	RETURNING id
 ), freed AS (
 	UPDATE {o} SET instance_id = NULL, lease_expiry = NULL

@@ -173,9 +173,14 @@ func (s *Store) buryDeadInstances(ctx context.Context, tx *sql.Tx, b *store.Batc
 		now.UnixMilli(), now.Add(s.cfg.InstanceTimeout).UnixMilli(), b.Instance.ID); err != nil {
 		return err
 	}
+	// A heartbeat from before a step forward of the clock is that much
+	// younger than its stamp says (stepsWithin): past the timeout by its
+	// stamp alone, every live instance would go, and its leases with it,
+	// which the lease hold keeps from the other instances' claims.
 	rows, err := tx.QueryContext(ctx, s.sql(`DELETE FROM {{prefix}}instances
-		WHERE last_heartbeat < ? AND id <> ? RETURNING id`),
-		now.Add(-s.cfg.InstanceTimeout).UnixMilli(), b.Instance.ID)
+		WHERE last_heartbeat < :now - :window - `+stepsWithin+` AND id <> :self RETURNING id`),
+		sql.Named("now", now.UnixMilli()), sql.Named("window", s.cfg.InstanceTimeout.Milliseconds()),
+		sql.Named("self", b.Instance.ID))
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ var leaseTimeCases = []testCase{
 	{"ALeaseHoldKeepsOtherProcessesOff", testLeaseHoldAcrossProcesses},
 	{"ALongCallIsNoStep", testLongCallIsNoStep},
 	{"ASecondStepWithinTheHoldLengthensIt", testLeaseHoldAcrossTwoSteps},
+	{"AStepPastTheInstanceTimeoutDeclaresNoLiveInstanceDead", testStepPastTheInstanceTimeout},
 }
 
 // longCall is a fake clock on which, once armed, 20 s pass right after
@@ -120,6 +121,36 @@ func testLeaseHoldAcrossTwoSteps(t *testing.T, h Harness) {
 
 	e.clk.Advance(24 * time.Second) // a lease and a second past the second step
 	sameIDs(t, "claimed once the second step's hold is over", e.claim("b", 10), m)
+}
+
+// testStepPastTheInstanceTimeout: the clock steps forward further than
+// the instance timeout (60 s): every heartbeat looks older than it, but
+// their instances are alive. Neither a claim's maintenance nor the
+// fleet's reaping, once a claim noticed the step, declares them dead and
+// frees their leases, which the hold keeps; an instance silent for the
+// timeout after the step is dead.
+func testStepPastTheInstanceTimeout(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	f := fleetOf(t, e)
+	m := e.enqueue(msg("d", ""))[0]
+	sameIDs(t, "claimed before the step", e.claim("a", 10), m)
+
+	e.clk.Step(90 * time.Second)
+	res := e.batch("b", store.Batch{Claim: store.ClaimRequest{Limit: 10}})
+	eq(t, "instances declared dead at the step", res.DeadInstances, 0)
+	sameIDs(t, "claimed by another instance at the step", res.Claimed)
+	n, err := f.ReapDeadInstances(e.ctx, "b")
+	noErr(t, "ReapDeadInstances", err)
+	eq(t, "instances reaped at the step", n, 0)
+	e.clk.Advance(10 * time.Second)
+	eq(t, "renewed on the stepped clock", len(e.batch("a", store.Batch{RenewLeases: []uuid.UUID{m.ID}}).Renewed), 1)
+	e.clk.Advance(25 * time.Second) // the hold is over
+	sameIDs(t, "claimed after the hold", e.claim("b", 10))
+
+	e.clk.Advance(61 * time.Second) // a is silent for longer than the timeout
+	n, err = f.ReapDeadInstances(e.ctx, "b")
+	noErr(t, "ReapDeadInstances", err)
+	eq(t, "instances reaped once a was silent for the timeout", n, 1)
 }
 
 // testLeaseHoldAfterAStep: the store's clock steps forward past the
