@@ -165,3 +165,14 @@ func (c Config) EffectiveOrdering(m *outbox.Message) outbox.Ordering {
 // DefaultIdempotencyWindow is how long an idempotency key is remembered by
 // default: a week, as long as an inbox remembers a message id.
 const DefaultIdempotencyWindow = 7 * 24 * time.Hour
+
+// StepThreshold is how far past what a store expected its clock may read
+// before the store takes it for a step forward and holds the leases
+// (store/postgres migration 0036, store/sqlite 0025): the lesser of half
+// the lease and a second. The expectation is never early (a slow call can
+// only hide a step), so a small threshold records no false one; and since
+// a hold lasts until the leases granted before the step end as they would
+// have without it, a small step holds them no longer than they lasted.
+func StepThreshold(lease time.Duration) time.Duration {
+	return min(lease/2, time.Second)
+}

@@ -207,14 +207,13 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, sawAt ti
 				s.ahead.Saw(reading, sawAt)
 				if held {
 					s.cfg.Log().LogAttrs(context.Background(), slog.LevelWarn,
-						"the database's clock went forward: for one lease no lease lapses, "+
-							"so that the relays holding them renew them on the new clock first",
-						slog.String("store", "postgres"), slog.Duration("ahead", res.Now.Sub(*expect).Round(time.Millisecond)),
-						slog.Duration("lease", lease))
+						"the database's clock went forward: no lease lapses until those granted before "+
+							"end as they would have, so that the relays holding them renew them on the new clock first",
+						slog.String("store", "postgres"), slog.Duration("ahead", res.Now.Sub(*expect).Round(time.Millisecond)))
 				}
 			}
 			return nil
-		}, s.sql.step, now, expect, micros(lease))
+		}, s.sql.step, now, expect, micros(lease), micros(store.StepThreshold(lease)))
 	}
 	if !b.SkipMaintenance {
 		p.exec(s.sql.heartbeat, now, me, outbox.CleanText(b.Instance.Host, 200), int32(b.Instance.PID), nullTime(b.Instance.StartedAt))

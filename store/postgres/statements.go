@@ -180,19 +180,26 @@ VALUES ($2::uuid, $3::text, $4::text, $5::text, $6::bytea, $7::jsonb, $8::text, 
 RETURNING seq, created_at`
 
 // stepSQL returns the transaction's now(), the clock's reading as it runs
-// ($1 in tests) and whether it recorded a step. It records one in
-// clock_steps (migration 0036) when now is further than half the lease
-// ($3 microseconds) past $2, the earliest the clock could read by the
-// store's previous reading and the process's monotonic clock (NULL: no
-// previous reading), or, when one was recorded within the last lease,
-// lengthens its hold to a lease from now: the clock was stepped forward,
-// and for one lease from now no lease lapses. The newest 1,000 steps are kept (the sweeps read those within
-// their windows).
+// ($1 in tests) and whether it recorded a step. When now is further than
+// $4 microseconds (stepThreshold) past $2, the earliest the clock could
+// read by the store's previous reading and the process's monotonic clock
+// (NULL: no previous reading), the clock was stepped forward, and every
+// lease looks that much shorter than it is. It records the step in
+// clock_steps (migration 0036) with a hold until the last lease granted
+// before it ends as it would have without it (its expiry plus the step),
+// during which no lease lapses; or, when a step was recorded within the
+// last lease ($3 microseconds: the same step, seen late by another store,
+// or a second one), it lengthens that hold to a lease from now. A hold
+// ends within an hour of its step (the claim reads no further), and the
+// newest 1,000 steps are kept (the sweeps read those within their
+// windows).
 const stepSQL = `
 WITH step AS (
 	INSERT INTO {fn}clock_steps (noticed_at, ahead, held_until)
-	SELECT {now}, {now} - $2::timestamptz, {now} + $3 * interval '1 microsecond'
-	WHERE {now} - $2::timestamptz > $3 / 2 * interval '1 microsecond'
+	SELECT {now}, {now} - $2::timestamptz, least({now} + interval '1 hour', greatest({now},
+		(SELECT max(o.lease_expiry) FROM {o} o WHERE o.instance_id IS NOT NULL AND o.published_at IS NULL)
+			+ ({now} - $2::timestamptz)))
+	WHERE {now} - $2::timestamptz > $4 * interval '1 microsecond'
 		AND NOT EXISTS (SELECT 1 FROM {fn}clock_steps c
 			WHERE c.noticed_at > {now} - $3 * interval '1 microsecond' AND c.noticed_at <= {now})
 	ON CONFLICT DO NOTHING
@@ -202,9 +209,10 @@ WITH step AS (
 	-- seen by another store as a second one: the hold lasts a lease from
 	-- it, for the leases renewed between the steps look shorter by the
 	-- second; its ahead is not counted twice
-	UPDATE {fn}clock_steps c SET held_until = greatest(c.held_until, {now} + $3 * interval '1 microsecond')
+	UPDATE {fn}clock_steps c SET held_until = least(c.noticed_at + interval '1 hour',
+		greatest(c.held_until, {now} + $3 * interval '1 microsecond'))
 	FROM (SELECT x.noticed_at FROM {fn}clock_steps x
-		WHERE {now} - $2::timestamptz > $3 / 2 * interval '1 microsecond'
+		WHERE {now} - $2::timestamptz > $4 * interval '1 microsecond'
 			AND x.noticed_at > {now} - $3 * interval '1 microsecond' AND x.noticed_at <= {now}
 		ORDER BY x.noticed_at DESC LIMIT 1 FOR UPDATE SKIP LOCKED) l
 	WHERE c.noticed_at = l.noticed_at

@@ -50,7 +50,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, instance string, req stor
 		lease = s.cfg.LeaseDuration
 	}
 	expiry := now.Add(lease).UnixMilli()
-	at, err := s.claimTime(ctx, tx, now, lease)
+	at, err := s.claimTime(ctx, tx, now)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -84,23 +84,26 @@ type claimAt struct {
 const noLapse = -1 << 62
 
 // noticeStep records a step of the clock (clock_steps, migration 0025)
-// when it reads now further than half a lease past what this store
+// when it reads now further than store.StepThreshold past what this store
 // expected from its last reading and the process's monotonic clock
-// (s.ahead), or, when one was recorded within the last lease, lengthens
-// its hold to a lease from now: the clock was stepped forward, and every
-// lease looks lapsed while the relays that hold them still deliver them
-// (they renew every third of a lease). For one lease no lease lapses, for
-// any process on the database, while the holders renew theirs on the
-// stepped clock. The newest 1,000 steps are kept (the sweeps read those
-// within their windows).
+// (s.ahead): the clock was stepped forward, and every lease looks that
+// much shorter than it is while the relays that hold them still deliver
+// them. The step's hold lasts until the last lease granted before it ends
+// as it would have without it (its expiry plus the step), at most an hour:
+// until then no lease lapses, for any process on the database, while the
+// holders renew theirs on the stepped clock. A step within a lease of the
+// one recorded (the same step seen late by another store, or a second)
+// lengthens that hold to a lease from now instead. The newest 1,000 steps
+// are kept (the sweeps read those within their windows).
 func (s *Store) noticeStep(ctx context.Context, tx *sql.Tx, now time.Time, lease time.Duration) error {
 	expect, ok := s.ahead.Expect()
-	if !ok || now.Sub(expect) <= lease/2 {
+	if !ok || now.Sub(expect) <= store.StepThreshold(lease) {
 		return nil
 	}
 	ahead := now.Sub(expect)
 	r, err := tx.ExecContext(ctx, s.sql(`INSERT INTO {{prefix}}clock_steps (noticed_at, ahead, held_until)
-		SELECT :now, :ahead, :now + :lease
+		SELECT :now, :ahead, min(:now + 3600000, max(:now,
+			coalesce((SELECT max(lease_expiry) FROM {{prefix}}outbox WHERE instance_id IS NOT NULL AND (status & 4) = 0), 0) + :ahead))
 		WHERE NOT EXISTS (SELECT 1 FROM {{prefix}}clock_steps WHERE noticed_at > :now - :lease AND noticed_at <= :now)
 		ON CONFLICT DO NOTHING`),
 		sql.Named("now", now.UnixMilli()), sql.Named("ahead", max(ahead.Milliseconds(), 1)),
@@ -117,7 +120,7 @@ func (s *Store) noticeStep(ctx context.Context, tx *sql.Tx, now time.Time, lease
 		// step seen by another store as a second one: the hold lasts a
 		// lease from it, for the leases renewed between the steps look
 		// shorter by the second; its ahead is not counted twice.
-		_, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}clock_steps SET held_until = max(held_until, :now + :lease)
+		_, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}clock_steps SET held_until = min(noticed_at + 3600000, max(held_until, :now + :lease))
 			WHERE noticed_at = (SELECT max(noticed_at) FROM {{prefix}}clock_steps WHERE noticed_at > :now - :lease AND noticed_at <= :now)`),
 			sql.Named("now", now.UnixMilli()), sql.Named("lease", lease.Milliseconds()))
 		if err != nil {
@@ -129,23 +132,22 @@ func (s *Store) noticeStep(ctx context.Context, tx *sql.Tx, now time.Time, lease
 		SELECT noticed_at FROM {{prefix}}clock_steps ORDER BY noticed_at DESC LIMIT 1 OFFSET 1000)`)); err != nil {
 		return fmt.Errorf("prune the steps of the clock: %w", err)
 	}
-	s.cfg.Log().LogAttrs(ctx, slog.LevelWarn, "the clock went forward: for one lease no lease lapses, "+
-		"so that the relays holding them renew them on the new clock first",
-		slog.String("store", "sqlite"), slog.Duration("ahead", ahead.Round(time.Millisecond)),
-		slog.Duration("lease", lease))
+	s.cfg.Log().LogAttrs(ctx, slog.LevelWarn, "the clock went forward: no lease lapses until those granted before "+
+		"end as they would have, so that the relays holding them renew them on the new clock first",
+		slog.String("store", "sqlite"), slog.Duration("ahead", ahead.Round(time.Millisecond)))
 	return nil
 }
 
-// claimTime is the time a claim at now, with lease its lease, runs at:
-// while a step's hold is on, no lease lapses. A step noticed ahead of now
-// was recorded before the clock went back, and one further back than two
-// leases holds nothing any more.
-func (s *Store) claimTime(ctx context.Context, tx *sql.Tx, now time.Time, lease time.Duration) (claimAt, error) {
+// claimTime is the time a claim at now runs at: while a step's hold is
+// on, no lease lapses. A step noticed ahead of now was recorded before
+// the clock went back, and no hold lasts more than an hour from its step
+// (a row written by hand with a later end holds no longer).
+func (s *Store) claimTime(ctx context.Context, tx *sql.Tx, now time.Time) (claimAt, error) {
 	at := claimAt{now: now.UnixMilli(), lapse: now.UnixMilli()}
 	var hold sql.NullInt64
-	err := s.queryRowCached(ctx, tx, `SELECT max(held_until) FROM {{prefix}}clock_steps
-		WHERE noticed_at > :now - 2 * :lease AND noticed_at <= :now AND held_until > :now`,
-		sql.Named("now", at.now), sql.Named("lease", lease.Milliseconds())).Scan(&hold)
+	err := s.queryRowCached(ctx, tx, `SELECT max(min(held_until, noticed_at + 3600000)) FROM {{prefix}}clock_steps
+		WHERE noticed_at > :now - 3600000 AND noticed_at <= :now AND min(held_until, noticed_at + 3600000) > :now`,
+		sql.Named("now", at.now)).Scan(&hold)
 	if err != nil {
 		return at, fmt.Errorf("read the steps of the clock: %w", err)
 	}

@@ -23,7 +23,64 @@ var leaseTimeCases = []testCase{
 	{"ALeaseHoldKeepsOtherProcessesOff", testLeaseHoldAcrossProcesses},
 	{"ALongCallIsNoStep", testLongCallIsNoStep},
 	{"ASecondStepWithinTheHoldLengthensIt", testLeaseHoldAcrossTwoSteps},
+	{"AHoldLastsAsLongAsTheLeasesItHolds", testLeaseHoldOfLongLeases},
+	{"AHoldEndsWhenTheLeasesItHoldsWouldHave", testLeaseHoldOfShortLeases},
 	{"AStepPastTheInstanceTimeoutDeclaresNoLiveInstanceDead", testStepPastTheInstanceTimeout},
+}
+
+// testLeaseHoldOfLongLeases: relays with a ten-minute lease and with a
+// 30 s one share a database. The clock steps forward eleven minutes:
+// the long lease looks lapsed. A claim with a 30 s lease notices the step
+// and must keep off it until its holder, which renews every third of its
+// lease, has renewed it: a hold of one 30 s lease (and a claim honouring
+// holds for two of its own leases) gave it away a minute after the step.
+func testLeaseHoldOfLongLeases(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	m := e.enqueue(msg("d", ""))[0]
+	long := store.ClaimRequest{Limit: 10, Lease: 10 * time.Minute}
+	sameIDs(t, "claimed with a long lease", e.batch("a", store.Batch{Claim: long}).Claimed, m)
+	beat := func() { // a is alive: it heart-beats every half minute
+		e.clk.Advance(30 * time.Second)
+		e.batch("a", store.Batch{})
+	}
+	beat()
+	beat()
+	e.clk.Step(11 * time.Minute)
+	sameIDs(t, "claimed with a short lease at the step", e.claim("b", 10))
+	beat()
+	beat()
+	sameIDs(t, "claimed a minute after the step", e.claim("b", 10))
+	beat()
+	e.clk.Advance(30 * time.Second) // a third of the long lease since it was taken: its holder renews
+	res := e.batch("a", store.Batch{RenewLeases: []uuid.UUID{m.ID}, Claim: store.ClaimRequest{Lease: 10 * time.Minute}})
+	eq(t, "renewed on the stepped clock", len(res.Renewed), 1)
+	for range 18 { // past the hold: the renewed lease holds
+		beat()
+	}
+	sameIDs(t, "claimed after the hold", e.claim("b", 10))
+}
+
+// testLeaseHoldOfShortLeases: an instance claiming with a ten-minute
+// lease notices a step of six minutes, past the 30 s leases another
+// instance holds and no longer renews (alive, it heart-beats). The hold
+// lasts until those leases end as they would have without the step, not
+// for the noticing claim's ten minutes: a strict stream's head and an
+// unordered message alike are claimed once it is over.
+func testLeaseHoldOfShortLeases(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	free, head := msg("d", ""), msg("d", "s")
+	e.enqueue(free, head)
+	sameIDs(t, "claimed before the step", e.claim("a", 10), free, head)
+
+	e.clk.Step(6 * time.Minute)
+	long := e.batch("x", store.Batch{Claim: store.ClaimRequest{Limit: 10, Lease: 10 * time.Minute}})
+	sameIDs(t, "claimed at the step with a long lease", long.Claimed)
+	sameIDs(t, "claimed at the step", e.claim("b", 10))
+	e.clk.Advance(25 * time.Second)
+	e.batch("a", store.Batch{}) // alive, it heart-beats, but renews neither
+	sameIDs(t, "claimed before the leases would have ended", e.claim("b", 10))
+	e.clk.Advance(6 * time.Second)
+	sameIDs(t, "claimed once they would have ended", e.claim("b", 10), free, head)
 }
 
 // longCall is a fake clock on which, once armed, 20 s pass right after

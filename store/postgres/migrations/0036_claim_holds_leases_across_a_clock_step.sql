@@ -13,14 +13,17 @@
 -- The store's Go side keeps its last reading of the clock with the
 -- process's monotonic clock, and so knows the earliest the clock can read
 -- at its next batch. A batch that renews or claims and finds the clock
--- further ahead than half a lease past that (relays renew every third of
--- one) records the step in clock_steps (stepSQL, in store/postgres),
--- or lengthens the hold of one recorded within the last lease: for one
--- lease from then (held_until) no lease lapses, whoever claims, and a stream whose head
--- is leased waits for the hold's end. The relays holding the leases renew
--- them on the stepped clock meanwhile; a lease nobody renews lapses when
--- the hold ends. A claim from an older Backstop records no step but keeps
--- the holds others record.
+-- further ahead than that (by more than store.StepThreshold: half its
+-- lease, at most a second) records the step in clock_steps (stepSQL, in
+-- store/postgres), with a hold (held_until) until the last lease granted
+-- before it ends as it would have without the step: until then no lease
+-- lapses, whoever claims, and a stream whose head is leased waits for the
+-- hold's end. The relays holding the leases renew them on the stepped
+-- clock meanwhile; a lease nobody renews lapses when the hold ends. A
+-- step noticed within a lease of the one recorded (the same step seen late
+-- by another store, or a second) lengthens its hold to a lease from then.
+-- No hold lasts more than an hour. A claim from an older Backstop records
+-- no step but keeps the holds others record.
 --
 -- The sweeps of the inbox's de-duplication records and of idempotency
 -- keys read the steps too: a record from before a step forward looked
@@ -97,10 +100,11 @@ BEGIN
 	-- A hold after the clock stepped forward (recorded by the statement
 	-- before the claim, stepSQL): until it ends no lease lapses, whoever
 	-- claims. A step noticed ahead of now was recorded before the clock went
-	-- back, and one further back than two leases holds nothing any more.
-	SELECT max(h.held_until) INTO v_hold FROM {{T}}clock_steps h
-	WHERE h.noticed_at > v_now - 2 * p_lease_us * interval '1 microsecond' AND h.noticed_at <= v_now
-		AND h.held_until > v_now;
+	-- back, and no hold lasts more than an hour from its step (a row
+	-- written by hand with a later end holds no longer).
+	SELECT max(least(h.held_until, h.noticed_at + interval '1 hour')) INTO v_hold FROM {{T}}clock_steps h
+	WHERE h.noticed_at > v_now - interval '1 hour' AND h.noticed_at <= v_now
+		AND least(h.held_until, h.noticed_at + interval '1 hour') > v_now;
 	v_lapse := CASE WHEN v_hold IS NULL THEN v_now ELSE '-infinity' END;
 
 	-- Streams whose lease or retry time came become ready.

@@ -7,15 +7,18 @@
 --
 -- Each store keeps its last reading of the clock with the process's
 -- monotonic clock. A batch that renews or claims and finds the clock
--- further ahead than half a lease past what it expected records the step
--- here (one recorded within the last lease has its hold lengthened
--- instead): until held_until, one lease on, no lease lapses, whoever claims, and a stream whose head
--- is leased waits for the hold's end, while the holders renew theirs on
--- the stepped clock (TestConformance/LeaseTime). The sweeps of the
--- inbox's de-duplication records and of idempotency keys end their
--- windows the steps recorded within them later: a record from before a
--- step looked that much older, and went that much early. Times are Unix
--- milliseconds, as in the outbox.
+-- further ahead than store.StepThreshold (a second, or half its lease if
+-- less) past what it expected records the step here (one recorded within
+-- the last lease has its hold lengthened to a lease on instead): until
+-- held_until, when the last lease granted before the step ends as it
+-- would have without it (at most an hour), no lease lapses, whoever
+-- claims, and a stream whose head is leased waits for the hold's end,
+-- while the holders renew theirs on the stepped clock
+-- (TestConformance/LeaseTime). The check for dead instances and the sweeps
+-- of the inbox's de-duplication records and of idempotency keys end their
+-- windows the steps recorded within them later: a heartbeat or a record
+-- from before a step looked that much older. Times are Unix milliseconds,
+-- as in the outbox.
 CREATE TABLE IF NOT EXISTS {{prefix}}clock_steps (
 	noticed_at INTEGER PRIMARY KEY,
 	ahead      INTEGER NOT NULL CHECK (ahead > 0),
