@@ -24,7 +24,7 @@ func TestCallbackThatPanicsOrExitsIsLogged(t *testing.T) {
 		log  string
 	}{
 		{name: "panic", do: func() { panic("nil client") }, log: "panicked while dead-lettering"},
-		{name: "Goexit", do: runtime.Goexit, log: "called runtime.Goexit while dead-lettering"},
+		{name: "Goexit", do: runtime.Goexit, log: "called runtime.Goexit instead of returning while dead-lettering"},
 	} {
 		t.Run(fault.name, func(t *testing.T) {
 			t.Parallel()

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"sync"
 	"unicode/utf8"
 
 	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/internal/usercode"
 	"github.com/backstophq/backstop/workflow/models"
 )
 
@@ -147,7 +147,7 @@ func (m *Manager) Notify(ctx context.Context, entry *Entry) {
 	added := m.onAdded
 	m.mu.Unlock()
 	for _, fn := range added {
-		m.guard(ctx, "an OnEntryAdded callback", func() { fn(entry) }, slog.String("dlq_id", entry.ID))
+		usercode.Run(ctx, m.logger, "an OnEntryAdded callback", " while dead-lettering", func() { fn(entry) }, slog.String("dlq_id", entry.ID))
 	}
 	m.checkThreshold(ctx)
 }
@@ -180,7 +180,7 @@ func (m *Manager) checkThreshold(ctx context.Context) {
 	m.logger.LogAttrs(ctx, slog.LevelError, "dead-letter threshold reached",
 		slog.Int("count", n), slog.Int("threshold", m.threshold))
 	for _, fn := range callbacks {
-		m.guard(ctx, "an OnThresholdReached callback", func() { fn(n) }, slog.Int("count", n))
+		usercode.Run(ctx, m.logger, "an OnThresholdReached callback", " while dead-lettering", func() { fn(n) }, slog.Int("count", n))
 	}
 }
 
@@ -258,47 +258,16 @@ func (m *Manager) FailedTaskEntry(ti *models.TaskInstance, dag *models.DAG, err 
 }
 
 // classify is the classifier's verdict on err. A rule that panics or
-// calls runtime.Goexit (guard) must not take the process or the caller's
+// calls runtime.Goexit (usercode.Run) must not take the process or the caller's
 // goroutine down while a failure is being dead-lettered: the verdict is
 // then unknown (the entry keeps reason HandlerException), and what
 // happened is logged at ERROR.
 func (m *Manager) classify(err error) (v errorhandling.Classification) {
-	if m.guard(context.Background(), "the error classifier", func() { v = m.classifier.Classify(err) },
+	if usercode.Run(context.Background(), m.logger, "the error classifier", " while dead-lettering", func() { v = m.classifier.Classify(err) },
 		slog.Any("error", err)) { // its message read only if the fault is logged
 		return v
 	}
 	return errorhandling.Classification{Class: errorhandling.ClassUnknown, Rule: "panic"}
-}
-
-// guard runs fn, the user's code (a callback, a classifier's rule), on a
-// goroutine of its own, waits for it, and reports whether it returned.
-// When it did not, it logs at ERROR "<what> panicked while dead-lettering"
-// with the panic and its stack, or "<what> called runtime.Goexit while
-// dead-lettering". Its callers are the workflow engine's run drivers and
-// the relay's recorders: a callback's panic took the process down, and a
-// runtime.Goexit (t.FailNow in a test's callback) ended the caller's
-// goroutine, which recover cannot stop: the workflow run's Run never
-// returned and its run was left running.
-func (m *Manager) guard(ctx context.Context, what string, fn func(), attrs ...slog.Attr) (returned bool) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer func() {
-			if returned {
-				return
-			}
-			if p := recover(); p != nil {
-				m.logger.LogAttrs(ctx, slog.LevelError, what+" panicked while dead-lettering", append(attrs,
-					slog.String("panic", fmt.Sprint(p)), slog.String("stack", string(debug.Stack())))...)
-				return
-			}
-			m.logger.LogAttrs(ctx, slog.LevelError, what+" called runtime.Goexit while dead-lettering", attrs...)
-		}()
-		fn()
-		returned = true
-	}()
-	<-done
-	return returned
 }
 
 // logAdded writes the ops log record of a dead letter.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/backstophq/backstop/internal/usercode"
 	"github.com/backstophq/backstop/workflow/models"
 	"github.com/backstophq/backstop/workflow/wfstore"
 )
@@ -117,14 +118,14 @@ func (dr *driver) release() {
 
 // callback runs the user's callback name (OnTaskFailure, OnDAGFailure)
 // and logs its error at WARN. A callback that panics (an alert with a nil
-// client) or calls runtime.Goexit is logged at ERROR (guard) and taken as
+// client) or calls runtime.Goexit is logged at ERROR (usercode.Run) and taken as
 // failed: it must not take the process or the driver down, and with them
 // every run they drive. OnTaskFailure's panic crashed the process again on
 // every resume, when the failure was dead-lettered again, so the run could
 // never end.
 func (e *Engine) callback(ctx context.Context, name string, fn func() error, attrs ...slog.Attr) {
 	var err error
-	if guard(ctx, e.log, name, "", func() { err = fn() }, attrs...) && err != nil {
+	if usercode.Run(ctx, e.log, name, "", func() { err = fn() }, attrs...) && err != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, name+" failed", append(attrs, slog.String("error", err.Error()))...)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/internal/usercode"
 	"github.com/backstophq/backstop/workflow/wfstore"
 )
 
@@ -301,23 +302,23 @@ func logPanic(ctx context.Context, log *slog.Logger, msg string, v any, attrs ..
 		slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))...)
 }
 
-// emit calls OnEvent (guard: one that panics or calls runtime.Goexit is
+// emit calls OnEvent (usercode.Run: one that panics or calls runtime.Goexit is
 // logged, and the driver goes on).
 func (e *Engine) emit(ev Event) {
 	if e.cfg.OnEvent == nil {
 		return
 	}
-	guard(context.Background(), e.log, "OnEvent", "", func() { e.cfg.OnEvent(ev) },
+	usercode.Run(context.Background(), e.log, "OnEvent", "", func() { e.cfg.OnEvent(ev) },
 		slog.String("run_id", ev.RunID), slog.String("task_id", ev.TaskID))
 }
 
 // classify is the classifier's verdict on a task's error. A rule that
-// panics or calls runtime.Goexit (guard) must not take the process or the
+// panics or calls runtime.Goexit (usercode.Run) must not take the process or the
 // driver down (and again on every resume of the run): the error is then
 // taken as transient, so the task is retried as its retries allow, and
 // what happened is logged at ERROR.
 func (e *Engine) classify(err error) (v errorhandling.Classification) {
-	if guard(context.Background(), e.log, "the error classifier", "; the error is taken as transient",
+	if usercode.Run(context.Background(), e.log, "the error classifier", "; the error is taken as transient",
 		// slog.Any reads err's message only if the fault is logged.
 		func() { v = e.cfg.Classifier.Classify(err) }, slog.Any("error", err)) {
 		return v

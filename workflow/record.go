@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/backstophq/backstop/errorhandling"
+	"github.com/backstophq/backstop/internal/usercode"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/retry"
 	"github.com/backstophq/backstop/store"
@@ -180,12 +181,12 @@ func (dr *driver) fail(f *wfstore.Finish, err error) {
 // on every resume of the run, the attempt's failure never recorded: the
 // wait is then the default strategy's (retry.DefaultExponentialBackoff),
 // so the task is retried as its retries allow, and what happened is
-// logged at ERROR (guard).
+// logged at ERROR (usercode.Run).
 func (dr *driver) retryDelay(task *Task, f *wfstore.Finish) (d time.Duration) {
 	if task.Strategy == nil {
 		return retry.DefaultExponentialBackoff().Delay(f.Failures)
 	}
-	if guard(dr.ctx, dr.e.log, "the retry strategy", "; the default back-off is used",
+	if usercode.Run(dr.ctx, dr.e.log, "the retry strategy", "; the default back-off is used",
 		func() { d = task.Strategy.Delay(f.Failures) },
 		slog.String("run_id", dr.runID), slog.String("dag_id", dr.d.id), slog.String("task_id", f.TaskID),
 		slog.Int("attempt", f.Attempt)) {
