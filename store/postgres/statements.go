@@ -28,7 +28,7 @@ ON CONFLICT (id) DO UPDATE SET host = coalesce(nullif(excluded.host, ''), i.host
 // clock stepped back since: it is taken as of now (stepped), so that a
 // dead instance goes one timeout later instead of holding its leases for
 // the length of the step; a live one heart-beats again within the timeout.
-const deadInstancesSQL = `
+var deadInstancesSQL = `
 WITH stepped AS (
 	UPDATE {i} SET last_heartbeat = {now}
 	WHERE id <> $2 AND last_heartbeat > {now} + $3 * interval '1 microsecond'
@@ -38,8 +38,7 @@ WITH stepped AS (
 	-- stamp alone, every live instance would go, and its leases with it,
 	-- which the lease hold keeps from the other instances' claims
 	DELETE FROM {i} WHERE id <> $2 AND last_heartbeat < {now} - $3 * interval '1 microsecond'
-		- coalesce((SELECT sum(c.ahead) FROM {fn}clock_steps c
-			WHERE c.noticed_at > {now} - $3 * interval '1 microsecond' AND c.noticed_at <= {now}), interval '0')
+		- ` + stepsWithinSQL("$3") + `
 	RETURNING id
 ), freed AS (
 	UPDATE {o} SET instance_id = NULL, lease_expiry = NULL
@@ -222,14 +221,20 @@ WITH step AS (
 )
 SELECT {now}, coalesce($1::timestamptz, clock_timestamp()), EXISTS (SELECT 1 FROM step)`
 
-// stepsWithin is how much the clock was stepped forward by the steps
+// stepsWithinSQL is how much the clock was stepped forward by the steps
 // recorded (clock_steps) within the window that ends now and began window
 // (a parameter's name, in microseconds) before: a record stamped before
-// them is that much younger than its stamp says.
+// them is that much younger than its stamp says. {fn} and {now} are left
+// for newStatements' replacer (or stepsWithin's).
+func stepsWithinSQL(window string) string {
+	return `coalesce((SELECT sum(c.ahead) FROM {fn}clock_steps c
+		WHERE c.noticed_at > {now} - ` + window + ` * interval '1 microsecond' AND c.noticed_at <= {now}), interval '0')`
+}
+
+// stepsWithin is stepsWithinSQL with the store's names filled in, for the
+// statements built outside newStatements.
 func (s *Store) stepsWithin(window string) string {
-	return `coalesce((SELECT sum(c.ahead) FROM ` + s.n.qual + `clock_steps c
-		WHERE c.noticed_at > ` + nowExpr + ` - ` + window + ` * interval '1 microsecond' AND c.noticed_at <= ` + nowExpr + `),
-		interval '0')`
+	return strings.NewReplacer("{fn}", s.n.qual, "{now}", nowExpr).Replace(stepsWithinSQL(window))
 }
 
 // statements are the SQL texts with the store's names filled in.

@@ -79,6 +79,10 @@ type claimAt struct {
 	now, lapse, hold int64
 }
 
+// maxHold is the longest a step's hold lasts from the step, whatever its
+// row says (PostgreSQL's migration 0036 and stepSQL bound it the same).
+const maxHold = time.Hour
+
 // noLapse is a claimAt's lapse while a lease hold is on: before every
 // expiry.
 const noLapse = -1 << 62
@@ -102,12 +106,12 @@ func (s *Store) noticeStep(ctx context.Context, tx *sql.Tx, now time.Time, lease
 	}
 	ahead := now.Sub(expect)
 	r, err := tx.ExecContext(ctx, s.sql(`INSERT INTO {{prefix}}clock_steps (noticed_at, ahead, held_until)
-		SELECT :now, :ahead, min(:now + 3600000, max(:now,
+		SELECT :now, :ahead, min(:now + :max_hold, max(:now,
 			coalesce((SELECT max(lease_expiry) FROM {{prefix}}outbox WHERE instance_id IS NOT NULL AND (status & 4) = 0), 0) + :ahead))
 		WHERE NOT EXISTS (SELECT 1 FROM {{prefix}}clock_steps WHERE noticed_at > :now - :lease AND noticed_at <= :now)
 		ON CONFLICT DO NOTHING`),
 		sql.Named("now", now.UnixMilli()), sql.Named("ahead", max(ahead.Milliseconds(), 1)),
-		sql.Named("lease", lease.Milliseconds()))
+		sql.Named("lease", lease.Milliseconds()), sql.Named("max_hold", maxHold.Milliseconds()))
 	if err != nil {
 		return fmt.Errorf("record a step of the clock: %w", err)
 	}
@@ -120,9 +124,10 @@ func (s *Store) noticeStep(ctx context.Context, tx *sql.Tx, now time.Time, lease
 		// step seen by another store as a second one: the hold lasts a
 		// lease from it, for the leases renewed between the steps look
 		// shorter by the second; its ahead is not counted twice.
-		_, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}clock_steps SET held_until = min(noticed_at + 3600000, max(held_until, :now + :lease))
+		_, err := tx.ExecContext(ctx, s.sql(`UPDATE {{prefix}}clock_steps SET held_until = min(noticed_at + :max_hold, max(held_until, :now + :lease))
 			WHERE noticed_at = (SELECT max(noticed_at) FROM {{prefix}}clock_steps WHERE noticed_at > :now - :lease AND noticed_at <= :now)`),
-			sql.Named("now", now.UnixMilli()), sql.Named("lease", lease.Milliseconds()))
+			sql.Named("now", now.UnixMilli()), sql.Named("lease", lease.Milliseconds()),
+			sql.Named("max_hold", maxHold.Milliseconds()))
 		if err != nil {
 			return fmt.Errorf("lengthen the hold of a step of the clock: %w", err)
 		}
@@ -145,9 +150,9 @@ func (s *Store) noticeStep(ctx context.Context, tx *sql.Tx, now time.Time, lease
 func (s *Store) claimTime(ctx context.Context, tx *sql.Tx, now time.Time) (claimAt, error) {
 	at := claimAt{now: now.UnixMilli(), lapse: now.UnixMilli()}
 	var hold sql.NullInt64
-	err := s.queryRowCached(ctx, tx, `SELECT max(min(held_until, noticed_at + 3600000)) FROM {{prefix}}clock_steps
-		WHERE noticed_at > :now - 3600000 AND noticed_at <= :now AND min(held_until, noticed_at + 3600000) > :now`,
-		sql.Named("now", at.now)).Scan(&hold)
+	err := s.queryRowCached(ctx, tx, `SELECT max(min(held_until, noticed_at + :max_hold)) FROM {{prefix}}clock_steps
+		WHERE noticed_at > :now - :max_hold AND noticed_at <= :now AND min(held_until, noticed_at + :max_hold) > :now`,
+		sql.Named("now", at.now), sql.Named("max_hold", maxHold.Milliseconds())).Scan(&hold)
 	if err != nil {
 		return at, fmt.Errorf("read the steps of the clock: %w", err)
 	}
