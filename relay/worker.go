@@ -365,8 +365,8 @@ func (r *Relay) deliver(d *destination, m *outbox.Message, probe bool) outcome {
 			return r.rejected(d, m)
 		}
 	}
-	start := r.clk.Now()
-	completed, tries, last, lapsed := r.attempt(d, m)
+	start := now // the breaker's gate takes no time worth a second reading
+	completed, tries, last, lapsed := r.attempt(d, m, start)
 	end := r.clk.Now()
 	stalled := last != nil && r.stalls.overlaps(start, end)
 	// The transport refused the message before sending anything.
@@ -423,19 +423,17 @@ func (r *Relay) deliver(d *destination, m *outbox.Message, probe bool) outcome {
 // A try after the first is made only while the relay still holds the
 // message's lease; lapsed says it did not (the relay stalled, or the
 // store refused a renewal, during the wait between tries).
-func (r *Relay) attempt(d *destination, m *outbox.Message) (completed outbox.Status, tries int, last error, lapsed bool) {
-	deadline := r.clk.Now().Add(d.timeout)
-	leased, unbind := r.leaseBound(r.deliverCtx, m.ID)
-	defer unbind()
-	ctx, cancel := withTimeout(leased, r.clk, d.timeout)
-	defer cancel()
+func (r *Relay) attempt(d *destination, m *outbox.Message, start time.Time) (completed outbox.Status, tries int, last error, lapsed bool) {
+	deadline := start.Add(d.timeout)
+	actx, release := r.attemptContext(m.ID, start, d.timeout)
+	defer release()
 	// The transport asks, as late as it can before the message leaves,
 	// whether the relay still holds the lease (transport.CheckSend):
 	// leaseBound's timer may not have run yet when a process stopped past
 	// the lease is continued, and the delivery's goroutine writes first.
-	ctx = transport.WithSendGuard(ctx, r.sendGuard(m.ID))
+	ctx := transport.WithSendGuard(actx, r.sendGuard(m.ID))
 	defer func() {
-		if last != nil && (errors.Is(context.Cause(leased), errLeaseLapsed) || errors.Is(last, errLeaseLapsed)) {
+		if last != nil && (actx.leaseLapsed() || errors.Is(last, errLeaseLapsed)) {
 			lapsed = true // the try was cut short, or not made, when the lease lapsed
 		}
 	}()
