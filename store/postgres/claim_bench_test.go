@@ -34,6 +34,10 @@ type claimShape struct {
 	// to another instance for an hour; under ordering none the claims
 	// pass over them.
 	leasedRuns int
+	// retryingRuns: the first retryingRuns messages of every stream failed
+	// once and wait an hour for their retry; under ordering release the
+	// claims pass over them.
+	retryingRuns int
 }
 
 var claimShapes = []claimShape{
@@ -43,6 +47,8 @@ var claimShapes = []claimShape{
 	{name: "dead-head+100-free", streams: 100, deadHead: true},
 	{name: "none/streams=100", streams: 100, ordering: outbox.OrderingNone},
 	{name: "none/64-leased/streams=100", streams: 100, ordering: outbox.OrderingNone, leasedRuns: 64},
+	{name: "release/64-retrying/streams=100", streams: 100, ordering: outbox.OrderingRelease, retryingRuns: 64},
+	{name: "release/1000-retrying/streams=100", streams: 100, ordering: outbox.OrderingRelease, retryingRuns: 1000},
 }
 
 var claimShapeSizes = []struct {
@@ -262,6 +268,13 @@ func loadShape(b *testing.B, sh claimShape, pending int) *shapeLoad {
 				FROM `+s.n.outbox+`) r
 			WHERE o.seq = r.seq AND r.k <= $1`, sh.leasedRuns)
 		exec(`INSERT INTO ` + s.n.instances + ` (id, last_heartbeat) VALUES ('other', now() + interval '1 hour')`)
+	}
+	if sh.retryingRuns > 0 {
+		exec(`UPDATE `+s.n.outbox+` o SET scheduled_for = now() + interval '1 hour', attempts = 1, status = status | 32768,
+				first_failed_at = now(), last_failed_at = now(), failure_reason = 1
+			FROM (SELECT seq, row_number() OVER (PARTITION BY destination, stream ORDER BY seq) AS k
+				FROM `+s.n.outbox+`) r
+			WHERE o.seq = r.seq AND r.k <= $1`, sh.retryingRuns)
 	}
 	for _, t := range []string{s.n.outbox, s.n.qual + "streams", s.n.qual + "stream_wakes"} {
 		exec("VACUUM ANALYZE " + t)
