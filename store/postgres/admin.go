@@ -67,11 +67,12 @@ func (s *Store) EnqueueIdempotentTx(ctx context.Context, tx pgx.Tx, key string, 
 }
 
 // messageStates are the SQL conditions of the store.MessageState values;
-// $1 is the current time (NULL: the database's).
+// {lapse} is when a lease has lapsed (lapseAt, of $1: the current time,
+// NULL for the database's).
 var messageStates = map[store.MessageState]string{
-	store.StateReady:        `published_at IS NULL AND dead_lettered_at IS NULL AND status & 32768 = 0 AND (instance_id IS NULL OR lease_expiry <= coalesce($1, now()))`,
-	store.StateRetrying:     `published_at IS NULL AND dead_lettered_at IS NULL AND status & 32768 <> 0 AND (instance_id IS NULL OR lease_expiry <= coalesce($1, now()))`,
-	store.StateLeased:       `published_at IS NULL AND instance_id IS NOT NULL AND lease_expiry > coalesce($1, now())`,
+	store.StateReady:        `published_at IS NULL AND dead_lettered_at IS NULL AND status & 32768 = 0 AND (instance_id IS NULL OR lease_expiry <= {lapse})`,
+	store.StateRetrying:     `published_at IS NULL AND dead_lettered_at IS NULL AND status & 32768 <> 0 AND (instance_id IS NULL OR lease_expiry <= {lapse})`,
+	store.StateLeased:       `published_at IS NULL AND instance_id IS NOT NULL AND lease_expiry > {lapse}`,
 	store.StateDeadLettered: `dead_lettered_at IS NOT NULL`,
 	store.StateDelivered:    `published_at IS NOT NULL`,
 }
@@ -111,7 +112,7 @@ func (s *Store) listMessagesSQL(f store.MessageFilter) (string, []any, error) {
 		if !ok {
 			return "", nil, fmt.Errorf("postgres: unknown message state %q", f.State)
 		}
-		where = append(where, cond)
+		where = append(where, strings.ReplaceAll(cond, "{lapse}", s.lapseAt("coalesce($1::timestamptz, now())")))
 	}
 	limit := f.Limit
 	if limit <= 0 {
@@ -139,7 +140,8 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 func (s *Store) Cancel(ctx context.Context, id uuid.UUID) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var leased, dead bool
-		err := tx.QueryRow(ctx, `SELECT instance_id IS NOT NULL AND lease_expiry > coalesce($2, now()), dead_lettered_at IS NOT NULL
+		err := tx.QueryRow(ctx, `SELECT instance_id IS NOT NULL AND lease_expiry > `+s.lapseAt("coalesce($2::timestamptz, now())")+`,
+			dead_lettered_at IS NOT NULL
 			FROM `+s.n.outbox+` WHERE id = $1::uuid AND published_at IS NULL FOR UPDATE`, id.String(), s.now()).Scan(&leased, &dead)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):

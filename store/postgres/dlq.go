@@ -237,7 +237,7 @@ func (q *deadLetters) list(ctx context.Context, db querier, f *dlq.Filters, forR
 		args = append(args, q.s.now())
 		where = append(where, `status = 'pending'`, `NOT replayed`,
 			`NOT EXISTS (SELECT 1 FROM `+q.s.n.outbox+` o WHERE o.id = `+msgIDOf("message_id")+` AND `+
-				strings.Replace(inFlightSQL, "$1", fmt.Sprintf("$%d", len(args)), 1)+`)`)
+				q.s.inFlight(fmt.Sprintf("$%d", len(args)))+`)`)
 	}
 	if at, id, ok := dlq.ParseCursor(cursorOf(f)); ok {
 		args = append(args, at, id)

@@ -81,10 +81,13 @@ func (q *deadLetters) ReplayAs(ctx context.Context, id string, a dlq.Action) err
 	})
 }
 
-// inFlightSQL is true of a message a relay holds a live lease on: one
-// dead-lettered by hand while it was being delivered (DeadLetter keeps the
-// lease).
-const inFlightSQL = `o.instance_id IS NOT NULL AND o.lease_expiry > coalesce($1::timestamptz, now())`
+// inFlight is true of a message a relay holds a live lease on (lapseAt:
+// the hold of a step of the clock included), the time being the parameter
+// param: one dead-lettered by hand while it was being delivered
+// (DeadLetter keeps the lease).
+func (s *Store) inFlight(param string) string {
+	return `o.instance_id IS NOT NULL AND o.lease_expiry > ` + s.lapseAt("coalesce("+param+"::timestamptz, now())")
+}
 
 // refuseInFlight returns dlq.ErrInFlight when e's message is still being
 // delivered, and locks its row.
@@ -94,7 +97,7 @@ func (q *deadLetters) refuseInFlight(ctx context.Context, tx pgx.Tx, e *dlq.Entr
 		return nil
 	}
 	var live bool
-	err = tx.QueryRow(ctx, `SELECT `+inFlightSQL+` FROM `+q.s.n.outbox+` o WHERE o.id = $2 FOR UPDATE`,
+	err = tx.QueryRow(ctx, `SELECT `+q.s.inFlight("$1")+` FROM `+q.s.n.outbox+` o WHERE o.id = $2 FOR UPDATE`,
 		q.s.now(), pgUUID(id)).Scan(&live)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

@@ -66,7 +66,7 @@ const gaugesSQL = `SELECT
 			  AND l.published_at IS NULL AND l.dead_lettered_at IS NULL)),
 	-- outbox_lease_idx
 	(SELECT count(*) FROM {o}
-		WHERE instance_id IS NOT NULL AND published_at IS NULL AND lease_expiry > {now})`
+		WHERE instance_id IS NOT NULL AND published_at IS NULL AND lease_expiry > {lapse})`
 
 // Gauges reads the store-wide gauges in one statement (store.Gauger):
 // counts over the partial indexes, never a payload.
@@ -88,5 +88,5 @@ func (s *Store) Gauges(ctx context.Context, poisonMinAttempts int) (store.Gauges
 // gaugesSQL is gaugesSQL with the store's table names.
 func (s *Store) gaugesSQL() string {
 	return strings.NewReplacer("{dl}", s.n.deadLetters, "{o}", s.n.outbox, "{now}", nowExpr,
-		"{mode}", modeOfParams("b", 2)).Replace(gaugesSQL)
+		"{lapse}", s.lapseAt(nowExpr), "{mode}", modeOfParams("b", 2)).Replace(gaugesSQL)
 }

@@ -237,6 +237,25 @@ func (s *Store) stepsWithin(window string) string {
 	return strings.NewReplacer("{fn}", s.n.qual, "{now}", nowExpr).Replace(stepsWithinSQL(window))
 }
 
+// lapseSQL is the time at or before which a lease has lapsed, read at
+// the time now (an expression): now itself, or -infinity while a step of
+// the clock holds the leases (clock_steps, migration 0036), as the claim
+// reads it (its v_lapse): then no lease lapses. Operators' views and
+// actions read a lease as live when its expiry is past it, so that a
+// message still being delivered across a step is shown leased and is not
+// cancelled or replayed under its relay. {fn} is left for lapseAt.
+func lapseSQL(now string) string {
+	return `(CASE WHEN EXISTS (SELECT 1 FROM {fn}clock_steps h
+		WHERE h.noticed_at > ` + now + ` - interval '1 hour' AND h.noticed_at <= ` + now + `
+			AND least(h.held_until, h.noticed_at + interval '1 hour') > ` + now + `)
+		THEN '-infinity'::timestamptz ELSE ` + now + ` END)`
+}
+
+// lapseAt is lapseSQL with the store's names filled in.
+func (s *Store) lapseAt(now string) string {
+	return strings.ReplaceAll(lapseSQL(now), "{fn}", s.n.qual)
+}
+
 // statements are the SQL texts with the store's names filled in.
 type statements struct {
 	insert, insertOne                                   string

@@ -73,7 +73,7 @@ func (s *Store) EnqueueIdempotentTx(ctx context.Context, tx *sql.Tx, key string,
 }
 
 // messageStates are the SQL conditions of the store.MessageState values;
-// ? is the current time in unix milliseconds.
+// ? is when a lease has lapsed (lapseAt), in unix milliseconds.
 var messageStates = map[store.MessageState]string{
 	store.StateReady:    `(status & 4) = 0 AND dead_lettered_at IS NULL AND (status & 32768) = 0 AND (instance_id IS NULL OR lease_expiry <= ?)`,
 	store.StateRetrying: `(status & 4) = 0 AND dead_lettered_at IS NULL AND (status & 32768) <> 0 AND (instance_id IS NULL OR lease_expiry <= ?)`,
@@ -86,7 +86,11 @@ var messageStates = map[store.MessageState]string{
 
 // ListMessages lists messages in seq order; see store.Admin.
 func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]*outbox.Message, error) {
-	q, args, err := s.listMessagesSQL(f)
+	lapse, err := s.lapseAt(ctx, s.r, s.now())
+	if err != nil {
+		return nil, wrap("list messages", err)
+	}
+	q, args, err := s.listMessagesSQL(f, lapse)
 	if err != nil {
 		return nil, err
 	}
@@ -98,8 +102,9 @@ func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]*out
 	return msgs, wrap("list messages", err)
 }
 
-// listMessagesSQL is ListMessages' statement and its arguments.
-func (s *Store) listMessagesSQL(f store.MessageFilter) (string, []any, error) {
+// listMessagesSQL is ListMessages' statement and its arguments; lapse is
+// when a lease has lapsed (lapseAt).
+func (s *Store) listMessagesSQL(f store.MessageFilter, lapse int64) (string, []any, error) {
 	where := []string{"seq > ?"}
 	args := []any{f.AfterSeq}
 	for _, c := range []struct{ col, v string }{{"destination", f.Destination}, {"stream", f.Stream}, {"type", f.Type}} {
@@ -114,7 +119,7 @@ func (s *Store) listMessagesSQL(f store.MessageFilter) (string, []any, error) {
 			return "", nil, fmt.Errorf("sqlite: unknown message state %q", f.State)
 		}
 		where = append(where, cond)
-		args = append(args, s.now().UnixMilli())
+		args = append(args, lapse)
 	}
 	limit := f.Limit
 	if limit <= 0 {
@@ -135,9 +140,13 @@ func (s *Store) Now(context.Context) (time.Time, error) { return s.now(), nil }
 // Cancel deletes an undelivered message no relay holds; see store.Admin.
 func (s *Store) Cancel(ctx context.Context, id uuid.UUID) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
+		lapse, err := s.lapseAt(ctx, tx, s.now())
+		if err != nil {
+			return wrap("cancel", err)
+		}
 		var leased, dead bool
-		err := tx.QueryRowContext(ctx, s.sql(`SELECT instance_id IS NOT NULL AND lease_expiry > ?, dead_lettered_at IS NOT NULL
-			FROM {{prefix}}outbox WHERE id = ? AND (status & 4) = 0`), s.now().UnixMilli(), id.String()).Scan(&leased, &dead)
+		err = tx.QueryRowContext(ctx, s.sql(`SELECT instance_id IS NOT NULL AND lease_expiry > ?, dead_lettered_at IS NOT NULL
+			FROM {{prefix}}outbox WHERE id = ? AND (status & 4) = 0`), lapse, id.String()).Scan(&leased, &dead)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("%w: %s", store.ErrNotFound, id)

@@ -150,9 +150,7 @@ func (s *Store) noticeStep(ctx context.Context, tx *sql.Tx, now time.Time, lease
 func (s *Store) claimTime(ctx context.Context, tx *sql.Tx, now time.Time) (claimAt, error) {
 	at := claimAt{now: now.UnixMilli(), lapse: now.UnixMilli()}
 	var hold sql.NullInt64
-	err := s.queryRowCached(ctx, tx, `SELECT max(min(held_until, noticed_at + :max_hold)) FROM {{prefix}}clock_steps
-		WHERE noticed_at > :now - :max_hold AND noticed_at <= :now AND min(held_until, noticed_at + :max_hold) > :now`,
-		sql.Named("now", at.now), sql.Named("max_hold", maxHold.Milliseconds())).Scan(&hold)
+	err := s.queryRowCached(ctx, tx, holdSQL, sql.Named("now", at.now), sql.Named("max_hold", maxHold.Milliseconds())).Scan(&hold)
 	if err != nil {
 		return at, fmt.Errorf("read the steps of the clock: %w", err)
 	}
@@ -160,6 +158,35 @@ func (s *Store) claimTime(ctx context.Context, tx *sql.Tx, now time.Time) (claim
 		at.lapse, at.hold = noLapse, hold.Int64
 	}
 	return at, nil
+}
+
+// holdSQL is the end of the hold of a step of the clock that is on at
+// :now, NULL when none is.
+const holdSQL = `SELECT max(min(held_until, noticed_at + :max_hold)) FROM {{prefix}}clock_steps
+	WHERE noticed_at > :now - :max_hold AND noticed_at <= :now AND min(held_until, noticed_at + :max_hold) > :now`
+
+// rowQuerier is a database or a transaction.
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// lapseAt is the time, in unix milliseconds, at or before which a lease
+// has lapsed at now, as a claim reads it (claimTime): now, or noLapse
+// while the hold of a step of the clock is on. Operators' views and
+// actions read a lease as live when its expiry is past it, so that a
+// message still being delivered across a step is shown leased and is not
+// cancelled or replayed under its relay.
+func (s *Store) lapseAt(ctx context.Context, q rowQuerier, now time.Time) (int64, error) {
+	var hold sql.NullInt64
+	err := q.QueryRowContext(ctx, s.sql(holdSQL), sql.Named("now", now.UnixMilli()),
+		sql.Named("max_hold", maxHold.Milliseconds())).Scan(&hold)
+	if err != nil {
+		return 0, fmt.Errorf("read the steps of the clock: %w", err)
+	}
+	if hold.Valid {
+		return noLapse, nil
+	}
+	return now.UnixMilli(), nil
 }
 
 // stepsWithin is how much the clock was stepped forward, in milliseconds,

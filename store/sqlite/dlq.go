@@ -88,9 +88,13 @@ func (d *deadLetters) ReplayAs(ctx context.Context, id string, a dlq.Action) err
 			return fmt.Errorf("%w: %s", dlq.ErrResolved, id)
 		}
 		if msgID, err := uuid.Parse(e.MessageID); err == nil && e.MessageID != "" {
+			lapse, err := d.s.lapseAt(ctx, tx, d.s.now())
+			if err != nil {
+				return err
+			}
 			var live bool
-			err := tx.QueryRowContext(ctx, d.s.sql(`SELECT instance_id IS NOT NULL AND coalesce(lease_expiry, 0) > ?
-				FROM {{prefix}}outbox WHERE id = ?`), d.s.now().UnixMilli(), msgID.String()).Scan(&live)
+			err = tx.QueryRowContext(ctx, d.s.sql(`SELECT instance_id IS NOT NULL AND coalesce(lease_expiry, 0) > ?
+				FROM {{prefix}}outbox WHERE id = ?`), lapse, msgID.String()).Scan(&live)
 			switch {
 			case err != nil && !errors.Is(err, sql.ErrNoRows):
 				return err

@@ -227,7 +227,7 @@ func timePtrMillis(t *time.Time) any {
 // replayed, not resolved, with an id (a NULL one, which SQLite lets plain
 // SQL write, could never be marked replayed, and every bulk replay would
 // send its message again), and its message not still being delivered
-// (dlq.ErrInFlight); ? is now.
+// (dlq.ErrInFlight); ? is when a lease has lapsed (lapseAt).
 const replayableSQL = `status = 'pending' AND replayed = 0 AND id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {{prefix}}outbox o
 	WHERE o.id = lower(message_id) AND o.instance_id IS NOT NULL AND coalesce(o.lease_expiry, 0) > ?)`
 
@@ -241,7 +241,11 @@ func (s *Store) entryFilter(ctx context.Context, q querier, f *dlq.Filters, repl
 		args  []any
 	)
 	if replayable {
-		conds, args = append(conds, replayableSQL), append(args, s.now().UnixMilli())
+		lapse, err := s.lapseAt(ctx, q, s.now())
+		if err != nil {
+			return "", nil, err
+		}
+		conds, args = append(conds, replayableSQL), append(args, lapse)
 	}
 	add := func(cond string, arg any) {
 		conds = append(conds, cond)

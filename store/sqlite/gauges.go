@@ -10,7 +10,7 @@ import (
 // gaugesSQL reads every store-wide gauge in one statement, so one
 // snapshot, with count queries only: no payload or headers is read.
 // Parameters: ?1 the store's now in milliseconds, ?2 the least attempts of
-// a poison candidate. The index that serves each count is named beside it.
+// a poison candidate, ?3 when a lease has lapsed (lapseAt). The index that serves each count is named beside it.
 // The blocked-streams count (which BlockedStreams returns) finds the
 // blocking messages through indexes: those waiting for a later try
 // by outbox_scheduled, the dead-lettered ones through their dead-letter
@@ -49,7 +49,7 @@ const gaugesSQL = `SELECT
 			  AND (l.status & 4) = 0 AND l.dead_lettered_at IS NULL)),
 	-- outbox_lease
 	(SELECT count(*) FROM {{prefix}}outbox
-		WHERE instance_id IS NOT NULL AND lease_expiry > ?1 AND (status & 4) = 0)`
+		WHERE instance_id IS NOT NULL AND lease_expiry > ?3 AND (status & 4) = 0)`
 
 // Gauges reads the store-wide gauges in one statement (store.Gauger):
 // counts over the partial indexes, never a payload.
@@ -58,8 +58,13 @@ func (s *Store) Gauges(ctx context.Context, poisonMinAttempts int) (store.Gauges
 		g      store.Gauges
 		oldest sql.NullInt64
 	)
-	err := retryBusy(ctx, func() error {
-		return s.r.QueryRowContext(ctx, s.sql(gaugesSQL), s.now().UnixMilli(), poisonMinAttempts).
+	now := s.now()
+	lapse, err := s.lapseAt(ctx, s.r, now)
+	if err != nil {
+		return store.Gauges{}, wrap("gauges", err)
+	}
+	err = retryBusy(ctx, func() error {
+		return s.r.QueryRowContext(ctx, s.sql(gaugesSQL), now.UnixMilli(), poisonMinAttempts, lapse).
 			Scan(&g.DLQPending, &oldest, &g.Scheduled, &g.PoisonCandidates, &g.BlockedStreams, &g.Leased)
 	})
 	if err != nil {

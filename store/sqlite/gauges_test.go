@@ -133,7 +133,7 @@ func TestGaugesPlan(t *testing.T) {
 	})
 	oldTime := bestOf(5, old)
 
-	plan := queryPlan(t, s, s.sql(gaugesSQL), time.Now().UnixMilli(), minAttempts)
+	plan := queryPlan(t, s, s.sql(gaugesSQL), time.Now().UnixMilli(), minAttempts, time.Now().UnixMilli())
 	text := strings.Join(plan, "\n")
 	t.Logf("%d rows, %d poison candidates (1 KB payloads): Gauges %v, the five calls it replaces %v "+
 		"(of which PoisonCandidates %v, BlockedStreams %v; best of 5)\n%s",

@@ -40,7 +40,7 @@ func TestListByStateReadsOnlyThatState(t *testing.T) {
 		if err != nil || len(got) != 1 {
 			t.Fatalf("%s: %d messages (%v), want 1", state, len(got), err)
 		}
-		q, args, err := s.listMessagesSQL(f)
+		q, args, err := s.listMessagesSQL(f, s.now().UnixMilli())
 		if err != nil {
 			t.Fatal(err)
 		}

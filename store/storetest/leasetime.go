@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/backstophq/backstop/clock"
+	"github.com/backstophq/backstop/dlq"
 	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 )
@@ -26,6 +27,53 @@ var leaseTimeCases = []testCase{
 	{"AHoldLastsAsLongAsTheLeasesItHolds", testLeaseHoldOfLongLeases},
 	{"AHoldEndsWhenTheLeasesItHoldsWouldHave", testLeaseHoldOfShortLeases},
 	{"AStepPastTheInstanceTimeoutDeclaresNoLiveInstanceDead", testStepPastTheInstanceTimeout},
+	{"OperatorsSeeALeaseHeldAcrossAStep", testOperatorsSeeAHeldLease},
+}
+
+// testOperatorsSeeAHeldLease: the clock steps forward past a lease that
+// a live relay holds; a claim notices the step and holds the lease. What
+// operators see and do reads the lease as a claim does, held until the
+// hold ends: the message is listed leased, not ready, and counted in the
+// leased gauge; Cancel refuses it; once dead-lettered by hand, its entry
+// is not replayed under the relay. Before, they read the lease by the
+// clock alone: the in-flight message was listed ready, and Cancel
+// deleted it while its relay delivered it.
+func testOperatorsSeeAHeldLease(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	a := adminOf(t, e)
+	m := e.enqueue(msg("d", ""))[0]
+	sameIDs(t, "claimed", e.claim("relay", 10), m)
+	e.clk.Step(2 * time.Minute)
+	sameIDs(t, "claimed at the step", e.claim("other", 10))
+
+	list := func(state store.MessageState) []*outbox.Message {
+		t.Helper()
+		got, err := a.ListMessages(e.ctx, store.MessageFilter{State: state})
+		noErr(t, "ListMessages "+string(state), err)
+		return got
+	}
+	sameIDs(t, "listed leased during the hold", list(store.StateLeased), m)
+	sameIDs(t, "listed ready during the hold", list(store.StateReady))
+	if g, ok := e.s.(store.Gauger); ok {
+		got, err := g.Gauges(e.ctx, 3)
+		noErr(t, "Gauges", err)
+		eq(t, "leased gauge during the hold", got.Leased, 1)
+	}
+	isErr(t, "Cancel during the hold", a.Cancel(e.ctx, m.ID), store.ErrLeased)
+
+	noErr(t, "DeadLetter", e.s.DeadLetter(e.ctx, m.ID, "looks stuck")) // keeps the lease
+	ent := onlyEntry(t, e, nil)
+	q := e.s.DLQ()
+	isErr(t, "Replay during the hold", q.Replay(e.ctx, ent.ID), dlq.ErrInFlight)
+	would, err := q.ReplayMatching(e.ctx, nil, true)
+	noErr(t, "ReplayMatching dry run", err)
+	eq(t, "bulk replay candidates during the hold", len(would), 0)
+
+	e.clk.Advance(time.Minute) // past the hold: the lease nobody renewed lapsed
+	sameIDs(t, "listed leased after the hold", list(store.StateLeased))
+	would, err = q.ReplayMatching(e.ctx, nil, true)
+	noErr(t, "ReplayMatching dry run after the hold", err)
+	eq(t, "bulk replay candidates after the hold", len(would), 1)
 }
 
 // testLeaseHoldOfLongLeases: relays with a ten-minute lease and with a
