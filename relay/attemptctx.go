@@ -83,18 +83,53 @@ func (a *attemptCtx) arm() *armedCtx {
 	if ac := a.armed.Load(); ac != nil {
 		return ac
 	}
-	leased, unbind := a.r.leaseBound(a.parent, a.id)
-	ctx, cancel := context.WithDeadline(leased, a.deadline)
-	ac := &armedCtx{leased: leased, ctx: ctx, cancel: func() { cancel(); unbind() }}
+	var ac *armedCtx
 	if a.released.Load() {
-		ac.cancel()
+		// Released before anything ended it (release arms it first
+		// otherwise): it ended then, with context.Canceled, whatever
+		// happened since (the deadline passed, the flight ended).
+		ctx, cancel := context.WithCancel(context.WithoutCancel(a.parent))
+		cancel()
+		ac = &armedCtx{leased: ctx, ctx: ctx, cancel: cancel}
+	} else {
+		leased, unbind := a.r.leaseBound(a.parent, a.id)
+		outer := leased
+		if a.parent.Err() == nil && a.deadlineFirst() {
+			// Past the deadline while the lease was held: the lease's
+			// lapse since is leased's alone, as leaseBound's under
+			// withTimeout was.
+			outer = context.WithoutCancel(leased)
+		}
+		ctx, cancel := context.WithDeadline(outer, a.deadline)
+		ac = &armedCtx{leased: leased, ctx: ctx, cancel: func() { cancel(); unbind() }}
+		if a.released.Load() {
+			ac.cancel()
+		}
 	}
 	a.armed.Store(ac)
 	return ac
 }
 
+// deadlineFirst reports whether a is past its deadline and the relay held
+// the lease at the deadline: its lease end, renewed or, if the lease was
+// found gone, as known at the start (leaseBound's timer looked no sooner),
+// is after the deadline.
+func (a *attemptCtx) deadlineFirst() bool {
+	if time.Now().Before(a.deadline) {
+		return false
+	}
+	until := a.until
+	if u, ok := a.r.fl.leaseEnd(a.id); ok {
+		until = u
+	}
+	return leaseLeft(a.deadline, until) > 0
+}
+
 // release ends the attempt's context: the delivery returned.
 func (a *attemptCtx) release() {
+	if a.armed.Load() == nil && a.ended() {
+		a.arm() // ended before: keep how
+	}
 	a.released.Store(true)
 	a.mu.Lock()
 	ac := a.armed.Load()
@@ -115,9 +150,12 @@ func (a *attemptCtx) ended() bool {
 	return !now.Before(a.deadline) || leaseLeft(now, a.until) <= 0
 }
 
+// Deadline is the destination's timeout from the attempt's start, on the
+// wall clock whether armed or not (the relay's delivery context has no
+// deadline); on a fake clock, withTimeout's.
 func (a *attemptCtx) Deadline() (time.Time, bool) {
-	if ac := a.armed.Load(); ac != nil {
-		return ac.ctx.Deadline()
+	if a.deadline.IsZero() {
+		return a.armed.Load().ctx.Deadline()
 	}
 	return a.deadline, true
 }
