@@ -34,10 +34,12 @@ type attemptCtx struct {
 	parent   context.Context
 	deadline time.Time // the destination's timeout, from the attempt's start
 	// until is the lease's end as the relay knew it when the attempt
-	// started: before it, and before deadline, the attempt's context has
-	// not ended unless its parent has or it was released. Renewals only
-	// move the lease later; a lease found gone (flight.lost) ends the
-	// context when leaseBound's timer would have looked, at until.
+	// started: before it, and before deadline, the attempt's context is
+	// taken to have not ended unless its parent has or it was released.
+	// That is when leaseBound's timer, set at the start, would first have
+	// looked: a lease found gone meanwhile (flight.lost), or whose end the
+	// relay moved earlier (flights.bound), ends the context at until, as
+	// it ended leaseBound's then.
 	until time.Time
 
 	released atomic.Bool
