@@ -140,9 +140,8 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 func (s *Store) Cancel(ctx context.Context, id uuid.UUID) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var leased, dead bool
-		err := tx.QueryRow(ctx, `SELECT instance_id IS NOT NULL AND lease_expiry > `+s.lapseAt("coalesce($2::timestamptz, now())")+`,
-			dead_lettered_at IS NOT NULL
-			FROM `+s.n.outbox+` WHERE id = $1::uuid AND published_at IS NULL FOR UPDATE`, id.String(), s.now()).Scan(&leased, &dead)
+		err := tx.QueryRow(ctx, `SELECT `+s.inFlight("$2")+`, o.dead_lettered_at IS NOT NULL
+			FROM `+s.n.outbox+` o WHERE o.id = $1::uuid AND o.published_at IS NULL FOR UPDATE`, id.String(), s.now()).Scan(&leased, &dead)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return fmt.Errorf("%w: %s", store.ErrNotFound, id)

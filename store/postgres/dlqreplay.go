@@ -81,14 +81,6 @@ func (q *deadLetters) ReplayAs(ctx context.Context, id string, a dlq.Action) err
 	})
 }
 
-// inFlight is true of a message a relay holds a live lease on (lapseAt:
-// the hold of a step of the clock included), the time being the parameter
-// param: one dead-lettered by hand while it was being delivered
-// (DeadLetter keeps the lease).
-func (s *Store) inFlight(param string) string {
-	return `o.instance_id IS NOT NULL AND o.lease_expiry > ` + s.lapseAt("coalesce("+param+"::timestamptz, now())")
-}
-
 // refuseInFlight returns dlq.ErrInFlight when e's message is still being
 // delivered, and locks its row.
 func (q *deadLetters) refuseInFlight(ctx context.Context, tx pgx.Tx, e *dlq.Entry) error {

@@ -256,6 +256,14 @@ func (s *Store) lapseAt(now string) string {
 	return strings.ReplaceAll(lapseSQL(now), "{fn}", s.n.qual)
 }
 
+// inFlight is true of a message a relay holds a live lease on (lapseAt:
+// the hold of a step of the clock included), the time being the parameter
+// param: one dead-lettered by hand while it was being delivered
+// (DeadLetter keeps the lease), or one Cancel must not delete.
+func (s *Store) inFlight(param string) string {
+	return `o.instance_id IS NOT NULL AND o.lease_expiry > ` + s.lapseAt("coalesce("+param+"::timestamptz, now())")
+}
+
 // statements are the SQL texts with the store's names filled in.
 type statements struct {
 	insert, insertOne                                   string
