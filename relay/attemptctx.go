@@ -96,9 +96,10 @@ func (a *attemptCtx) arm() *armedCtx {
 	} else {
 		leased, unbind := a.r.leaseBound(a.parent, a.id)
 		outer := leased
-		if a.parent.Err() == nil && a.deadlineFirst() {
-			// Past the deadline while the lease was held: the lease's
-			// lapse since is leased's alone, as leaseBound's under
+		if a.deadlineWon() {
+			// Past the deadline while the lease was held and before the
+			// deliveries were cancelled: the lease's lapse or the
+			// cancellation since is leased's alone, as leaseBound's under
 			// withTimeout was.
 			outer = context.WithoutCancel(leased)
 		}
@@ -110,6 +111,23 @@ func (a *attemptCtx) arm() *armedCtx {
 	}
 	a.armed.Store(ac)
 	return ac
+}
+
+// deadlineWon reports whether a ended at its deadline rather than with its
+// parent: past the deadline (deadlineFirst) while the parent was not done,
+// or done only after the deadline, when the relay noted when it cancelled
+// its deliveries. A handler that ignored its context past the deadline
+// and was asked only once shutdown had cancelled the deliveries timed
+// out, as it would have with the two contexts made at its start; it is
+// not a delivery shutdown cut short (decide releases those uncharged).
+func (a *attemptCtx) deadlineWon() bool {
+	if a.parent.Err() != nil {
+		at := a.r.deliveriesEnded.Load()
+		if at == nil || !at.After(a.deadline) {
+			return false
+		}
+	}
+	return a.deadlineFirst()
 }
 
 // deadlineFirst reports whether a is past its deadline and the relay held

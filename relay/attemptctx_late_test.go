@@ -248,3 +248,53 @@ func TestAttemptContextEndedBeforeReleaseKeepsHow(t *testing.T) {
 		}
 	})
 }
+
+// TestAttemptContextDeadlineThenShutdown: a handler that ignores its
+// context runs past its deadline, and shutdown cancels the deliveries
+// before anything asked the context. The two contexts made at the
+// attempt's start would have ended at the deadline, DeadlineExceeded, and
+// the relay charges a timeout; cancelled deliveries (Canceled) it releases
+// uncharged. Cancelled before the deadline, the attempt was cut short.
+func TestAttemptContextDeadlineThenShutdown(t *testing.T) {
+	t.Run("deadline first", func(t *testing.T) {
+		r := &Relay{clk: clock.Real, fl: newFlights()}
+		r.startDeliveries(context.Background())
+		id := holdFlight(r.fl, time.Now().Add(time.Hour), false)
+		a, release := r.attemptContext(id, time.Now(), 20*time.Millisecond)
+		defer release()
+		reached(t, a.deadline)
+		r.cancelDeliveries()
+		if err, c := a.Err(), context.Cause(a); err != context.DeadlineExceeded || c != context.DeadlineExceeded {
+			t.Fatalf("Err %v, Cause %v; want DeadlineExceeded", err, c)
+		}
+		select {
+		case <-a.Done():
+		default:
+			t.Fatal("Done not closed")
+		}
+	})
+	t.Run("shutdown first", func(t *testing.T) {
+		r := &Relay{clk: clock.Real, fl: newFlights()}
+		r.startDeliveries(context.Background())
+		id := holdFlight(r.fl, time.Now().Add(time.Hour), false)
+		a, release := r.attemptContext(id, time.Now(), 20*time.Millisecond)
+		defer release()
+		r.cancelDeliveries()
+		reached(t, a.deadline)
+		if err, c := a.Err(), context.Cause(a); err != context.Canceled || c != context.Canceled {
+			t.Fatalf("Err %v, Cause %v; want Canceled", err, c)
+		}
+	})
+	t.Run("lease lapsed first, then shutdown", func(t *testing.T) {
+		r := &Relay{clk: clock.Real, fl: newFlights()}
+		r.startDeliveries(context.Background())
+		id := holdFlight(r.fl, time.Now().Add(20*time.Millisecond), false)
+		a, release := r.attemptContext(id, time.Now(), 40*time.Millisecond)
+		defer release()
+		reached(t, a.deadline)
+		r.cancelDeliveries()
+		if err := a.Err(); err != context.Canceled {
+			t.Fatalf("Err %v; want Canceled (the lease lapsed before the deadline)", err)
+		}
+	})
+}

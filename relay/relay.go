@@ -106,6 +106,10 @@ type Relay struct {
 	stopping         atomic.Bool
 	deliverCtx       context.Context // parent of every delivery's context
 	cancelDeliveries context.CancelFunc
+	// deliveriesEnded is when cancelDeliveries first ran, on the wall
+	// clock: an attempt past its deadline before then timed out, one
+	// asked only afterwards included (attemptCtx.deadlineWon).
+	deliveriesEnded atomic.Pointer[time.Time]
 	// stopCtx is the parent of the claimer's and the recorder's store
 	// calls: not done with Run's context, so that a call in progress ends
 	// and the relay knows what it claimed, but done ShutdownTimeout (on
@@ -320,7 +324,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	if !r.started.CompareAndSwap(false, true) {
 		return ErrAlreadyRun
 	}
-	r.deliverCtx, r.cancelDeliveries = context.WithCancel(context.WithoutCancel(ctx))
+	r.startDeliveries(ctx)
 	defer r.cancelDeliveries()
 	stopCtx, cancelStop := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelStop()
@@ -469,4 +473,17 @@ func (r *Relay) pendingOutcomes() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.outcomes) > 0 || len(r.givenBack) > 0
+}
+
+// startDeliveries makes the parent of every delivery's context, not done
+// with ctx (shutdown lets deliveries finish), and cancelDeliveries, which
+// ends it and notes when.
+func (r *Relay) startDeliveries(ctx context.Context) {
+	deliverCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.deliverCtx = deliverCtx
+	r.cancelDeliveries = func() {
+		now := time.Now()
+		r.deliveriesEnded.CompareAndSwap(nil, &now)
+		cancel()
+	}
 }
