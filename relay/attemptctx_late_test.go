@@ -277,7 +277,9 @@ func TestAttemptContextDeadlineThenShutdown(t *testing.T) {
 		r := &Relay{clk: clock.Real, fl: newFlights()}
 		r.startDeliveries(context.Background())
 		id := holdFlight(r.fl, time.Now().Add(time.Hour), false)
-		a, release := r.attemptContext(id, time.Now(), 20*time.Millisecond)
+		// A second, so that the cancellation just after comes first even
+		// on a machine that stalls the test for a while.
+		a, release := r.attemptContext(id, time.Now(), time.Second)
 		defer release()
 		r.cancelDeliveries()
 		reached(t, a.deadline)
