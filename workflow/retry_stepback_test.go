@@ -70,20 +70,22 @@ func retryKeepsItsDelay(t *testing.T, spec string) {
 	// can delay when the driver looks (the steps do not wait for it to
 	// have handled the last one), so the test allows half an hour: a retry
 	// waiting for the old time would run 61 minutes on.
-	for step := 0; ; step++ {
+	ended := func() bool {
 		select {
 		case <-done:
+			return true
 		default:
-			if step == 180 {
-				r, _ := h.engine.Get(context.Background(), "r-step")
-				t.Fatalf("half an hour after a retry due in one, with the clock stepped back an hour, it has not run: %s %q",
-					r.Task("flaky").State, r.Task("flaky").Reason)
-			}
-			fake.WaitForTimers(1, done)
-			fake.Advance(10 * time.Second)
-			continue
+			return false
 		}
-		break
+	}
+	for step := 0; !ended(); step++ {
+		if step == 180 {
+			r, _ := h.engine.Get(context.Background(), "r-step")
+			t.Fatalf("half an hour after a retry due in one, with the clock stepped back an hour, it has not run: %s %q",
+				r.Task("flaky").State, r.Task("flaky").Reason)
+		}
+		fake.WaitForTimers(1, done)
+		fake.Advance(10 * time.Second)
 	}
 	r, err := out()
 	if err != nil || r.State != models.RunStateSuccess || h.callsOf("flaky") != 2 {

@@ -86,10 +86,11 @@ var messageStates = map[store.MessageState]string{
 
 // ListMessages lists messages in seq order; see store.Admin.
 func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]*outbox.Message, error) {
-	lapse := s.now().UnixMilli()
+	now := s.now()
+	lapse := now.UnixMilli()
 	if f.State != "" { // only a state reads the leases
 		var err error
-		if lapse, err = s.lapseAt(ctx, s.r, s.now()); err != nil {
+		if lapse, err = s.lapseAt(ctx, s.r, now); err != nil {
 			return nil, wrap("list messages", err)
 		}
 	}
