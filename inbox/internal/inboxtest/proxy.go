@@ -71,6 +71,14 @@ func (p *Proxy) pipe(c net.Conn) {
 		return
 	}
 	p.mu.Lock()
+	if p.refusing {
+		// Refuse (and its Cut) ran while this one was being dialled: it
+		// would have outlived them, a live connection during the outage.
+		p.mu.Unlock()
+		c.Close()
+		u.Close()
+		return
+	}
 	p.conns = append(p.conns, c, u)
 	p.mu.Unlock()
 	go func() { p.copy(u, c); u.Close() }()
