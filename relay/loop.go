@@ -193,6 +193,12 @@ func (l *loop) free() int {
 	return l.pf.room(n, bytes)
 }
 
+// bytesLeft is what a claim may bring back in bytes (prefetch.bytesLeft).
+func (l *loop) bytesLeft() (int64, bool) {
+	n, bytes, _ := l.r.fl.held()
+	return l.pf.bytesLeft(n, bytes)
+}
+
 // claimMin is the least room worth a claim while the workers have
 // enough queued: an eighth of the prefetch's target, so that a relay
 // with a full buffer does not claim one message per recorded outcome.
@@ -235,6 +241,7 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 		} else {
 			rd.skipped = free > 0
 		}
+		b.Claim.MaxBytes, b.Claim.FirstAnySize = l.bytesLeft()
 		b.Claim.ExcludeDestinations = exclude
 		b.Claim.PerDestination = l.perDestination()
 		if r.cfg.UnknownDestination != DeadLetterUnknown {
@@ -310,8 +317,11 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 			continue
 		}
 		r.fl.watch(true)
+		maxBytes, _ := l.bytesLeft()
 		res, start, err := l.call(ctx, &store.Batch{Instance: r.cfg.Instance, SkipMaintenance: r.fleet != nil, Claim: store.ClaimRequest{
 			Limit: n, Lease: r.cfg.LeaseDuration, Destinations: []string{d.name},
+			// a probe is claimed whatever its size (dispatch keeps it)
+			MaxBytes: maxBytes, FirstAnySize: true,
 		}})
 		if err != nil {
 			r.fl.watch(false)
@@ -452,12 +462,12 @@ func (l *loop) dispatch(claimed []*outbox.Message, probe bool, start, storeNow t
 	var held map[string]bool
 	var tasks []*task
 	var giveBack, unknown []outcome
-	// A claim asks for what the budget leaves at the size of the messages
-	// claimed before, and a run of small messages followed by large ones
-	// brings back many times PrefetchBytes (4.3× in a test: 20 small, then
-	// 100 KiB each). What the claim returned past the budget, and past
-	// Workers messages held, is given back at once; every message after
-	// it with it, so that a stream's messages kept here are a prefix.
+	// A claim stops at the bytes the budget leaves (bytesLeft), as the
+	// store counts them; the relay counts more for headers (their memory
+	// besides their names and values), and a store may not bound its claim
+	// at all. What the claim returned past the budget, unless it is the one
+	// message held, is given back at once; every message after it with it,
+	// so that a stream's messages kept here are a prefix.
 	heldN, heldBytes, _ := r.fl.held()
 	over := false
 	r.fl.mu.Lock()
@@ -509,7 +519,7 @@ func (l *loop) dispatch(claimed []*outbox.Message, probe bool, start, storeNow t
 			unknown = append(unknown, r.unknownDestination(m))
 			continue
 		}
-		if !probe && !over && heldN >= r.cfg.Workers && heldBytes+f.bytes > r.cfg.PrefetchBytes {
+		if !probe && !over && heldN > 0 && heldBytes+f.bytes > r.cfg.PrefetchBytes {
 			over = true
 		}
 		if over {

@@ -111,7 +111,9 @@ func (p *prefetch) claimed(ms []*outbox.Message) {
 
 // room is how many more messages the relay may claim while holding held
 // messages of heldBytes: what the target leaves, less when the bytes
-// held near PrefetchBytes; never less than what brings it to Workers.
+// held near PrefetchBytes, at least what brings it to Workers; none while
+// what it holds leaves less of PrefetchBytes than a message of the size
+// claimed lately. (The claim itself stops at the bytes left: bytesLeft.)
 // Before the first claim the size of a message is unknown, and each is
 // taken to be as large as a payload may be (outbox.DefaultMaxPayloadBytes).
 func (p *prefetch) room(held int, heldBytes int64) int {
@@ -119,8 +121,21 @@ func (p *prefetch) room(held int, heldBytes int64) int {
 	if size == 0 {
 		size = outbox.DefaultMaxPayloadBytes + messageOverhead
 	}
-	n := min(p.target()-held, int(float64(p.budget-heldBytes)/size))
+	left := p.budget - heldBytes
+	if held > 0 && float64(left) < size {
+		return 0
+	}
+	n := min(p.target()-held, int(float64(left)/size))
 	return max(n, p.workers-held, 0)
+}
+
+// bytesLeft is what a claim may bring back while the relay holds held
+// messages of heldBytes (store.ClaimRequest.MaxBytes and FirstAnySize):
+// what they leave of PrefetchBytes and, when it holds none, one message
+// of any size, so that a message larger than PrefetchBytes is still
+// delivered, alone.
+func (p *prefetch) bytesLeft(held int, heldBytes int64) (int64, bool) {
+	return max(p.budget-heldBytes, 1), held == 0
 }
 
 // messageBytes is what holding m counts against PrefetchBytes.

@@ -24,6 +24,8 @@ func (b *Batch) Validate() error {
 			outbox.CleanText(b.Instance.ID, 50))
 	case b.Claim.Limit < 0:
 		return fmt.Errorf("%w: Claim.Limit must not be negative, got %d", ErrInvalidBatch, b.Claim.Limit)
+	case b.Claim.MaxBytes < 0:
+		return fmt.Errorf("%w: Claim.MaxBytes must not be negative, got %d", ErrInvalidBatch, b.Claim.MaxBytes)
 	case b.Claim.Lease < 0:
 		return fmt.Errorf("%w: Claim.Lease must not be negative, got %s", ErrInvalidBatch, b.Claim.Lease)
 	}

@@ -72,10 +72,36 @@ func FormatValue(v any) string {
 // the work-coordination design use bits 0 to 15 (StatusFailed is bit 15).
 const MaxStatus = 1<<16 - 1
 
+// MaxStoredHeaderBytes bounds the headers of a claimed row as the store
+// keeps them (JSON): headers within outbox.MaxLimits take at most about
+// six times their names and values once escaped, and a claim does not
+// read headers larger than this (CheckClaimedSize).
+const MaxStoredHeaderBytes = 8 << 20
+
+// CheckClaimedSize returns a *ColumnError when a claimed row's payload
+// (payload bytes) or headers (headers bytes, as the store keeps them) are
+// larger than any message may carry (outbox.MaxLimits.MaxPayloadBytes,
+// MaxStoredHeaderBytes): plain SQL does not check them, and the claim
+// reads the sizes in place of such values, so that one row cannot make
+// the relay hold a gigabyte. The row is quarantined, not delivered.
+func CheckClaimedSize(payload, headers int64) error {
+	switch {
+	case payload > int64(outbox.MaxLimits.MaxPayloadBytes):
+		return &ColumnError{Column: "payload", Value: fmt.Sprintf("%d bytes", payload),
+			Problem: fmt.Sprintf("is over the largest payload a message may carry (%d bytes); it was not read", outbox.MaxLimits.MaxPayloadBytes)}
+	case headers > MaxStoredHeaderBytes:
+		return &ColumnError{Column: "headers", Value: fmt.Sprintf("%d bytes", headers),
+			Problem: fmt.Sprintf("are over the largest headers a message may carry (%d bytes stored); they were not read", MaxStoredHeaderBytes)}
+	}
+	return nil
+}
+
 // DecodeHeaders reads an outbox row's headers column, a JSON object: nil
 // for an empty column or object; values that are not strings are kept in
-// their JSON spelling. Anything but an object is an error whose text
-// completes a ColumnError ("is not a JSON object").
+// their JSON spelling. Anything but an object, or an object of more
+// headers, or more bytes of names and values, than outbox.MaxLimits lets a
+// message carry, is an error whose text completes a ColumnError ("is not
+// a JSON object").
 func DecodeHeaders(b []byte) (map[string]string, error) {
 	if len(b) == 0 || string(b) == "{}" {
 		// no headers, the usual case, and how both stores spell an empty
@@ -89,7 +115,11 @@ func DecodeHeaders(b []byte) (map[string]string, error) {
 	if len(obj) == 0 {
 		return nil, nil
 	}
+	if len(obj) > outbox.MaxLimits.MaxHeaders {
+		return nil, fmt.Errorf("holds %d headers, over the most a message may carry (%d)", len(obj), outbox.MaxLimits.MaxHeaders)
+	}
 	h := make(map[string]string, len(obj))
+	total := 0
 	for k, v := range obj {
 		var s string
 		if json.Unmarshal(v, &s) == nil {
@@ -97,6 +127,10 @@ func DecodeHeaders(b []byte) (map[string]string, error) {
 		} else {
 			h[k] = string(v)
 		}
+		total += len(k) + len(h[k])
+	}
+	if total > outbox.MaxLimits.MaxHeaderBytes {
+		return nil, fmt.Errorf("holds %d bytes of names and values, over the most a message may carry (%d)", total, outbox.MaxLimits.MaxHeaderBytes)
 	}
 	return h, nil
 }

@@ -276,7 +276,29 @@ type ClaimRequest struct {
 	// round-robin (a stream that gave messages waits behind the others),
 	// not by backlog depth.
 	PerDestination map[string]int
+	// MaxBytes, when positive, bounds the bytes of the messages claimed,
+	// as ClaimedBytes counts them (their payloads and headers as the store
+	// keeps them, and ClaimOverhead each): the claim takes its messages in
+	// seq order, as Limit does, and stops before the one that would take
+	// their total past MaxBytes, so that what it takes of a stream is
+	// still a prefix. Zero: no bound but Limit.
+	MaxBytes int64
+	// FirstAnySize lets the claim's first message past MaxBytes: one
+	// larger than MaxBytes is then claimed, alone. A caller that holds no
+	// message sets it, so that no message is too large ever to be claimed;
+	// one that holds some leaves it unset, and a message larger than what
+	// its budget has left waits until it holds none.
+	FirstAnySize bool
 }
+
+// ClaimOverhead is what ClaimRequest.MaxBytes counts for each message
+// besides its payload and headers.
+const ClaimOverhead = 512
+
+// ClaimedBytes is what ClaimRequest.MaxBytes counts for a message whose
+// payload is payload bytes and whose headers, as the store keeps them
+// (JSON), are headers bytes.
+func ClaimedBytes(payload, headers int64) int64 { return payload + headers + ClaimOverhead }
 
 // Batch is one call's worth of work.
 type Batch struct {

@@ -264,10 +264,15 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, sawAt ti
 		p.query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var r rawMessage
-				if err := rows.Scan(r.dest()...); err != nil {
+				var payloadLen, headersLen pgtype.Int8
+				if err := rows.Scan(append(r.dest(), &payloadLen, &headersLen)...); err != nil {
 					return err
 				}
-				m, err := r.decode()
+				err := store.CheckClaimedSize(payloadLen.Int64, headersLen.Int64)
+				var m *outbox.Message
+				if err == nil {
+					m, err = r.decode()
+				}
 				if err != nil {
 					*bad = append(*bad, badMessage{raw: &r, err: err})
 					continue

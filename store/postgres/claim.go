@@ -1,12 +1,15 @@
 package postgres
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 )
 
@@ -20,15 +23,33 @@ import (
 // lease in microseconds, $5 destinations (empty: all), $6 excluded
 // destinations, $7/$8 destinations with a policy and their ordering
 // modes, $9 the default policy's ordering mode, $10/$11 destinations with
-// a cap (ClaimRequest.PerDestination) and their caps.
-const claimSQL = `SELECT {cols o} FROM {fn}claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) o`
+// a cap (ClaimRequest.PerDestination) and their caps, $12 the byte budget
+// (ClaimRequest.MaxBytes; NULL: none) and $13 FirstAnySize (migration
+// 0039).
+//
+// A payload or headers larger than any message may carry (plain SQL does
+// not check them) are not read: their sizes, the last two columns, say
+// so, and the row is quarantined (store.CheckClaimedSize).
+var claimSQL = `SELECT ` + claimCols + `, octet_length(o.payload), pg_column_size(o.headers)
+FROM {fn}claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) o`
+
+// claimCols are msgColsOf("o") with the payload and headers left out
+// (NULL) when too large to read.
+var claimCols = strings.NewReplacer(
+	"o.payload,", fmt.Sprintf("CASE WHEN octet_length(o.payload) <= %d THEN o.payload END,", outbox.MaxLimits.MaxPayloadBytes),
+	"o.headers,", fmt.Sprintf("CASE WHEN pg_column_size(o.headers) <= %d THEN o.headers END,", store.MaxStoredHeaderBytes),
+).Replace(msgColsOf("o"))
 
 // claimArgs are the arguments of claimSQL after now, instance, limit and
 // lease.
 func (s *Store) claimArgs(req store.ClaimRequest) []any {
 	capDests, caps := perDestination(req.PerDestination)
+	var budget *int64
+	if req.MaxBytes > 0 {
+		budget = &req.MaxBytes
+	}
 	return []any{nonNil(req.Destinations), nonNil(req.ExcludeDestinations), s.policyDests, s.policyModes,
-		string(s.cfg.DefaultPolicy.Ordering), capDests, caps}
+		string(s.cfg.DefaultPolicy.Ordering), capDests, caps, budget, req.FirstAnySize}
 }
 
 // perDestination spells the caps as two arrays, in name order; a negative

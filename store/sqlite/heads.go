@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/backstophq/backstop/outbox"
 	"github.com/backstophq/backstop/store"
 )
 
@@ -99,12 +100,22 @@ ORDER BY seq LIMIT :limit`
 	// readyStreams are a destination's ready streams, oldest turn first.
 	readyStreams = `SELECT stream, head_seq FROM {{prefix}}streams
 WHERE destination = :dest AND ready = 1 ORDER BY turn LIMIT :limit`
-
-	// leaseSeqs leases the chosen messages.
-	leaseSeqs = `UPDATE {{prefix}}outbox SET instance_id = :instance, lease_expiry = :expiry
-WHERE seq IN (SELECT value FROM json_each(:seqs))
-RETURNING ` + messageColumns
 )
+
+// leaseSeqs leases the chosen messages. A payload or headers larger
+// than any message may carry (plain SQL does not check them) are not
+// read: the sizes, the first two columns, say so, and the row is
+// quarantined (store.CheckClaimedSize).
+var leaseSeqs = `UPDATE {{prefix}}outbox SET instance_id = :instance, lease_expiry = :expiry
+WHERE seq IN (SELECT value FROM json_each(:seqs))
+RETURNING octet_length(payload), octet_length(headers), ` + claimedColumns
+
+// claimedColumns are messageColumns with the payload and headers left out
+// (NULL) when too large to read.
+var claimedColumns = strings.NewReplacer(
+	"payload,", fmt.Sprintf("CASE WHEN octet_length(payload) <= %d THEN payload END,", outbox.MaxLimits.MaxPayloadBytes),
+	"headers,", fmt.Sprintf("CASE WHEN octet_length(headers) <= %d THEN headers END,", store.MaxStoredHeaderBytes),
+).Replace(messageColumns)
 
 // writerStmts caches statements prepared on each store's writer
 // connection: the claim's dozen small ones, each outcome's savepoint and
@@ -253,21 +264,31 @@ func (s *Store) pickHeads(ctx context.Context, tx *sql.Tx, req store.ClaimReques
 			}
 		}
 	}
-	// The lowest seqs win, at most each destination's cap.
+	// The lowest seqs win, at most each destination's cap, and while
+	// their bytes come to no more than req.MaxBytes.
 	slices.SortFunc(cands, func(a, b candidate) int { return int(a.seq - b.seq) })
 	taken := make([]int, len(caps))
-	got := make([]int, len(streams)+1)
-	var chosen []int64
+	var won []candidate
 	for _, c := range cands {
-		if len(chosen) == req.Limit {
+		if len(won) == req.Limit {
 			break
 		}
 		if taken[c.dest] == caps[c.dest] {
 			continue
 		}
 		taken[c.dest]++
+		won = append(won, c)
+	}
+	if req.MaxBytes > 0 && len(won) > 0 {
+		if won, err = s.withinBytes(ctx, tx, won, req.MaxBytes, req.FirstAnySize); err != nil {
+			return nil, err
+		}
+	}
+	got := make([]int, len(streams)+1)
+	chosen := make([]int64, len(won))
+	for i, c := range won {
 		got[c.stream]++
-		chosen = append(chosen, c.seq)
+		chosen[i] = c.seq
 	}
 	for i, h := range streams {
 		if err := s.settleStream(ctx, tx, h, got[i+1], expiry); err != nil {
@@ -275,6 +296,47 @@ func (s *Store) pickHeads(ctx context.Context, tx *sql.Tx, req store.ClaimReques
 		}
 	}
 	return chosen, nil
+}
+
+// sizeSeqs reads the bytes ClaimRequest.MaxBytes counts of the messages
+// of the seqs given: the payload's length and the headers' JSON (a blob's
+// length is read without its content).
+const sizeSeqs = `SELECT seq, coalesce(octet_length(payload), 0) + coalesce(octet_length(headers), 0) FROM {{prefix}}outbox
+WHERE seq IN (SELECT value FROM json_each(:seqs))`
+
+// withinBytes returns the longest prefix of won (in seq order) whose bytes
+// (store.ClaimedBytes) come to at most budget; with firstAny, at least its
+// first.
+func (s *Store) withinBytes(ctx context.Context, tx *sql.Tx, won []candidate, budget int64, firstAny bool) ([]candidate, error) {
+	seqs := make([]int64, len(won))
+	for i, c := range won {
+		seqs[i] = c.seq
+	}
+	rows, err := s.queryCached(ctx, tx, sizeSeqs, sql.Named("seqs", seqList(seqs)))
+	if err != nil {
+		return nil, fmt.Errorf("claim sizes: %w", err)
+	}
+	size := make(map[int64]int64, len(won))
+	for rows.Next() {
+		var seq int64
+		var n sql.NullInt64
+		if err := rows.Scan(&seq, &n); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		size[seq] = n.Int64
+	}
+	if err := errors2(rows); err != nil {
+		return nil, fmt.Errorf("claim sizes: %w", err)
+	}
+	var total int64
+	for i, c := range won {
+		total += store.ClaimedBytes(size[c.seq], 0)
+		if total > budget && !(firstAny && i == 0) {
+			return won[:i], nil
+		}
+	}
+	return won, nil
 }
 
 // settleStream records what a claim saw of h: gone when empty; ready for

@@ -325,11 +325,16 @@ func scanClaimed(rows *sql.Rows) ([]*outbox.Message, []badRow, error) {
 		bad []badRow
 	)
 	for rows.Next() {
-		r, err := scanRaw(rows)
+		var payloadLen, headersLen sql.NullInt64
+		r, err := scanRaw(withLeading{sc: rows, extra: []any{&payloadLen, &headersLen}})
 		if err != nil {
 			return nil, nil, err
 		}
-		m, err := r.decode()
+		err = store.CheckClaimedSize(payloadLen.Int64, headersLen.Int64)
+		var m *outbox.Message
+		if err == nil {
+			m, err = r.decode()
+		}
 		if err != nil {
 			bad = append(bad, badRow{raw: r, err: err})
 			continue

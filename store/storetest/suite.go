@@ -128,6 +128,7 @@ func Run(t *testing.T, h Harness) {
 	}{
 		{"Enqueue", enqueueCases},
 		{"Claim", claimCases},
+		{"ClaimBytes", claimBytesCases},
 		{"Cascade", cascadeCases},
 		{"Failure", failureCases},
 		{"Release", releaseCases},
