@@ -110,6 +110,11 @@ func (l *loop) run(ctx context.Context, notify <-chan struct{}) {
 			}
 			l.poll = cfg.PollInterval
 			wait = l.poll
+		case rd.quarantined > 0 && l.free() > 0:
+			// Rows the store could not deliver took the claim's place (one
+			// over the sizes a message may carry is claimed alone): what
+			// is behind them is claimed at once, not after a poll.
+			continue
 		case rd.claimed > 0:
 			l.busy = false
 			l.poll = cfg.PollInterval
@@ -182,9 +187,10 @@ func (l *loop) setWaiting(ctx context.Context, waiting bool) bool {
 
 // round is what one step did.
 type round struct {
-	limit   int  // messages the main claim asked for
-	claimed int  // messages it got
-	skipped bool // the claim was put off: too little room for it
+	limit       int  // messages the main claim asked for
+	claimed     int  // messages it got
+	quarantined int  // rows it quarantined (store.Result.Quarantined)
+	skipped     bool // the claim was put off: too little room for it
 }
 
 // free is how many more messages the relay may hold (prefetch.room).
@@ -310,6 +316,7 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 		r.fl.bound(start, res.Now)
 		r.fl.watch(false)
 		rd.claimed = len(res.Claimed)
+		rd.quarantined = len(res.Quarantined)
 	}
 	for _, d := range probes {
 		n := l.size.fit(min(d.halfOpenMax-d.probing(), l.free()))

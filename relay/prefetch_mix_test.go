@@ -3,17 +3,20 @@ package relay
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
 )
 
 // TestPrefetchBytesHoldAfterSmallMessages: a backlog of small messages
 // followed by large ones, deliveries hanging. The relay's estimate of a
 // message's size comes from what it claimed, so after small messages it
-// asks for its whole target, and the claim brings back 4.3 times
-// PrefetchBytes: what the relay keeps to deliver must still stop at the
+// asks for its whole target; the claim brought back 4.3 times
+// PrefetchBytes before it stopped at the bytes the budget leaves. Neither
+// one claim's result nor what the relay keeps to deliver may pass the
 // budget.
 func TestPrefetchBytesHoldAfterSmallMessages(t *testing.T) {
 	t.Parallel()
@@ -60,7 +63,13 @@ func prefetchAfterSmall(t *testing.T, ordering outbox.Ordering, streams int) {
 	cfg.Workers = 2
 	cfg.BatchSize = 64
 	cfg.PrefetchBytes = budget
-	rn := e.start(cfg)
+	cfg.NoFleet = true
+	meter := &claimMeter{Store: e.s}
+	r, err := New(meter, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn := e.run(r)
 	var most int64
 	for range 6 {
 		before := rn.r.rounds.Load()
@@ -77,6 +86,33 @@ func prefetchAfterSmall(t *testing.T, ordering outbox.Ordering, streams int) {
 	if most > budget {
 		t.Fatalf("held %d bytes to deliver (%.1f× PrefetchBytes %d) after a run of small messages", most, float64(most)/budget, budget)
 	}
+	if n := meter.most.Load(); n > budget {
+		t.Fatalf("a claim brought back %d bytes (%.1f× PrefetchBytes %d) after a run of small messages", n, float64(n)/budget, budget)
+	}
+}
+
+// claimMeter is a store that keeps the largest bytes (messageBytes) one
+// claim brought back.
+type claimMeter struct {
+	store.Store
+	most atomic.Int64
+}
+
+func (c *claimMeter) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result, error) {
+	res, err := c.Store.ProcessBatch(ctx, b)
+	if err == nil {
+		var n int64
+		for _, m := range res.Claimed {
+			n += messageBytes(m)
+		}
+		for {
+			most := c.most.Load()
+			if n <= most || c.most.CompareAndSwap(most, n) {
+				break
+			}
+		}
+	}
+	return res, err
 }
 
 // heldForDelivery is the bytes of the messages r holds to deliver: every

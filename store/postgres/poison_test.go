@@ -74,6 +74,22 @@ var poison = &storetest.Poison{
 		{Name: "probe_interval the largest bigint",
 			SQL: `INSERT INTO {prefix}circuits (destination, open, probe_interval) VALUES ('{dest}', true, 9223372036854775807)`},
 	},
+	Oversize: []storetest.BadRow{
+		{Name: "payload over 64 MiB", Column: "payload", Value: `"67108865 bytes"`,
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, payload)
+				VALUES ('{dest}', '{stream}', 't', convert_to(repeat('x', 67108865), 'UTF8'))`},
+		{Name: "1,100 headers", Column: "headers", Value: "holds 1100 headers",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, headers)
+				SELECT '{dest}', '{stream}', 't', jsonb_object_agg('x-h' || g, 'v') FROM generate_series(1, 1100) g`},
+		{Name: "a header over 1 MiB", Column: "headers", Value: "holds 1100005 bytes of names and values",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, headers)
+				VALUES ('{dest}', '{stream}', 't', jsonb_build_object('x-big', repeat('v', 1100000)))`},
+		{Name: "headers over 8 MiB stored", Column: "headers", Value: "bytes\" are over the largest headers",
+			// stored uncompressed, so that its stored size is its size
+			SQL: `ALTER TABLE {prefix}outbox ALTER COLUMN headers SET STORAGE EXTERNAL;
+				INSERT INTO {prefix}outbox (destination, stream, type, headers)
+				VALUES ('{dest}', '{stream}', 't', jsonb_build_object('x-big', repeat('v', 9000000)))`},
+	},
 	BadRows: []storetest.BadRow{
 		{Name: "scheduled_for -infinity", Column: "scheduled_for", Value: `"-infinity"`, Refused: "outbox_times_finite",
 			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, scheduled_for) VALUES ('{dest}', '{stream}', 't', '-infinity')`},

@@ -84,6 +84,20 @@ var poison = &storetest.Poison{
 		{Name: "destination a blob spelling another's", Column: "destination", Skipped: true, Value: "x'676f6f64'",
 			SQL: `INSERT INTO {prefix}circuits (destination, open) VALUES (CAST('good' AS BLOB), 0)`},
 	},
+	Oversize: []storetest.BadRow{
+		{Name: "payload over 64 MiB", Column: "payload", Value: `"67108865 bytes"`,
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, payload) VALUES ('{dest}', '{stream}', 't', zeroblob(67108865))`},
+		{Name: "1,100 headers", Column: "headers", Value: "holds 1100 headers",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, headers)
+				WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 1100)
+				SELECT '{dest}', '{stream}', 't', json_group_object('x-h' || n, 'v') FROM g`},
+		{Name: "a header over 1 MiB", Column: "headers", Value: "holds 1100005 bytes of names and values",
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, headers)
+				VALUES ('{dest}', '{stream}', 't', json_object('x-big', printf('%.1100000c', 'v')))`},
+		{Name: "headers over 8 MiB stored", Column: "headers", Value: `"9000012 bytes"`,
+			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, headers)
+				VALUES ('{dest}', '{stream}', 't', '{"x-big":"' || hex(zeroblob(4500000)) || '"}')`},
+	},
 	BadRows: []storetest.BadRow{
 		{Name: "status abc", Column: "status", Value: `"abc"`, Refused: "outbox.status",
 			SQL: `INSERT INTO {prefix}outbox (destination, stream, type, status) VALUES ('{dest}', '{stream}', 't', 'abc')`},

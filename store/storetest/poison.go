@@ -36,6 +36,12 @@ type Poison struct {
 	// message id (a trigger), so that one delivered message of a batch
 	// cannot be recorded. nil skips that test.
 	RefuseDelete func(t *testing.T, s store.Store, id uuid.UUID)
+	// Oversize are rows larger than any message may carry
+	// (outbox.MaxLimits): a payload over 64 MiB, headers over the stored
+	// size a claim reads (store.MaxStoredHeaderBytes) or over the headers'
+	// limits. The claim quarantines them, the largest unread. nil skips
+	// that test.
+	Oversize []BadRow
 	// BadCircuits are circuits rows holding values the store cannot use
 	// as they are, for the fleet suite (RunFleet). nil skips that test.
 	BadCircuits []BadCircuit
@@ -67,6 +73,40 @@ var poisonCases = []testCase{
 	{"DirtyTextsAreRecordedClean", testDirtyOutcomeTexts},
 	{"DirtyInstanceIsRefusedOrCleaned", testDirtyInstance},
 	{"UndecodableRowsAreShownNotFailingTheList", testUndecodableShown},
+	{"OversizeRowsAreQuarantined", testOversizeQuarantined},
+}
+
+// testOversizeQuarantined: a row larger than any message may carry is
+// quarantined by the claim that takes it, never delivered, and claims
+// within a byte budget, as a relay makes them, do not stall behind it:
+// the first that meets it stops before it (its size counts), the next
+// takes it alone, as its first of any size, to be quarantined.
+func testOversizeQuarantined(t *testing.T, h Harness) {
+	p := needPoison(t, h)
+	if len(p.Oversize) == 0 {
+		t.Skip("Harness.Poison.Oversize not set")
+	}
+	for i, r := range p.Oversize {
+		t.Run(r.Name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, h, withOrdering(outbox.OrderingNone))
+			p.DropChecks(t, e.s)
+			stream := fmt.Sprintf("big-%d", i)
+			before := e.enqueue(msg("d", ""))
+			insertBad(t, e, p, r, "d", stream)
+			after := e.enqueue(msg("d", ""))
+			var claimed []*outbox.Message
+			quarantined := 0
+			for range 3 {
+				res := e.batch("relay", store.Batch{Claim: store.ClaimRequest{Limit: 10, MaxBytes: 1 << 20, FirstAnySize: true}})
+				claimed = append(claimed, res.Claimed...)
+				quarantined += len(res.Quarantined)
+			}
+			sameIDs(t, "claimed", claimed, append(before, after...)...)
+			eq(t, "quarantined", quarantined, 1)
+			checkQuarantined(t, e, map[string]BadRow{stream: r})
+		})
+	}
 }
 
 func testDirtyInstance(t *testing.T, h Harness) {

@@ -1,0 +1,52 @@
+package relay
+
+import (
+	"context"
+	"testing"
+)
+
+// Rows larger than any message may carry (headers of 9 MB; the store's
+// tests cover payloads over 64 MiB), written by plain SQL between good
+// messages: each is claimed alone, unread, and quarantined, and the
+// relay claims what is behind them at once. Before, a round whose claim
+// only quarantined looked empty, and the relay waited a poll interval,
+// doubled each time, after each (twelve rows of 100 MiB took 56 s). The
+// fake clock never moves here and nothing wakes the relay but its own
+// rounds and its recorder: it must get through on its own.
+func TestOversizeRowsAreQuarantinedWithoutWaitingForPolls(t *testing.T) {
+	e := newEnv(t)
+	first := msg("d", "", 1)
+	e.enqueue(first)
+	table := e.s.Config().TablePrefix + "outbox"
+	for _, q := range []string{
+		`INSERT INTO ` + table + ` (destination, type, headers) VALUES ('d', 'test.event', '{"x-big":"' || hex(zeroblob(4400000)) || '"}')`,
+		`INSERT INTO ` + table + ` (destination, type, headers) VALUES ('d', 'test.event', '{"x-big":"' || hex(zeroblob(4500000)) || '"}')`,
+		`INSERT INTO ` + table + ` (destination, type, headers) VALUES ('d', 'test.event', '{"x-big":"' || hex(zeroblob(4600000)) || '"}')`,
+	} {
+		if _, err := e.s.DB().ExecContext(e.ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := msg("d", "", 2)
+	e.enqueue(last)
+	rec := &recorder{}
+	cfg := e.config(map[string]Destination{"d": {Transport: rec.transport()}})
+	cfg.PrefetchBytes = 1 << 20
+	rn := e.start(cfg)
+	for rn.r.Stats().DeadLettered < 3 || len(rec.got()) < 2 {
+		ctx, cancel := context.WithTimeout(e.ctx, waitNet)
+		before := rn.r.rounds.Load()
+		err := rn.r.turned.wait(ctx, before)
+		cancel()
+		if err != nil {
+			t.Fatalf("the relay stopped short: %v (stats %+v, delivered %v)", err, rn.r.Stats(), rec.got())
+		}
+	}
+	got := rec.got()
+	if len(got) != 2 || got[0] != string(first.Payload) || got[1] != string(last.Payload) {
+		t.Fatalf("delivered %q, want the two good messages", got)
+	}
+	if n := len(e.deadLetters()); n != 3 {
+		t.Fatalf("dead letters %d, want the 3 rows of oversize headers", n)
+	}
+}
