@@ -84,9 +84,9 @@ func TestPrefetchRoomKeepsToTheByteBudget(t *testing.T) {
 		{0, 0, 10},
 		{3, 3 << 20, 7},
 		{10, 10 << 20, 0},
-		{2, 12 << 20, 0}, // over the budget: none, though fewer than Workers
+		{2, 12 << 20, 0},  // over the budget: none, though fewer than Workers
 		{2, 9<<20 + 1, 0}, // less than a message's size left
-		{1, 9 << 20, 3},  // one message's size left: up to Workers
+		{1, 9 << 20, 3},   // one message's size left: up to Workers
 	} {
 		if got := p.room(tc.held, tc.heldBytes); got != tc.want {
 			t.Errorf("holding %d of %d bytes: room %d, want %d", tc.held, tc.heldBytes, got, tc.want)
