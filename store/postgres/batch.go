@@ -264,11 +264,10 @@ func (s *Store) queueBatch(p *pipeline, b *store.Batch, now *time.Time, sawAt ti
 		p.query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var r rawMessage
-				var payloadLen, headersLen pgtype.Int8
-				if err := rows.Scan(append(r.dest(), &payloadLen, &headersLen)...); err != nil {
+				if err := rows.Scan(r.claimDest()...); err != nil {
 					return err
 				}
-				err := store.CheckClaimedSize(payloadLen.Int64, headersLen.Int64)
+				err := store.CheckClaimedSize(r.payloadLen.Int64, r.headersLen.Int64)
 				var m *outbox.Message
 				if err == nil {
 					m, err = r.decode()

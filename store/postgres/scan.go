@@ -49,12 +49,18 @@ type rawMessage struct {
 	ordering, errText, fp, instance pgtype.Text
 	status, attempts, reason        pgtype.Int4
 	sched, lease, created, dead     pgtype.Timestamptz
+	// the sizes of the payload and headers, read by a claim (claimDest)
+	payloadLen, headersLen pgtype.Int8
 }
 
 func (r *rawMessage) dest() []any {
-	return []any{&r.seq, &r.id, &r.destination, &r.stream, &r.typ, &r.payload, &r.headers, &r.ordering,
-		&r.status, &r.attempts, &r.reason, &r.errText, &r.fp, &r.sched, &r.instance, &r.lease, &r.created, &r.dead}
+	// room for claimDest's two more, so that it does not copy
+	return append(make([]any, 0, 20), &r.seq, &r.id, &r.destination, &r.stream, &r.typ, &r.payload, &r.headers, &r.ordering,
+		&r.status, &r.attempts, &r.reason, &r.errText, &r.fp, &r.sched, &r.instance, &r.lease, &r.created, &r.dead)
 }
+
+// claimDest is dest and the sizes a claim reads after msgCols (claimSQL).
+func (r *rawMessage) claimDest() []any { return append(r.dest(), &r.payloadLen, &r.headersLen) }
 
 // decode checks the row's values and turns them into a message, or
 // returns a *store.ColumnError for the first value it cannot use.

@@ -41,6 +41,7 @@ DECLARE
 	c_str    int[] := '{}';
 	c_dst    int[] := '{}';
 	c_len    bigint[] := '{}'; -- each candidate's bytes: payload and headers
+	c_bytes  bigint := 0;      -- theirs in all, with 512 each
 	c_won    boolean[]; -- each candidate leased or not, as c_seq
 	d_caps   int[] := '{}';
 	-- streams read: destination, stream, head, wait, state (0 blocked or
@@ -204,8 +205,10 @@ BEGIN
 			ORDER BY c.lease_expiry LIMIT v_cap
 			FOR UPDATE OF c SKIP LOCKED
 		)
-		SELECT coalesce(array_agg(seq ORDER BY seq), '{}'), coalesce(array_agg(len ORDER BY seq), '{}')
-		INTO v_useq, v_ulen FROM (
+		-- (one pass over the rows, in no set order: the arrays only need to
+		-- match each other; an aggregate's ORDER BY sorts its input again)
+		SELECT coalesce(array_agg(seq), '{}'), coalesce(array_agg(len), '{}'), c_bytes + coalesce(sum(len + 512), 0)
+		INTO v_useq, v_ulen, c_bytes FROM (
 			SELECT seq, len FROM (SELECT seq, len FROM fresh UNION ALL SELECT seq, len FROM due
 				UNION ALL SELECT seq, len FROM expired) a
 			ORDER BY seq LIMIT v_cap) b;
@@ -411,9 +414,10 @@ BEGIN
 				(SELECT coalesce(array_agg(first ORDER BY i), '{}') FROM st),
 				(SELECT coalesce(array_agg(wait ORDER BY i), '{}') FROM st),
 				(SELECT coalesce(array_agg(state ORDER BY i), '{}') FROM st),
-				(SELECT coalesce(array_agg(seq ORDER BY seq), '{}') FROM tk),
-				(SELECT coalesce(array_agg(i ORDER BY seq), '{}') FROM tk),
-				(SELECT coalesce(array_agg(len ORDER BY seq), '{}') FROM tk)
+				-- (one pass: the arrays only need to match each other)
+				x.seqs, x.iss, x.lens
+			FROM (SELECT coalesce(array_agg(seq), '{}') AS seqs, coalesce(array_agg(i), '{}') AS iss,
+				coalesce(array_agg(len), '{}') AS lens FROM tk) x
 			INTO v_ri, v_rfirst, v_rwait, v_rstate, v_take, v_ti, v_tlen;
 
 			-- Lock what was read; each stream keeps the part before any row
@@ -433,11 +437,12 @@ BEGIN
 				), cut AS (
 					SELECT i, min(k) AS k FROM t WHERE NOT ok GROUP BY i
 				)
-				SELECT coalesce(array_agg(t.seq ORDER BY t.seq) FILTER (WHERE cut.k IS NULL OR t.k < cut.k), '{}'),
-					coalesce(array_agg(t.i ORDER BY t.seq) FILTER (WHERE cut.k IS NULL OR t.k < cut.k), '{}'),
-					coalesce(array_agg(t.len ORDER BY t.seq) FILTER (WHERE cut.k IS NULL OR t.k < cut.k), '{}'),
-					coalesce(array_agg(DISTINCT t.i) FILTER (WHERE cut.k IS NOT NULL), '{}')
-				INTO v_take, v_ti, v_tlen, v_cut
+				SELECT coalesce(array_agg(t.seq) FILTER (WHERE cut.k IS NULL OR t.k < cut.k), '{}'),
+					coalesce(array_agg(t.i) FILTER (WHERE cut.k IS NULL OR t.k < cut.k), '{}'),
+					coalesce(array_agg(t.len) FILTER (WHERE cut.k IS NULL OR t.k < cut.k), '{}'),
+					coalesce(array_agg(DISTINCT t.i) FILTER (WHERE cut.k IS NOT NULL), '{}'),
+					c_bytes + coalesce(sum(t.len + 512) FILTER (WHERE cut.k IS NULL OR t.k < cut.k), 0)
+				INTO v_take, v_ti, v_tlen, v_cut, c_bytes
 				FROM t LEFT JOIN cut USING (i);
 				FOREACH v_i IN ARRAY v_cut LOOP
 					v_rstate[v_i] := 2; -- a candidate was locked: stays ready
@@ -467,12 +472,23 @@ BEGIN
 	-- all, and while their bytes (with 512 each, store.ClaimOverhead) come
 	-- to no more than p_max_bytes; with p_first_any, the first wins
 	-- whatever its size. c_won marks the winners among the candidates.
-	IF cardinality(c_seq) > 0 THEN
+	-- When the candidates' bytes in all fit, as they do but for large
+	-- messages, the bytes are not counted again.
+	IF cardinality(c_seq) > 0 AND (p_max_bytes IS NULL OR c_bytes <= p_max_bytes) THEN
+		SELECT coalesce(array_agg(y.seq ORDER BY y.seq) FILTER (WHERE y.won), '{}'),
+			coalesce(array_agg(y.won ORDER BY y.k), '{}')
+		INTO v_final, c_won FROM (
+			SELECT x.seq, x.k, x.inc AND count(*) FILTER (WHERE x.inc) OVER (
+				ORDER BY x.seq ROWS UNBOUNDED PRECEDING) <= p_limit AS won
+			FROM (
+				SELECT c.seq, c.k, row_number() OVER (PARTITION BY c.d ORDER BY c.seq) <= d_caps[c.d] AS inc
+				FROM unnest(c_seq, c_dst) WITH ORDINALITY AS c(seq, d, k)) x) y;
+	ELSIF cardinality(c_seq) > 0 THEN
 		SELECT coalesce(array_agg(y.seq ORDER BY y.seq) FILTER (WHERE y.won), '{}'),
 			coalesce(array_agg(y.won ORDER BY y.k), '{}')
 		INTO v_final, c_won FROM (
 			SELECT x.seq, x.k, x.inc AND x.n <= p_limit
-				AND (p_max_bytes IS NULL OR x.bytes <= p_max_bytes OR (p_first_any AND x.n = 1)) AS won
+				AND (x.bytes <= p_max_bytes OR (p_first_any AND x.n = 1)) AS won
 			FROM (
 				SELECT x.seq, x.k, x.inc,
 					count(*) FILTER (WHERE x.inc) OVER w AS n,
@@ -481,6 +497,8 @@ BEGIN
 					SELECT c.seq, c.k, c.len, row_number() OVER (PARTITION BY c.d ORDER BY c.seq) <= d_caps[c.d] AS inc
 					FROM unnest(c_seq, c_dst, c_len) WITH ORDINALITY AS c(seq, d, len, k)) x
 				WINDOW w AS (ORDER BY x.seq ROWS UNBOUNDED PRECEDING)) x) y;
+	END IF;
+	IF cardinality(c_seq) > 0 THEN
 		RETURN QUERY
 		UPDATE {{T}}outbox o SET instance_id = p_instance, lease_expiry = v_expiry
 		WHERE o.seq = ANY(v_final)
