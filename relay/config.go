@@ -110,15 +110,15 @@ type Config struct {
 
 	// PrefetchBytes caps the bytes of the messages the relay holds leased
 	// and not yet delivered (payloads and headers, with an allowance for
-	// the memory each message and header takes besides): it claims no more while they reach it, unless fewer
-	// than Workers messages are held, so that messages near the size
-	// limit do not multiply the prefetch's memory. A claim asks for the
-	// budget left at the size of the messages claimed before (until it
-	// has claimed some, the largest payload allowed,
-	// outbox.DefaultMaxPayloadBytes); when larger messages come back, the
-	// relay gives back, undelivered and uncharged, what goes past the
-	// budget, in its next store call. Zero means DefaultPrefetchBytes
-	// (64 MiB).
+	// the memory each message and header takes besides): each claim asks
+	// the store to stop at the bytes it leaves (store.ClaimRequest.MaxBytes),
+	// and the relay claims nothing while it leaves less than the size of
+	// the messages claimed lately. A message larger than the budget is
+	// claimed alone, once the relay holds nothing else (FirstAnySize). What
+	// a claim brings back past the budget (the relay counts headers more
+	// heavily than the store does, and a store may not bound its claims) is
+	// given back, undelivered and uncharged, in its next store call. Zero
+	// means DefaultPrefetchBytes (64 MiB).
 	PrefetchBytes int64
 
 	// PollInterval is how soon an idle relay asks the store for work
