@@ -112,9 +112,9 @@ type Config struct {
 	// and not yet delivered (payloads and headers, with an allowance for
 	// the memory each message and header takes besides): each claim asks
 	// the store to stop at the bytes it leaves (store.ClaimRequest.MaxBytes),
-	// and the relay claims nothing while it leaves less than the size of
-	// the messages claimed lately. A message larger than the budget is
-	// claimed alone, once the relay holds nothing else (FirstAnySize). What
+	// its first message of any size (FirstAnySize), and the relay claims
+	// nothing once they reach it: it holds at most PrefetchBytes and one
+	// message more. What
 	// a claim brings back past the budget (the relay counts headers more
 	// heavily than the store does, and a store may not bound its claims) is
 	// given back, undelivered and uncharged, in its next store call. Zero

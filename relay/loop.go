@@ -200,9 +200,9 @@ func (l *loop) free() int {
 }
 
 // bytesLeft is what a claim may bring back in bytes (prefetch.bytesLeft).
-func (l *loop) bytesLeft() (int64, bool) {
-	n, bytes, _ := l.r.fl.held()
-	return l.pf.bytesLeft(n, bytes)
+func (l *loop) bytesLeft() int64 {
+	_, bytes, _ := l.r.fl.held()
+	return l.pf.bytesLeft(bytes)
 }
 
 // claimMin is the least room worth a claim while the workers have
@@ -247,7 +247,7 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 		} else {
 			rd.skipped = free > 0
 		}
-		b.Claim.MaxBytes, b.Claim.FirstAnySize = l.bytesLeft()
+		b.Claim.MaxBytes, b.Claim.FirstAnySize = l.bytesLeft(), true
 		b.Claim.ExcludeDestinations = exclude
 		b.Claim.PerDestination = l.perDestination()
 		if r.cfg.UnknownDestination != DeadLetterUnknown {
@@ -324,11 +324,9 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 			continue
 		}
 		r.fl.watch(true)
-		maxBytes, _ := l.bytesLeft()
 		res, start, err := l.call(ctx, &store.Batch{Instance: r.cfg.Instance, SkipMaintenance: r.fleet != nil, Claim: store.ClaimRequest{
 			Limit: n, Lease: r.cfg.LeaseDuration, Destinations: []string{d.name},
-			// a probe is claimed whatever its size (dispatch keeps it)
-			MaxBytes: maxBytes, FirstAnySize: true,
+			MaxBytes: l.bytesLeft(), FirstAnySize: true,
 		}})
 		if err != nil {
 			r.fl.watch(false)
@@ -470,13 +468,14 @@ func (l *loop) dispatch(claimed []*outbox.Message, probe bool, start, storeNow t
 	var tasks []*task
 	var giveBack, unknown []outcome
 	// A claim stops at the bytes the budget leaves (bytesLeft), as the
-	// store counts them; the relay counts more for headers (their memory
-	// besides their names and values), and a store may not bound its claim
-	// at all. What the claim returned past the budget, unless it is the one
-	// message held, is given back at once; every message after it with it,
-	// so that a stream's messages kept here are a prefix.
+	// store counts them, its first message of any size; the relay counts
+	// more for headers (their memory besides their names and values), and
+	// a store may not bound its claim at all. What the claim returned past
+	// the budget, but its first message, is given back at once; every
+	// message after it with it, so that a stream's messages kept here are
+	// a prefix.
 	heldN, heldBytes, _ := r.fl.held()
-	over := false
+	over, first := false, true
 	r.fl.mu.Lock()
 	for _, m := range claimed {
 		d := r.dests[m.Destination]
@@ -526,9 +525,10 @@ func (l *loop) dispatch(claimed []*outbox.Message, probe bool, start, storeNow t
 			unknown = append(unknown, r.unknownDestination(m))
 			continue
 		}
-		if !probe && !over && heldN > 0 && heldBytes+f.bytes > r.cfg.PrefetchBytes {
+		if !probe && !over && !first && heldBytes+f.bytes > r.cfg.PrefetchBytes {
 			over = true
 		}
+		first = false
 		if over {
 			f.reported = true
 			giveBack = append(giveBack, outcome{m: m, dest: d, kind: released, cause: causeOverBudget})

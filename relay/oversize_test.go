@@ -3,6 +3,9 @@ package relay
 import (
 	"context"
 	"testing"
+	"time"
+
+	"github.com/backstophq/backstop/outbox"
 )
 
 // Rows larger than any message may carry (headers of 9 MB; the store's
@@ -48,5 +51,42 @@ func TestOversizeRowsAreQuarantinedWithoutWaitingForPolls(t *testing.T) {
 	}
 	if n := len(e.deadLetters()); n != 3 {
 		t.Fatalf("dead letters %d, want the 3 rows of oversize headers", n)
+	}
+}
+
+// A message larger than what PrefetchBytes has left, while a slow
+// destination keeps a delivery in flight: it is claimed all the same, the
+// first of its claim, and so are the messages behind it. Had it to wait
+// until the relay held nothing, the claims would stop before it, for every
+// destination, for as long as the slow delivery lasts.
+func TestLargeMessageIsClaimedBesideASlowDelivery(t *testing.T) {
+	e := newEnv(t, withOrdering(outbox.OrderingNone))
+	const budget = 1 << 20
+	slow := msg("slow", "", 1)
+	slow.Payload = append(slow.Payload, make([]byte, 600<<10)...)
+	e.enqueue(slow)
+	hang, started, proceed := firstHangs()
+	fast := &recorder{}
+	cfg := e.config(map[string]Destination{
+		"slow": {Transport: hang.transport(), Timeout: time.Hour},
+		"fast": {Transport: fast.transport()},
+	})
+	cfg.PrefetchBytes = budget
+	rn := e.start(cfg)
+	<-started
+	big := msg("fast", "", 1)
+	big.Payload = append(big.Payload, make([]byte, 700<<10)...)
+	e.enqueue(big)
+	var after []*outbox.Message
+	for i := range 5 {
+		m := msg("fast", "", 10+i)
+		after = append(after, m)
+		e.enqueue(m)
+	}
+	rn.waitFor("the large message and those behind it", func() bool { return len(fast.got()) == 1+len(after) })
+	close(proceed)
+	rn.settle()
+	if n := len(hang.got()); n != 1 {
+		t.Fatalf("the slow message delivered %d times", n)
 	}
 }

@@ -110,32 +110,36 @@ func (p *prefetch) claimed(ms []*outbox.Message) {
 }
 
 // room is how many more messages the relay may claim while holding held
-// messages of heldBytes: what the target leaves, less when the bytes
-// held near PrefetchBytes, at least what brings it to Workers; none while
-// what it holds leaves less of PrefetchBytes than a message of the size
-// claimed lately. (The claim itself stops at the bytes left: bytesLeft.)
+// messages of heldBytes: what the target leaves, less when the bytes held
+// near PrefetchBytes, at least what brings it to Workers; none once they
+// reach it. While some of the budget is left, at least one: the claim
+// stops at the bytes left, its first message of any size (bytesLeft).
 // Before the first claim the size of a message is unknown, and each is
 // taken to be as large as a payload may be (outbox.DefaultMaxPayloadBytes).
 func (p *prefetch) room(held int, heldBytes int64) int {
+	left := p.budget - heldBytes
+	if left <= 0 {
+		return 0
+	}
 	size := p.size
 	if size == 0 {
 		size = outbox.DefaultMaxPayloadBytes + messageOverhead
 	}
-	left := p.budget - heldBytes
-	if held > 0 && float64(left) < size {
-		return 0
-	}
-	n := min(p.target()-held, int(float64(left)/size))
+	n := min(p.target()-held, max(int(float64(left)/size), 1))
 	return max(n, p.workers-held, 0)
 }
 
-// bytesLeft is what a claim may bring back while the relay holds held
-// messages of heldBytes (store.ClaimRequest.MaxBytes and FirstAnySize):
-// what they leave of PrefetchBytes and, when it holds none, one message
-// of any size, so that a message larger than PrefetchBytes is still
-// delivered, alone.
-func (p *prefetch) bytesLeft(held int, heldBytes int64) (int64, bool) {
-	return max(p.budget-heldBytes, 1), held == 0
+// bytesLeft is what a claim may bring back while the relay holds
+// messages of heldBytes (store.ClaimRequest.MaxBytes): what they leave of
+// PrefetchBytes. The relay's claims let their first message be of any size
+// (FirstAnySize): a message larger than what is left is so claimed, alone,
+// whenever the relay claims (room), the relay then holds more than
+// PrefetchBytes by less than that message, and claims no more until it is
+// back under. Were such a message to wait until the relay held nothing, it
+// would hold up every claim behind it in seq order, of every destination,
+// for as long as a slow destination kept a delivery in flight.
+func (p *prefetch) bytesLeft(heldBytes int64) int64 {
+	return max(p.budget-heldBytes, 1)
 }
 
 // messageBytes is what holding m counts against PrefetchBytes.

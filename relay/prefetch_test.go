@@ -85,8 +85,8 @@ func TestPrefetchRoomKeepsToTheByteBudget(t *testing.T) {
 		{3, 3 << 20, 7},
 		{10, 10 << 20, 0},
 		{2, 12 << 20, 0},  // over the budget: none, though fewer than Workers
-		{2, 9<<20 + 1, 0}, // less than a message's size left
-		{1, 9 << 20, 3},   // one message's size left: up to Workers
+		{2, 9<<20 + 1, 2}, // less than a message's size left: up to Workers (the claim stops at the bytes)
+		{9, 9<<20 + 1, 1}, // and past Workers, one (the claim's first may be of any size)
 	} {
 		if got := p.room(tc.held, tc.heldBytes); got != tc.want {
 			t.Errorf("holding %d of %d bytes: room %d, want %d", tc.held, tc.heldBytes, got, tc.want)

@@ -284,10 +284,11 @@ type ClaimRequest struct {
 	// still a prefix. Zero: no bound but Limit.
 	MaxBytes int64
 	// FirstAnySize lets the claim's first message past MaxBytes: one
-	// larger than MaxBytes is then claimed, alone. A caller that holds no
-	// message sets it, so that no message is too large ever to be claimed;
-	// one that holds some leaves it unset, and a message larger than what
-	// its budget has left waits until it holds none.
+	// larger than MaxBytes is then claimed, alone. A caller sets it so
+	// that no message is too large ever to be claimed (the relay does, and
+	// so holds at most its budget and one message more); unset, a message
+	// larger than MaxBytes is never claimed, and holds back the claims of
+	// every message after it in seq order.
 	FirstAnySize bool
 }
 
