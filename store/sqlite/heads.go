@@ -298,10 +298,10 @@ func (s *Store) pickHeads(ctx context.Context, tx *sql.Tx, req store.ClaimReques
 	return chosen, nil
 }
 
-// sizeSeqs reads the bytes ClaimRequest.MaxBytes counts of the messages
-// of the seqs given: the payload's length and the headers' JSON (a blob's
-// length is read without its content).
-const sizeSeqs = `SELECT seq, coalesce(octet_length(payload), 0) + coalesce(octet_length(headers), 0) FROM {{prefix}}outbox
+// sizeSeqs reads what ClaimRequest.MaxBytes counts of the messages of the
+// seqs given: the payload's length and the headers' JSON (a blob's length
+// is read without its content).
+const sizeSeqs = `SELECT seq, coalesce(octet_length(payload), 0), coalesce(octet_length(headers), 0) FROM {{prefix}}outbox
 WHERE seq IN (SELECT value FROM json_each(:seqs))`
 
 // withinBytes returns the longest prefix of won (in seq order) whose bytes
@@ -318,20 +318,19 @@ func (s *Store) withinBytes(ctx context.Context, tx *sql.Tx, won []candidate, bu
 	}
 	size := make(map[int64]int64, len(won))
 	for rows.Next() {
-		var seq int64
-		var n sql.NullInt64
-		if err := rows.Scan(&seq, &n); err != nil {
+		var seq, payload, headers int64
+		if err := rows.Scan(&seq, &payload, &headers); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		size[seq] = n.Int64
+		size[seq] = store.ClaimedBytes(payload, headers)
 	}
 	if err := errors2(rows); err != nil {
 		return nil, fmt.Errorf("claim sizes: %w", err)
 	}
 	var total int64
 	for i, c := range won {
-		total += store.ClaimedBytes(size[c.seq], 0)
+		total += size[c.seq]
 		if total > budget && !(firstAny && i == 0) {
 			return won[:i], nil
 		}
