@@ -24,15 +24,24 @@ func TestPrefetchBytesHoldAfterSmallMessages(t *testing.T) {
 		name     string
 		ordering outbox.Ordering
 		streams  int
-	}{{"unordered", outbox.OrderingNone, 0}, {"strict", outbox.OrderingStrict, 40}} {
+		unbound  bool
+	}{
+		{"unordered", outbox.OrderingNone, 0, false},
+		{"strict", outbox.OrderingStrict, 40, false},
+		// A store that does not bound its claims by bytes (a custom one):
+		// the relay gives back what passes the budget, and keeps to deliver
+		// at most the budget and the claim's first message.
+		{"unordered, a store without MaxBytes", outbox.OrderingNone, 0, true},
+		{"strict, a store without MaxBytes", outbox.OrderingStrict, 40, true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			prefetchAfterSmall(t, tc.ordering, tc.streams)
+			prefetchAfterSmall(t, tc.ordering, tc.streams, tc.unbound)
 		})
 	}
 }
 
-func prefetchAfterSmall(t *testing.T, ordering outbox.Ordering, streams int) {
+func prefetchAfterSmall(t *testing.T, ordering outbox.Ordering, streams int, unbound bool) {
 	e := newEnv(t, withOrdering(ordering))
 	const payload = 100 << 10
 	const budget = 1 << 20
@@ -64,7 +73,7 @@ func prefetchAfterSmall(t *testing.T, ordering outbox.Ordering, streams int) {
 	cfg.BatchSize = 64
 	cfg.PrefetchBytes = budget
 	cfg.NoFleet = true
-	meter := &claimMeter{Store: e.s}
+	meter := &claimMeter{Store: e.s, unbound: unbound}
 	r, err := New(meter, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -83,8 +92,18 @@ func prefetchAfterSmall(t *testing.T, ordering outbox.Ordering, streams int) {
 			t.Fatalf("%.20s delivered %d times", m.Payload, n)
 		}
 	}
-	if most > budget {
+	allowed := int64(budget)
+	if unbound {
+		allowed += payload + messageOverhead // a claim's first message of any size
+	}
+	if most > allowed {
 		t.Fatalf("held %d bytes to deliver (%.1f× PrefetchBytes %d) after a run of small messages", most, float64(most)/budget, budget)
+	}
+	if unbound {
+		if n := meter.most.Load(); n <= budget {
+			t.Fatalf("the largest claim brought back %d bytes: the store bounded it after all, and the relay's give-back went untried", n)
+		}
+		return
 	}
 	if n := meter.most.Load(); n > budget {
 		t.Fatalf("a claim brought back %d bytes (%.1f× PrefetchBytes %d) after a run of small messages", n, float64(n)/budget, budget)
@@ -92,13 +111,18 @@ func prefetchAfterSmall(t *testing.T, ordering outbox.Ordering, streams int) {
 }
 
 // claimMeter is a store that keeps the largest bytes (messageBytes) one
-// claim brought back.
+// claim brought back; unbound, it claims without the relay's
+// ClaimRequest.MaxBytes.
 type claimMeter struct {
 	store.Store
-	most atomic.Int64
+	unbound bool
+	most    atomic.Int64
 }
 
 func (c *claimMeter) ProcessBatch(ctx context.Context, b *store.Batch) (*store.Result, error) {
+	if c.unbound {
+		b.Claim.MaxBytes, b.Claim.FirstAnySize = 0, false
+	}
 	res, err := c.Store.ProcessBatch(ctx, b)
 	if err == nil {
 		var n int64
