@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/store"
 )
 
 // The prefetch grows between Config.BatchSize and Config.MaxBatchSize to
@@ -14,8 +15,11 @@ const (
 	prefetchHorizon = 250 * time.Millisecond
 	prefetchSample  = 100 * time.Millisecond
 	// messageOverhead is counted for each message held besides its
-	// payload and headers: its id and the rest of its row.
-	messageOverhead = 512
+	// payload and headers: its id and the rest of its row. It is what the
+	// store's claim counts too (store.ClaimOverhead), so that a message
+	// without headers counts no more here than in the claim's MaxBytes,
+	// and a claim the store kept within the budget is kept here whole.
+	messageOverhead = store.ClaimOverhead
 	// headersOverhead and headerOverhead are counted for a message's
 	// headers besides their names and values: the map, and each entry's
 	// slot and string headers (about 100 bytes an entry measured on
