@@ -114,11 +114,13 @@ type Config struct {
 	// the store to stop at the bytes it leaves (store.ClaimRequest.MaxBytes),
 	// its first message of any size (FirstAnySize), and the relay claims
 	// nothing once they reach it: it holds at most PrefetchBytes and one
-	// message more. What
-	// a claim brings back past the budget (the relay counts headers more
-	// heavily than the store does, and a store may not bound its claims) is
-	// given back, undelivered and uncharged, in its next store call. Zero
-	// means DefaultPrefetchBytes (64 MiB).
+	// message more. A message larger than PrefetchBytes by itself is not
+	// counted while it is held, so the relay goes on claiming the others
+	// within the budget (and no second such message until it is done).
+	// What a claim brings back past the budget (the relay counts headers
+	// more heavily than the store does, and a store may not bound its
+	// claims) is given back, undelivered and uncharged, in its next store
+	// call. Zero means DefaultPrefetchBytes (64 MiB).
 	PrefetchBytes int64
 
 	// PollInterval is how soon an idle relay asks the store for work

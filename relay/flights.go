@@ -57,9 +57,23 @@ type flights struct {
 	// (messageBytes); ended counts the flights ended so far.
 	bytes int64
 	ended uint64
+	// bigAt is PrefetchBytes: a flight of more bytes is big, and big and
+	// bigBytes count those held (in bytes too). The claims leave a big
+	// flight out of what they count against the budget (heldBudget).
+	bigAt    int64
+	big      int
+	bigBytes int64
 }
 
 func newFlights() *flights { return &flights{m: make(map[uuid.UUID]*flight)} }
+
+// newBudgetFlights returns flights that tell a message larger than
+// budget (PrefetchBytes) apart.
+func newBudgetFlights(budget int64) *flights {
+	fs := newFlights()
+	fs.bigAt = budget
+	return fs
+}
 
 func (fs *flights) len() int {
 	fs.mu.Lock()
@@ -74,6 +88,18 @@ func (fs *flights) held() (n int, bytes int64, ended uint64) {
 	defer fs.mu.Unlock()
 	return len(fs.m), fs.bytes, fs.ended
 }
+
+// heldBudget reports how many flights there are, what they count
+// against PrefetchBytes with the bytes of the big ones (each larger than
+// the budget by itself) left out, and whether a big one is held.
+func (fs *flights) heldBudget() (n int, bytes int64, big bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return len(fs.m), fs.bytes - fs.bigBytes, fs.big > 0
+}
+
+// isBig reports whether a flight of bytes is larger than the budget.
+func (fs *flights) isBig(bytes int64) bool { return fs.bigAt > 0 && bytes > fs.bigAt }
 
 // perDestination counts the flights of each configured destination.
 func (fs *flights) perDestination() map[*destination]int64 {
@@ -93,12 +119,20 @@ func (fs *flights) add(f *flight) {
 	f.bytes = messageBytes(f.m)
 	fs.m[f.m.ID] = f
 	fs.bytes += f.bytes
+	if fs.isBig(f.bytes) {
+		fs.big++
+		fs.bigBytes += f.bytes
+	}
 }
 
 // end ends the flight of id; fs.mu is held.
 func (fs *flights) end(id uuid.UUID, f *flight) {
 	delete(fs.m, id)
 	fs.bytes -= f.bytes
+	if fs.isBig(f.bytes) {
+		fs.big--
+		fs.bigBytes -= f.bytes
+	}
 	fs.ended++
 }
 

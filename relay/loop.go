@@ -195,14 +195,15 @@ type round struct {
 
 // free is how many more messages the relay may hold (prefetch.room).
 func (l *loop) free() int {
-	n, bytes, _ := l.r.fl.held()
+	n, bytes, _ := l.r.fl.heldBudget()
 	return l.pf.room(n, bytes)
 }
 
-// bytesLeft is what a claim may bring back in bytes (prefetch.bytesLeft).
-func (l *loop) bytesLeft() int64 {
-	_, bytes, _ := l.r.fl.held()
-	return l.pf.bytesLeft(bytes)
+// bytesLeft is what a claim may bring back in bytes, and whether its
+// first message may be of any size (prefetch.bytesLeft).
+func (l *loop) bytesLeft() (int64, bool) {
+	_, bytes, big := l.r.fl.heldBudget()
+	return l.pf.bytesLeft(bytes, big)
 }
 
 // claimMin is the least room worth a claim while the workers have
@@ -247,7 +248,7 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 		} else {
 			rd.skipped = free > 0
 		}
-		b.Claim.MaxBytes, b.Claim.FirstAnySize = l.bytesLeft(), true
+		b.Claim.MaxBytes, b.Claim.FirstAnySize = l.bytesLeft()
 		b.Claim.ExcludeDestinations = exclude
 		b.Claim.PerDestination = l.perDestination()
 		if r.cfg.UnknownDestination != DeadLetterUnknown {
@@ -324,9 +325,10 @@ func (l *loop) step(ctx context.Context, claim bool) (round, error) {
 			continue
 		}
 		r.fl.watch(true)
+		maxBytes, firstAny := l.bytesLeft()
 		res, start, err := l.call(ctx, &store.Batch{Instance: r.cfg.Instance, SkipMaintenance: r.fleet != nil, Claim: store.ClaimRequest{
 			Limit: n, Lease: r.cfg.LeaseDuration, Destinations: []string{d.name},
-			MaxBytes: l.bytesLeft(), FirstAnySize: true,
+			MaxBytes: maxBytes, FirstAnySize: firstAny,
 		}})
 		if err != nil {
 			r.fl.watch(false)
@@ -473,8 +475,9 @@ func (l *loop) dispatch(claimed []*outbox.Message, probe bool, start, storeNow t
 	// a store may not bound its claim at all. What the claim returned past
 	// the budget, but its first message, is given back at once; every
 	// message after it with it, so that a stream's messages kept here are
-	// a prefix.
-	heldN, heldBytes, _ := r.fl.held()
+	// a prefix. A message larger than the budget by itself is not counted
+	// in it (heldBudget); one that is not first is past it all the same.
+	_, heldBytes, _ := r.fl.heldBudget()
 	over, first := false, true
 	r.fl.mu.Lock()
 	for _, m := range claimed {
@@ -534,8 +537,9 @@ func (l *loop) dispatch(claimed []*outbox.Message, probe bool, start, storeNow t
 			giveBack = append(giveBack, outcome{m: m, dest: d, kind: released, cause: causeOverBudget})
 			continue
 		}
-		heldN++
-		heldBytes += f.bytes
+		if !r.fl.isBig(f.bytes) {
+			heldBytes += f.bytes
+		}
 		if !ordered {
 			tasks = append(tasks, &task{dest: d, msgs: []*outbox.Message{m}, probe: probe})
 			continue

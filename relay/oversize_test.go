@@ -90,3 +90,67 @@ func TestLargeMessageIsClaimedBesideASlowDelivery(t *testing.T) {
 		t.Fatalf("the slow message delivered %d times", n)
 	}
 }
+
+// A message larger than PrefetchBytes by itself, in flight to a slow
+// destination: the relay goes on claiming the other messages within the
+// budget and delivering them, and claims a second message larger than the
+// budget only once the first is done. Before, holding the first put the
+// relay past its budget, and it claimed nothing for any destination for
+// as long as the slow delivery lasted.
+func TestMessageLargerThanTheBudgetDoesNotStopTheOthers(t *testing.T) {
+	e := newEnv(t, withOrdering(outbox.OrderingNone))
+	const budget = 512 << 10
+	big := msg("slow", "", 1)
+	big.Payload = append(big.Payload, make([]byte, 700<<10)...)
+	e.enqueue(big)
+	hang, started, proceed := firstHangs()
+	var big2 *outbox.Message
+	early := make(chan string, 1)
+	fast := &recorder{fn: func(_ context.Context, m *outbox.Message, _ int) error {
+		select {
+		case <-proceed:
+		default:
+			if big2 != nil && m.ID == big2.ID {
+				early <- "the second large message was delivered while the first was in flight"
+			}
+		}
+		return nil
+	}}
+	cfg := e.config(map[string]Destination{
+		"slow": {Transport: hang.transport(), Timeout: time.Hour},
+		"fast": {Transport: fast.transport()},
+	})
+	cfg.PrefetchBytes = budget
+	rn := e.start(cfg)
+	<-started
+	// 1 MiB in all, twice the budget: they come in claims within it.
+	for i := range 20 {
+		m := msg("fast", "", 10+i)
+		m.Payload = append(m.Payload, make([]byte, 50<<10)...)
+		e.enqueue(m)
+	}
+	rn.waitFor("the small messages beside the large one in flight", func() bool { return len(fast.got()) == 20 })
+
+	big2 = msg("fast", "", 100)
+	big2.Payload = append(big2.Payload, make([]byte, 600<<10)...)
+	e.enqueue(big2)
+	before := rn.r.rounds.Load()
+	rn.waitFor("three rounds with the second large message waiting", func() bool { return rn.r.rounds.Load() >= before+3 })
+	rn.r.fl.mu.Lock()
+	_, held := rn.r.fl.m[big2.ID]
+	rn.r.fl.mu.Unlock()
+	if held || len(fast.got()) != 20 {
+		t.Fatalf("the second large message was claimed while the first was in flight (held %v, delivered %d)", held, len(fast.got()))
+	}
+	close(proceed)
+	rn.waitFor("the second large message", func() bool { return len(fast.got()) == 21 })
+	rn.settle()
+	select {
+	case s := <-early:
+		t.Fatal(s)
+	default:
+	}
+	if n := len(hang.got()); n != 1 {
+		t.Fatalf("the slow message delivered %d times", n)
+	}
+}

@@ -114,10 +114,11 @@ func (p *prefetch) claimed(ms []*outbox.Message) {
 }
 
 // room is how many more messages the relay may claim while holding held
-// messages of heldBytes: what the target leaves, less when the bytes held
+// messages of heldBytes (a message larger than PrefetchBytes by itself
+// left out: heldBudget): what the target leaves, less when the bytes held
 // near PrefetchBytes, at least what brings it to Workers; none once they
 // reach it. While some of the budget is left, at least one: the claim
-// stops at the bytes left, its first message of any size (bytesLeft).
+// stops at the bytes left (bytesLeft).
 // Before the first claim the size of a message is unknown, and each is
 // taken to be as large as a payload may be (outbox.DefaultMaxPayloadBytes).
 func (p *prefetch) room(held int, heldBytes int64) int {
@@ -134,16 +135,24 @@ func (p *prefetch) room(held int, heldBytes int64) int {
 }
 
 // bytesLeft is what a claim may bring back while the relay holds
-// messages of heldBytes (store.ClaimRequest.MaxBytes): what they leave of
-// PrefetchBytes. The relay's claims let their first message be of any size
-// (FirstAnySize): a message larger than what is left is so claimed, alone,
-// whenever the relay claims (room), the relay then holds more than
-// PrefetchBytes by less than that message, and claims no more until it is
-// back under. Were such a message to wait until the relay held nothing, it
+// messages of heldBytes, a message larger than PrefetchBytes left out
+// (store.ClaimRequest.MaxBytes): what they leave of PrefetchBytes; and
+// whether the claim's first message may be of any size
+// (FirstAnySize): unless the relay holds such a message (big).
+//
+// So a message larger than what is left is claimed, alone, whenever the
+// relay claims (room); were it to wait until the relay held nothing, it
 // would hold up every claim behind it in seq order, of every destination,
-// for as long as a slow destination kept a delivery in flight.
-func (p *prefetch) bytesLeft(heldBytes int64) int64 {
-	return max(p.budget-heldBytes, 1)
+// for as long as a slow destination kept a delivery in flight. And one
+// larger than PrefetchBytes by itself does not count against the budget
+// while it is held, so that the relay goes on claiming the others: it
+// held up every claim while it was in flight, for as long as its own
+// destination took. The relay holds at most PrefetchBytes and one message
+// more: a claim comes only while what it counts is under the budget, it
+// brings back a big message only first and alone, and none while one is
+// held.
+func (p *prefetch) bytesLeft(heldBytes int64, big bool) (int64, bool) {
+	return max(p.budget-heldBytes, 1), !big
 }
 
 // messageBytes is what holding m counts against PrefetchBytes.

@@ -190,7 +190,7 @@ func New(s store.Store, cfg Config) (*Relay, error) {
 		singled:    newSingledOut(&cfg),
 		wakeCh:     make(chan struct{}, 1),
 		recordCh:   make(chan struct{}, 1),
-		fl:         newFlights(),
+		fl:         newBudgetFlights(cfg.PrefetchBytes),
 	}
 	r.recSize = callSize{what: "record", max: maxRecord, warned: &r.timeoutWarned, log: r.log}
 	r.startMargin = min(cfg.LeaseDuration/10, time.Second)
