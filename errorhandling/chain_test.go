@@ -37,3 +37,26 @@ func TestChainEnds(t *testing.T) {
 		}
 	}
 }
+
+func TestEndlessChain(t *testing.T) {
+	plain := fmt.Errorf("a: %w", errors.New("b"))
+	if got := errorhandling.EndlessChain(plain); got != plain {
+		t.Fatalf("EndlessChain(an error whose chain ends) = %v, want the error itself", got)
+	}
+	if got := errorhandling.EndlessChain(nil); got != nil {
+		t.Fatalf("EndlessChain(nil) = %v", got)
+	}
+	got := errorhandling.EndlessChain(fmt.Errorf("outer: %w", &selfish{}))
+	if !errorhandling.ChainEnds(got) {
+		t.Fatal("the error EndlessChain returns has an endless chain itself")
+	}
+	if c, ok := errorhandling.MarkedClass(got); !ok || c != errorhandling.ClassPermanent {
+		t.Errorf("class %v (marked %v), want permanent", c, ok)
+	}
+	if r, ok := errorhandling.ReasonOf(got); !ok || r != errorhandling.ReasonHandlerException {
+		t.Errorf("reason %v (set %v), want HandlerException", r, ok)
+	}
+	if want := "the handler's error has an Unwrap chain that does not end: outer: selfish"; got.Error() != want {
+		t.Errorf("text %q, want %q", got.Error(), want)
+	}
+}

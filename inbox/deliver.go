@@ -19,7 +19,7 @@ func (in *Inbox) deliver(ctx context.Context, m *outbox.Message) error {
 	}
 	msg := messageOf(in.name, m)
 	if h.fn != nil {
-		return in.attemptError(ctx, h.fn(ctx, msg))
+		return in.attemptError(ctx, errorhandling.EndlessChain(h.fn(ctx, msg)))
 	}
 	return in.deliverTx(ctx, h.tx, m, msg)
 }
@@ -38,7 +38,9 @@ func (in *Inbox) deliverTx(ctx context.Context, h Handler, m *outbox.Message, ms
 		}
 	}()
 	htx := &handlerTx{Tx: tx}
-	err = h(ctx, htx, msg)
+	// The inbox walks the handler's error (errors.Is) before the relay
+	// does: one whose Unwrap chain never ends would hold it for good.
+	err = errorhandling.EndlessChain(h(ctx, htx, msg))
 	if err == nil && htx.rolledBack.Load() {
 		// Nothing the handler wrote is kept, and the completion cannot be
 		// written in the ended transaction: taken for the database's

@@ -529,16 +529,12 @@ func (r *Relay) safeDeliver(ctx context.Context, d *destination, m *outbox.Messa
 		// The relay logs, fingerprints and records err.Error(), on this
 		// goroutine and the recorder's: an Error method that panics would
 		// take the relay down there, and again on every restart.
-		text := err.Error()
+		_ = err.Error()
 		// The relay and its classifier walk err's chain (errors.Is,
 		// errors.As) many times: a chain that never ends (an Unwrap that
 		// returns its receiver, a cycle) would hold the worker in a busy
 		// loop for good, with the message's lease renewed.
-		if !errorhandling.ChainEnds(err) {
-			err = errorhandling.WithReason(errorhandling.Permanent(
-				fmt.Errorf("the handler's error has an Unwrap chain that does not end: %s", outbox.CleanText(text, 500))),
-				errorhandling.ReasonHandlerException)
-		}
+		err = errorhandling.EndlessChain(err)
 	}
 	return err
 }
