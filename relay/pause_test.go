@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/retry"
 )
 
 // TestRetryAfterHoldsMessagesAlreadyClaimed: ten messages are claimed
@@ -57,5 +59,69 @@ func TestRetryAfterHoldsMessagesAlreadyClaimed(t *testing.T) {
 	}
 	if st := rn.r.Stats().Destinations["api"]; st.Failed != 0 || st.DeadLettered != 0 {
 		t.Errorf("attempts charged for a pause: %+v", st)
+	}
+}
+
+// TestRetryAfterWithinTheAttemptPausesAtOnce: a 429 whose Retry-After (10
+// s) the attempt can wait out in-process (its timeout is 30 s) pauses the
+// destination as soon as it is answered, not once the attempt ends.
+// Before, the pause was set only when the attempt ended: every other
+// worker sent the destination a message meanwhile, got the same 429 and
+// waited it out in-process too, holding a worker each, and the fleet was
+// never told.
+func TestRetryAfterWithinTheAttemptPausesAtOnce(t *testing.T) {
+	e := newEnv(t, withOrdering(outbox.OrderingNone))
+	first := msg("api", "", 0)
+	e.enqueue(first)
+	var (
+		mu          sync.Mutex
+		pausedUntil time.Time
+		during      []string
+	)
+	rec := &recorder{}
+	rec.fn = func(_ context.Context, m *outbox.Message, call int) error {
+		now := e.clk.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		if call == 1 {
+			pausedUntil = now.Add(10 * time.Second)
+			return errorhandling.RetryAfter(errorhandling.WithHTTPStatus(errors.New("429 too many requests"), 429), 10*time.Second)
+		}
+		if now.Before(pausedUntil) {
+			during = append(during, string(m.Payload))
+			return errorhandling.RetryAfter(errorhandling.WithHTTPStatus(errors.New("429 too many requests"), 429), pausedUntil.Sub(now))
+		}
+		return nil
+	}
+	// The default in-process retry (the tests' is one try): three tries.
+	cfg := e.config(map[string]Destination{"api": {Transport: rec.transport(),
+		InProcess: retry.NewConfig(3, retry.InProcessBackoff())}})
+	cfg.Workers = 4
+	rn := e.start(cfg)
+	rn.waitFor("the destination paused while the first attempt waits out its Retry-After", func() bool {
+		return !rn.r.Stats().Destinations["api"].PausedUntil.IsZero()
+	})
+	var more []*outbox.Message
+	for i := range 5 {
+		more = append(more, msg("api", "", 1+i))
+	}
+	e.enqueue(more...)
+	before := rn.r.rounds.Load()
+	rn.waitFor("three rounds after the others were written", func() bool { return rn.r.rounds.Load() >= before+3 })
+	mu.Lock()
+	sent := len(during)
+	mu.Unlock()
+	if sent > 0 {
+		t.Fatalf("%d deliveries sent during the Retry-After pause: %v", sent, during)
+	}
+	rn.advance(11 * time.Second)
+	rn.advance(time.Minute)
+	for _, m := range append(more, first) {
+		if e.get(m.ID) != nil {
+			t.Errorf("%s not delivered after the pause", m.Payload)
+		}
+	}
+	if st := rn.r.Stats().Destinations["api"]; st.Failed != 0 || st.DeadLettered != 0 || st.BreakerTrips != 0 {
+		t.Errorf("attempts charged or the breaker tripped for a pause: %+v", st)
 	}
 }

@@ -476,15 +476,26 @@ func (r *Relay) attempt(d *destination, m *outbox.Message, start time.Time) (com
 			completed |= s
 			m.Status |= s // the next try sees what is done
 		}
-		return r.inProcessVerdict(err, deadline)
+		return r.inProcessVerdict(d, err, deadline)
 	})
 	return completed, tries, last, lapsed
 }
 
 // inProcessVerdict marks err for the executor: Permanent to stop the
 // in-process retry, else Transient or Recognised (with its remedy).
-func (r *Relay) inProcessVerdict(err error, deadline time.Time) error {
+//
+// A retry-after hint of the destination's (a 429 or 503 with
+// Retry-After) pauses the destination at once, for this relay's other
+// workers and for the fleet: this attempt may wait it out in-process, and
+// were the pause set only when the attempt ended, as it was, every other
+// worker sent the destination a message meanwhile, got the same answer,
+// and waited it out too, holding a worker each.
+func (r *Relay) inProcessVerdict(d *destination, err error, deadline time.Time) error {
 	v := r.classify(err)
+	if after := boundRetryAfter(v.RetryAfter); after > 0 && v.Retryable && v.Blame == errorhandling.BlameDestination {
+		d.pause(r.clk.Now().Add(after))
+		r.fleetPaused(d, after)
+	}
 	if !v.Retryable || (v.RetryAfter > 0 && !r.clk.Now().Add(v.RetryAfter).Before(deadline)) {
 		return errorhandling.Permanent(err)
 	}
