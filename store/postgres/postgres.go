@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/backstophq/backstop/clock"
@@ -78,7 +80,7 @@ func WithSchema(schema string) Option {
 func Open(ctx context.Context, connString string, cfg store.Config, opts ...Option) (*Store, error) {
 	pcfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: parse connection string: %w", err)
+		return nil, parseError(err)
 	}
 	detectDeadConnections(pcfg)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
@@ -92,6 +94,22 @@ func Open(ctx context.Context, connString string, cfg store.Config, opts ...Opti
 	}
 	s.owned = true
 	return s, nil
+}
+
+// parseError is the error of a connection string that does not parse,
+// without the connection string: pgx quotes it whole with only its
+// password hidden, and a query parameter (an API key, options=-c with a
+// setting's secret) printed by every command that opens a store.
+func parseError(err error) error {
+	var pe *pgconn.ParseConfigError
+	if !errors.As(err, &pe) {
+		return errors.New("postgres: the connection string does not parse")
+	}
+	why, ok := strings.CutPrefix(pe.Error(), pgconn.NewParseConfigError(pe.ConnString, "", nil).Error())
+	if !ok || why == "" {
+		why = "it does not parse"
+	}
+	return fmt.Errorf("postgres: parse connection string: %s", why)
 }
 
 // New returns a Store on an existing pool, which the caller keeps owning:
