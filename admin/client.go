@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/backstophq/backstop/internal/termtext"
 )
@@ -138,6 +139,11 @@ func notJSON(resp *http.Response, data []byte) string {
 // Enqueue posts a message.
 func (c *Client) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResponse, error) {
 	var out EnqueueResponse
+	if f := req.invalidText(); f != "" {
+		// encoding/json would send it with U+FFFD in place of each bad
+		// byte: two keys or streams that differ only there would be one.
+		return out, fmt.Errorf("admin: enqueue: %s is not valid UTF-8 text", f)
+	}
 	_, err := c.Do(ctx, http.MethodPost, "/v1/messages", nil, req, &out)
 	return out, err
 }
@@ -316,4 +322,23 @@ func (r *responseRecorder) Write(b []byte) (int, error) {
 // variable): the path it makes would name a route of its own.
 func errEmptyID(what string) error {
 	return fmt.Errorf("admin: the %s ID is empty; nothing was done", what)
+}
+
+// invalidText names the first text field of r that is not UTF-8 ("" when
+// none is).
+func (r *EnqueueRequest) invalidText() string {
+	for _, f := range []struct{ name, v string }{
+		{"destination", r.Destination}, {"topic", r.Topic}, {"type", r.Type}, {"stream", r.Stream},
+		{"ordering", r.Ordering}, {"idempotency_key", r.IdempotencyKey}, {"payload_base64", r.PayloadBase64},
+	} {
+		if !utf8.ValidString(f.v) {
+			return f.name
+		}
+	}
+	for k, v := range r.Headers {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return "headers"
+		}
+	}
+	return ""
 }

@@ -167,6 +167,14 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		}
 	}
 	if err == nil {
+		if f, bad := invalidText(read.Bytes(), rawMembers(v)); bad {
+			// encoding/json takes invalid UTF-8 and lone surrogate escapes
+			// as U+FFFD: two idempotency keys or streams that differ only
+			// there became one, and the second message was dropped as a
+			// duplicate of the first.
+			badField(w, f, strings.TrimSpace(f+" is not valid UTF-8 text (an invalid byte, or a lone surrogate escape such as \\ud800)"))
+			return false
+		}
 		return true
 	}
 	var mbe *http.MaxBytesError
@@ -193,6 +201,119 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		badField(w, "", "the body is not valid JSON: "+msg)
 	}
 	return false
+}
+
+// invalidText reports whether the JSON text body, which decoded, holds
+// text encoding/json would have changed: bytes that are not UTF-8, or an
+// escaped UTF-16 surrogate (\ud800 to \udfff) that is not half of a
+// pair. It names the first member of the body's object holding one, in
+// the body's order ("" when it cannot tell). The members in raw are
+// decoded as json.RawMessage, kept byte for byte, and not looked at.
+func invalidText(body []byte, raw map[string]bool) (field string, bad bool) {
+	if validText(body) {
+		return "", false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", true
+	}
+	for dec.More() {
+		start := dec.InputOffset()
+		key, err := dec.Token()
+		if err != nil {
+			return "", true
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return "", true
+		}
+		name, _ := key.(string)
+		if !raw[strings.ToLower(name)] && !validText(body[start:dec.InputOffset()]) {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// rawMembers are the JSON names, in lower case (encoding/json matches
+// them so), of the fields of the struct v points to that are
+// json.RawMessage.
+func rawMembers(v any) map[string]bool {
+	t := reflect.TypeOf(v)
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	var out map[string]bool
+	for _, f := range reflect.VisibleFields(t.Elem()) {
+		if f.Type != reflect.TypeOf(json.RawMessage(nil)) {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" {
+			name = f.Name
+		}
+		if out == nil {
+			out = map[string]bool{}
+		}
+		out[strings.ToLower(name)] = true
+	}
+	return out
+}
+
+// validText reports whether the JSON text b is UTF-8 and escapes no lone
+// surrogate.
+func validText(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		i++ // in valid JSON a backslash only starts an escape, in a string
+		if i >= len(b) || b[i] != 'u' {
+			continue
+		}
+		r, ok := hex4(b, i+1)
+		if !ok {
+			continue
+		}
+		i += 4
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return false
+		case r >= 0xD800 && r <= 0xDBFF:
+			if i+2 >= len(b) || b[i+1] != '\\' || b[i+2] != 'u' {
+				return false
+			}
+			if lo, ok := hex4(b, i+3); !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return false
+			}
+			i += 6
+		}
+	}
+	return true
+}
+
+// hex4 reads the four hex digits at b[i:].
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 // isTimeError says err came from decoding a time.Time, which reports no

@@ -173,3 +173,38 @@ func TestLongIdempotencyKeyIsRefused(t *testing.T) {
 		}
 	})
 }
+
+// Text encoding/json would change is a 400 naming the field: bytes that
+// are not UTF-8 and lone surrogate escapes were taken as U+FFFD, so two
+// idempotency keys (or streams) that differed only there became one, and
+// the second message was dropped as a duplicate of the first. A payload
+// sent as JSON is kept byte for byte, and is not refused for it.
+func TestEnqueueRefusesTextJSONWouldChange(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		a := newAPI(t, st)
+		for _, c := range []struct{ body, field string }{
+			{`{"destination":"billing","type":"t","idempotency_key":"k\ud800"}`, "idempotency_key"},
+			{`{"destination":"billing","type":"t","idempotency_key":"k\udfff"}`, "idempotency_key"},
+			{`{"destination":"billing","type":"t","idempotency_key":"k\uD800\u0041"}`, "idempotency_key"},
+			{"{\"destination\":\"billing\",\"type\":\"t\",\"stream\":\"a\xffb\"}", "stream"},
+			{"{\"destination\":\"billing\",\"type\":\"t\",\"headers\":{\"X-A\":\"\xfe\"}}", "headers"},
+			{"{\"destination\":\"billing\",\"Type\":\"t\xc3\"}", "Type"},
+		} {
+			status, body := checkedSend(t, a, "POST", "/v1/messages", c.body)
+			if status != 400 || !strings.Contains(body, `"field":"`+c.field+`"`) || !strings.Contains(body, "UTF-8") {
+				t.Errorf("%q: %d %s, want 400 naming %s", c.body, status, body, c.field)
+			}
+		}
+		for _, body := range []string{
+			`{"destination":"billing","type":"t","idempotency_key":"k\ud83d\ude00"}`,
+			`{"destination":"billing","type":"t","idempotency_key":"k\ufffd"}`,
+			"{\"destination\":\"billing\",\"type\":\"t\",\"stream\":\"a\xef\xbf\xbdb\"}",
+			`{"destination":"billing","type":"t","payload":{"p":"\ud800"}}`,
+			"{\"destination\":\"billing\",\"type\":\"t\",\"Payload\":{\"p\":\"\xff\"}}",
+		} {
+			if status, resp := checkedSend(t, a, "POST", "/v1/messages", body); status != 202 {
+				t.Errorf("%q: %d %s, want 202", body, status, resp)
+			}
+		}
+	})
+}

@@ -1,17 +1,23 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// Flags that contradict each other are refused, naming both: --db with
+// Flags that contradict each other, or that cannot be sent as they are,
+// are refused, naming them: --db with
 // --server worked on the store and ignored the server, and an entry's ID
 // with --all acted on that one entry, where the operator may have meant
 // every entry.
 func TestConflictingFlagsAreRefused(t *testing.T) {
 	db := "--db=sqlite:" + filepath.Join(t.TempDir(), "b.db")
+	payloadFile := filepath.Join(t.TempDir(), "payload.json")
+	if err := os.WriteFile(payloadFile, []byte(`{"from":"the file"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -19,6 +25,12 @@ func TestConflictingFlagsAreRefused(t *testing.T) {
 		{[]string{db, "--server", "http://127.0.0.1:1", "dlq", "list"}, "--server"},
 		{[]string{db, "dlq", "resolve", "0193a0a0-0000-7000-8000-000000000001", "--all"}, "--all"},
 		{[]string{db, "dlq", "replay", "0193a0a0-0000-7000-8000-000000000001", "--all"}, "--all"},
+		// --payload was dropped for the file's bytes, silently.
+		{[]string{db, "enqueue", "--destination", "d", "--type", "t", "--payload", "x", "--payload-file", payloadFile}, "payload-file"},
+		// Sent through encoding/json, a byte that is not UTF-8 became
+		// U+FFFD: two streams or keys differing only there were one.
+		{[]string{db, "enqueue", "--destination", "d", "--type", "t", "--stream", "c\xffd"}, "stream is not valid UTF-8"},
+		{[]string{db, "enqueue", "--destination", "d", "--type", "t", "--idempotency-key", "k\xfe"}, "idempotency_key is not valid UTF-8"},
 	} {
 		out, err := cli(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -97,6 +97,7 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 	f.StringArrayVar(&headers, "header", nil, "a header Name=value (repeatable)")
 	f.StringVar(&req.IdempotencyKey, "idempotency-key", "", "write once per key: a repeat returns the first ids")
 	f.StringVar(&scheduled, "scheduled-for", "", "first delivery no earlier than this (RFC 3339 or a duration from now)")
+	cmd.MarkFlagsMutuallyExclusive("payload", "payload-file")
 	return cmd
 }
 
