@@ -187,6 +187,20 @@ func TestSecretsUnderTheWrongKeyAreNotQuoted(t *testing.T) {
 			}
 		})
 	}
+	// A secret holding a quote, a backslash, a tab or a line break: the
+	// problem spells it escaped (%q), and it was quoted as the problem
+	// spelt it.
+	for _, s := range []string{`hunter2"s3cr3t`, `Sup3r\S3cr3t`, "Sup3r\tS3cr3t", "Sup3r\nS3cr3t", "s3cr3t-\"-0123456789-long"} {
+		for _, yaml := range []string{"relay:\n  workers: ${SECRET}\n" + hostileBase, hostileBase + "    ordering: \"${SECRET}\"\n"} {
+			_, err := Parse([]byte(yaml), env(map[string]string{"SECRET": s}))
+			if err == nil {
+				t.Fatalf("%q: Parse accepted the file", s)
+			}
+			if msg := err.Error(); strings.Contains(msg, "3cr3t") || !strings.Contains(msg, "${SECRET}") {
+				t.Errorf("%q: error %q quotes the secret, or does not name ${SECRET}", s, msg)
+			}
+		}
+	}
 	// Numbers stay quoted: they are what the operator needs to see.
 	_, err := Parse([]byte("relay:\n  workers: ${W}\n"+hostileBase), env(map[string]string{"W": "-3"}))
 	if err == nil || !strings.Contains(err.Error(), "relay.workers") {

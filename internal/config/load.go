@@ -154,13 +154,23 @@ func (env envValues) hide(err error) error {
 			if plainValue(v.value) || v.path != ce.Key && v.line != ce.Line {
 				continue
 			}
-			ce.Problem = strings.ReplaceAll(ce.Problem, v.value, v.ref)
-			if len(v.value) > 10 {
-				ce.Problem = strings.ReplaceAll(ce.Problem, v.value[:7]+"...", v.ref)
+			// As it is, and as %q spells it: a value holding a quote, a
+			// backslash, a tab or a line break is escaped in the problem.
+			for _, val := range []string{v.value, quotedInner(v.value)} {
+				ce.Problem = strings.ReplaceAll(ce.Problem, val, v.ref)
+				if len(val) > 10 {
+					ce.Problem = strings.ReplaceAll(ce.Problem, val[:7]+"...", v.ref)
+				}
 			}
 		}
 	}
 	return err
+}
+
+// quotedInner is s as strconv.Quote spells it, without the quotes.
+func quotedInner(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }
 
 // checkKeys walks n against the struct type t, reporting every key that t
