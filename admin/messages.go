@@ -186,7 +186,8 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		// the body itself: [], "x", 42
 		badField(w, "", "the request body must be a JSON object")
 	case errors.As(err, &te):
-		badField(w, te.Field, fmt.Sprintf("%s must be a JSON %s", te.Field, jsonKind(te.Type.Kind().String())))
+		f := apiField(v, te.Field)
+		badField(w, f, fmt.Sprintf("%s must be a JSON %s", f, jsonKind(te.Type.Kind().String())))
 	case errors.Is(err, io.EOF):
 		badField(w, "", "the request needs a JSON body")
 	case isTimeError(err):
@@ -233,6 +234,22 @@ func invalidText(body []byte, raw map[string]bool) (field string, bad bool) {
 		}
 	}
 	return "", false
+}
+
+// apiField is field, the path of a member encoding/json reports, without
+// the Go names of v's embedded structs it starts with: a bulk request's
+// "status" was reported as "Filter.status".
+func apiField(v any, field string) string {
+	t := reflect.TypeOf(v)
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return field
+	}
+	for _, f := range reflect.VisibleFields(t.Elem()) {
+		if f.Anonymous {
+			field = strings.TrimPrefix(field, f.Name+".")
+		}
+	}
+	return field
 }
 
 // rawMembers are the JSON names, in lower case (encoding/json matches

@@ -208,3 +208,19 @@ func TestEnqueueRefusesTextJSONWouldChange(t *testing.T) {
 		}
 	})
 }
+
+// A member of the wrong type in a bulk request's filter is named as the
+// API names it: it was named by its Go path, "Filter.status".
+func TestBulkFilterTypeErrorNamesTheMember(t *testing.T) {
+	a := newAPI(t, openSQLite(t))
+	for _, c := range []struct{ body, field string }{
+		{`{"status":["resolved"]}`, "status"},
+		{`{"destination":5}`, "destination"},
+		{`{"dry_run":"yes"}`, "dry_run"},
+	} {
+		status, resp := checkedSend(t, a, "POST", "/v1/dlq/delete", c.body)
+		if status != 400 || !strings.Contains(resp, `"field":"`+c.field+`"`) || strings.Contains(resp, "Filter.") {
+			t.Errorf("%s: %d %s, want 400 naming %s", c.body, status, resp, c.field)
+		}
+	}
+}
