@@ -43,6 +43,13 @@ func DescribeStream(st *StreamStatus, h StreamHead, now time.Time) {
 		if len(e) > maxWhyError {
 			e = append(e[:maxWhyError], '…')
 		}
+		switch {
+		case m.FailureReason == 0:
+			// a destination's fault is recorded without a reason
+			return string(e)
+		case len(e) == 0:
+			return m.FailureReason.String()
+		}
 		return fmt.Sprintf("%s: %s", m.FailureReason, string(e))
 	}
 	strictHold := h.Ordering == outbox.OrderingStrict && !h.Released
@@ -78,8 +85,11 @@ func DescribeStream(st *StreamStatus, h StreamHead, now time.Time) {
 		holds = strictHold
 	default:
 		why = fmt.Sprintf("head message %s is due and will be claimed next", m.ID)
-		if m.Attempts > 0 || m.Error != "" {
+		switch {
+		case m.Attempts > 0:
 			why += fmt.Sprintf(" (it failed %s before: %s)", counted(int(m.Attempts), "time", "times"), failure())
+		case m.Error != "":
+			why += fmt.Sprintf(" (its last try failed, not charged: %s)", failure())
 		}
 	}
 	mode := string(h.Ordering) + " ordering"

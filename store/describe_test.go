@@ -42,3 +42,22 @@ func TestDescribeStreamCountsInWords(t *testing.T) {
 		t.Errorf("Why = %q", st.Why)
 	}
 }
+
+// A head whose last try failed for its destination (no reason recorded,
+// no attempt charged) is explained without a FailureReason(0) and without
+// "it failed 0 times".
+func TestDescribeStreamUnchargedFault(t *testing.T) {
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	due := &outbox.Message{ID: uuid.New(), Error: "webhook: context deadline exceeded"}
+	var st store.StreamStatus
+	store.DescribeStream(&st, store.StreamHead{Message: due, Ordering: outbox.OrderingStrict, Later: 1}, now)
+	if strings.Contains(st.Why, "FailureReason(") || strings.Contains(st.Why, "0 times") ||
+		!strings.Contains(st.Why, "(its last try failed, not charged: webhook: context deadline exceeded)") {
+		t.Errorf("Why = %q", st.Why)
+	}
+	retrying := &outbox.Message{ID: uuid.New(), Attempts: 2, ScheduledFor: now.Add(time.Minute), Status: outbox.StatusFailed, Error: "503"}
+	store.DescribeStream(&st, store.StreamHead{Message: retrying, Ordering: outbox.OrderingStrict, Later: 1}, now)
+	if strings.Contains(st.Why, "FailureReason(") || !strings.Contains(st.Why, "failed 2 times (503)") {
+		t.Errorf("Why = %q", st.Why)
+	}
+}
