@@ -16,6 +16,11 @@ type BulkRequest struct {
 	Filter
 	DryRun bool   `json:"dry_run,omitempty"`
 	Notes  string `json:"notes,omitempty"`
+	// All says an empty filter means every entry. Without it a replay,
+	// resolve or delete (not a dry run) whose filter is empty is refused:
+	// a script whose $DESTINATION was unset sent {"destination":""}, and
+	// acted on the whole queue.
+	All bool `json:"all,omitempty"`
 }
 
 // BulkResult says what a bulk action did, or with dry_run would do: how
@@ -45,6 +50,11 @@ func (s *Server) bulk(action string) http.HandlerFunc {
 		}
 		f, ok := req.Filter.filters(w)
 		if !ok {
+			return
+		}
+		if !req.DryRun && !req.All && req.Filter == (Filter{}) {
+			badField(w, "all", "the filter is empty, so the "+action+" would take every entry: "+
+				"give a filter (destination, reason...), or set \"all\": true to mean every entry")
 			return
 		}
 		if action == "replay" && f.Status != "" && f.Status != dlq.StatusPending {

@@ -87,7 +87,7 @@ func components() schema {
 	}
 	filter := schema{"destination": str(), "stream": str(), "message_id": str(), "reason": str(), "fingerprint": str(),
 		"status": enum("pending", "replayed", "resolved"), "after": timeT(), "before": timeT()}
-	bulkReq := schema{"dry_run": boolean(), "notes": str()}
+	bulkReq := schema{"dry_run": boolean(), "notes": str(), "all": boolean()}
 	for k, v := range filter {
 		bulkReq[k] = v
 	}

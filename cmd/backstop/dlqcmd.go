@@ -177,7 +177,7 @@ func newBulkCmd(g *globals, action, short string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := c.Bulk(ctx, action, admin.BulkRequest{Filter: filter, DryRun: dryRun, Notes: notes})
+			res, err := c.Bulk(ctx, action, admin.BulkRequest{Filter: filter, DryRun: dryRun, Notes: notes, All: f.all})
 			return bulkTable(p, res, err)
 		}),
 	}

@@ -64,8 +64,9 @@ export function bulkAction(action, filter, what) {
         ok.disabled = true;
         try {
           // Only what the dry run counted: entries dead-lettered before
-          // it looked (as_of), not those that failed since.
-          const res = await api('POST', '/dlq/' + action, { body: { ...filter, ...(dry.as_of ? { before: dry.as_of } : {}), notes: area.value.trim() } });
+          // it looked (as_of), not those that failed since. The operator
+          // confirmed the count, so an empty filter means every entry.
+          const res = await api('POST', '/dlq/' + action, { body: { ...filter, ...(dry.as_of ? { before: dry.as_of } : {}), notes: area.value.trim(), all: true } });
           closeDialog();
           resolve(res);
         } catch (e) {
