@@ -11,6 +11,7 @@ import (
 	"github.com/backstophq/backstop/circuitbreaker"
 	"github.com/backstophq/backstop/errorhandling"
 	"github.com/backstophq/backstop/outbox"
+	"github.com/backstophq/backstop/retry"
 )
 
 // TestRecoveryWithinSecondsOfTheDestination: a destination goes down long
@@ -91,4 +92,49 @@ func (e *env) gone(msgs ...*outbox.Message) bool {
 		}
 	}
 	return true
+}
+
+// A probe of an open circuit is one try, with the default in-process
+// retry: its verdict schedules the next probe. It used to wait out the
+// in-process back-off before it stopped (a second after a 503), which put
+// every probe a second later than its schedule, and delivery resumed up to
+// 6 s after the destination came back. Here the fake clock moves only to
+// the probe's time: a probe that waits for its back-off never ends.
+func TestProbeIsOneTry(t *testing.T) {
+	e := newEnv(t)
+	var msgs []*outbox.Message
+	for i := range 10 {
+		msgs = append(msgs, msg("hooks", fmt.Sprintf("s%d", i), i))
+	}
+	e.enqueue(msgs...)
+	rec := &recorder{fn: func(context.Context, *outbox.Message, int) error {
+		return errorhandling.WithHTTPStatus(errors.New("503 service unavailable"), 503)
+	}}
+	rn := e.start(e.config(map[string]Destination{"hooks": {Transport: rec.transport(),
+		InProcess: retry.NewConfig(3, retry.InProcessBackoff())}}))
+	// Through the in-process tries (their back-off waits on the fake
+	// clock) until the circuit opens and nothing is in flight.
+	for i := 0; rn.r.Breaker("hooks").State() != circuitbreaker.StateOpen || rn.r.Stats().InFlight > 0; i++ {
+		if i > 100 {
+			t.Fatalf("the breaker did not open: %+v", rn.r.Stats())
+		}
+		e.clk.Advance(200 * time.Millisecond)
+		before := rn.r.rounds.Load()
+		rn.waitFor("a round", func() bool { return rn.r.rounds.Load() > before })
+	}
+	for probe := range 3 {
+		tries, trips := len(rec.got()), rn.r.Stats().Destinations["hooks"].BreakerTrips
+		e.clk.Advance(DefaultMaxProbeInterval)
+		rounds := 0
+		rn.waitFor("the probe's verdict without the clock moving", func() bool {
+			if rounds++; rounds > 500 {
+				t.Fatalf("probe %d: no verdict after %d rounds (%d tries): it waits for the in-process back-off (%+v)",
+					probe, rounds, len(rec.got())-tries, rn.r.Stats())
+			}
+			return rn.r.Stats().Destinations["hooks"].BreakerTrips > trips
+		})
+		if n := len(rec.got()) - tries; n != circuitbreaker.DefaultHalfOpenMaxRequests {
+			t.Fatalf("probe %d: %d tries, want one", probe, n)
+		}
+	}
 }

@@ -366,7 +366,7 @@ func (r *Relay) deliver(d *destination, m *outbox.Message, probe bool) outcome {
 		}
 	}
 	start := now // the breaker's gate takes no time worth a second reading
-	completed, tries, last, lapsed := r.attempt(d, m, start)
+	completed, tries, last, lapsed := r.attempt(d, m, start, probe)
 	end := r.clk.Now()
 	stalled := last != nil && r.stalls.overlaps(start, end)
 	// The transport refused the message before sending anything.
@@ -423,7 +423,13 @@ func (r *Relay) deliver(d *destination, m *outbox.Message, probe bool) outcome {
 // A try after the first is made only while the relay still holds the
 // message's lease; lapsed says it did not (the relay stalled, or the
 // store refused a renewal, during the wait between tries).
-func (r *Relay) attempt(d *destination, m *outbox.Message, start time.Time) (completed outbox.Status, tries int, last error, lapsed bool) {
+//
+// A probe of an open circuit is one try (but for a recognised fault,
+// remedied and tried again at once): its verdict schedules the next
+// probe, and an in-process retry after it (a second after a 503) put
+// every probe off by that long, so that delivery resumed up to 6 s after
+// the destination came back, where 5 s is the longest probe interval.
+func (r *Relay) attempt(d *destination, m *outbox.Message, start time.Time, probe bool) (completed outbox.Status, tries int, last error, lapsed bool) {
 	deadline := start.Add(d.timeout)
 	actx, release := r.attemptContext(m.ID, start, d.timeout)
 	defer release()
@@ -476,7 +482,14 @@ func (r *Relay) attempt(d *destination, m *outbox.Message, start time.Time) (com
 			completed |= s
 			m.Status |= s // the next try sees what is done
 		}
-		return r.inProcessVerdict(d, err, deadline)
+		verdict := r.inProcessVerdict(d, err, deadline)
+		if c, _ := errorhandling.MarkedClass(verdict); probe && c != errorhandling.ClassRecognised {
+			// Permanent here, not at the next try: the executor waits
+			// out the back-off before it asks again. A recognised fault
+			// is still remedied and tried again at once.
+			return errorhandling.Permanent(err)
+		}
+		return verdict
 	})
 	return completed, tries, last, lapsed
 }
