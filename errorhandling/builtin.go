@@ -75,7 +75,7 @@ func classifyHTTPStatus(status int) (Classification, bool) {
 		v.Reason = ReasonDependencyFailure
 	case status == 408 || status == 504:
 		v.Reason = ReasonTimeoutExceeded
-	case status == 425 || status == 429 || (status >= 500 && status <= 599) || (status >= 300 && status <= 399):
+	case status == 423 || status == 425 || status == 429 || (status >= 500 && status <= 599) || (status >= 300 && status <= 399):
 	case status >= 400 && status <= 499:
 		v = Classification{Class: ClassPermanent, Blame: BlameMessage, Reason: ReasonValidationFailure, Rule: "http_status"}
 	default:

@@ -76,7 +76,7 @@ const (
 	// BlameDestination charges the service being called: outages,
 	// timeouts, refused connections, 5xx, 429, and refusals of every
 	// message alike such as a revoked credential or a wrong route (401,
-	// 403, 404, 405, 407, 410, 421, 426).
+	// 403, 404, 405, 407, 410, 421, 426), and 423 and 425.
 	BlameDestination Blame = iota
 	// BlameMessage charges the message or parameter: validation,
 	// serialization, 400, 413, 415, 422 and the other 4xx, constraint

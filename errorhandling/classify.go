@@ -157,7 +157,7 @@ func (c *ErrorClassifier) UnknownTransient() bool {
 //	421 426                                                                     method_not_allowed, proxy_auth_required,
 //	                                                                            gone, misdirected_request, upgrade_required
 //	408, 504                      transient  destination  TimeoutExceeded       timeout
-//	425, 429, other 5xx           transient  destination  TransportUnavailable  http_425, rate_limit, service_unavailable (503), http_5xx
+//	423, 425, 429, other 5xx      transient  destination  TransportUnavailable  http_423, http_425, rate_limit, service_unavailable (503), http_5xx
 //	3xx                           transient  destination  TransportUnavailable  http_3xx
 //	400 413 415 422, other 4xx    permanent  message      ValidationFailure     http_4xx
 //

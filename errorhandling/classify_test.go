@@ -138,6 +138,7 @@ func TestClassifyHTTPStatus(t *testing.T) {
 		{415, permanentMsg(eh.ReasonValidationFailure, "http_415", "http_status")},
 		{421, transientDest(eh.ReasonDependencyFailure, "misdirected_request", "http_status")},
 		{422, permanentMsg(eh.ReasonValidationFailure, "http_422", "http_status")},
+		{423, transientDest(eh.ReasonTransportUnavailable, "http_423", "http_status")},
 		{425, transientDest(eh.ReasonTransportUnavailable, "http_425", "http_status")},
 		{426, transientDest(eh.ReasonDependencyFailure, "upgrade_required", "http_status")},
 		{429, transientDest(eh.ReasonTransportUnavailable, "rate_limit", "http_status")},

@@ -69,7 +69,7 @@ func WithBlame(err error, blame Blame) error {
 
 // WithHTTPStatus attaches the HTTP status code of a failed request to err.
 // The classifier reads it: 3xx, 401, 403, 404, 405, 407, 408, 410, 421,
-// 425, 426, 429 and 5xx are transient faults of the destination; 400, 413,
+// 423, 425, 426, 429 and 5xx are transient faults of the destination; 400, 413,
 // 415, 422 and the other 4xx are permanent faults of the message (see
 // Classify).
 func WithHTTPStatus(err error, status int) error {

@@ -22,7 +22,7 @@
 //
 //	answer                                    fault               the relay
 //	3xx, 401 403 404 405 410 421,             transient,          retries later; the message keeps its
-//	408 425 429, 5xx, 1xx as final,           the destination's   attempts; the destination's breaker
+//	408 423 425 429, 5xx, 1xx as final,       the destination's   attempts; the destination's breaker
 //	timeouts, refused connections, DNS, TLS                       counts it; Retry-After is honoured
 //	400 413 415 422, other 4xx                permanent,          dead-letters it at once
 //	                                          the message's
@@ -31,7 +31,10 @@
 //
 // A 401 or 403 is a credential that stopped working, a 404, 405 or 410 a
 // route that is wrong, a 421 a host that serves another name: every
-// message would fail alike, and none of them is at fault.
+// message would fail alike, and none of them is at fault. A 423 (locked)
+// is taken for a state of the destination that passes, as a 425 is. A 402
+// stays the message's: an API such as a payment provider's answers it for
+// one request (a card declined).
 //
 // # Verifying a request
 //

@@ -97,7 +97,7 @@ func New(cfg Config) (*Transport, error) {
 //     code "invalid_message", matching outbox.ErrInvalidMessage. Nothing
 //     is sent.
 //   - A status covered by Config.StatusOverrides: as the override says.
-//   - 3xx, 401, 403, 404, 405, 408, 410, 421, 425, 429 and 5xx: a
+//   - 3xx, 401, 403, 404, 405, 408, 410, 421, 423, 425, 429 and 5xx: a
 //     transient fault of the destination (errorhandling's table), with
 //     the response's Retry-After as errorhandling.RetryAfter. A 3xx also
 //     matches ErrRedirect.
