@@ -31,6 +31,10 @@ func TestConflictingFlagsAreRefused(t *testing.T) {
 		// U+FFFD: two streams or keys differing only there were one.
 		{[]string{db, "enqueue", "--destination", "d", "--type", "t", "--stream", "c\xffd"}, "stream is not valid UTF-8"},
 		{[]string{db, "enqueue", "--destination", "d", "--type", "t", "--idempotency-key", "k\xfe"}, "idempotency_key is not valid UTF-8"},
+		// An unset variable: migrate made and migrated ./backstop.db, exit 0.
+		{[]string{"migrate", "--db", ""}, "--db is empty"},
+		{[]string{"--db=", "dlq", "list"}, "--db is empty"},
+		{[]string{"serve", "--db", " "}, "--db is empty"},
 	} {
 		out, err := cli(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

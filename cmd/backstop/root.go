@@ -30,6 +30,16 @@ func newRoot() *cobra.Command {
 		Short:         "Reliable delivery of side effects: outbox relay, retries, breakers, dead letters",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --db given but empty is an unset variable (--db "$DATABASE_URL"),
+		// not "no store": it fell back to the default SQLite file in the
+		// working directory, and a migrate meant for production migrated
+		// ./backstop.db and exited 0.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if f := cmd.Flags().Lookup("db"); f != nil && f.Changed && strings.TrimSpace(g.db) == "" {
+				return fmt.Errorf("--db is empty (an unset variable?): give sqlite:PATH or a postgres:// URL, or leave --db out")
+			}
+			return nil
+		},
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.server, "server", envOr("BACKSTOP_SERVER", ""), "admin API of a running server, such as http://127.0.0.1:8080 (token from BACKSTOP_TOKEN); env BACKSTOP_SERVER")
