@@ -167,6 +167,12 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		}
 	}
 	if err == nil {
+		if f := duplicateMember(read.Bytes()); f != "" {
+			// encoding/json keeps the last of them: {"dry_run":true,
+			// "dry_run":false} ran the action for real.
+			badField(w, f, f+" is given more than once")
+			return false
+		}
 		if f, bad := invalidText(read.Bytes(), rawMembers(v)); bad {
 			// encoding/json takes invalid UTF-8 and lone surrogate escapes
 			// as U+FFFD: two idempotency keys or streams that differ only
@@ -250,6 +256,33 @@ func apiField(v any, field string) string {
 		}
 	}
 	return field
+}
+
+// duplicateMember names a member that the JSON object body gives more
+// than once, its name compared as encoding/json matches a struct's fields
+// (without regard to case); "" when none is.
+func duplicateMember(body []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		name, _ := key.(string)
+		if seen[strings.ToLower(name)] {
+			return name
+		}
+		seen[strings.ToLower(name)] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return ""
+		}
+	}
+	return ""
 }
 
 // rawMembers are the JSON names, in lower case (encoding/json matches

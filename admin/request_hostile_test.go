@@ -224,3 +224,25 @@ func TestBulkFilterTypeErrorNamesTheMember(t *testing.T) {
 		}
 	}
 }
+
+// A member given twice is a 400 naming it: encoding/json kept the last,
+// and {"dry_run":true,"dry_run":false} ran the action for real.
+func TestDuplicateMemberIsRefused(t *testing.T) {
+	a := newAPI(t, openSQLite(t))
+	_, id := deadLettered(t, a, "billing", "s")
+	for _, body := range []string{
+		`{"destination":"billing","dry_run":true,"dry_run":false}`,
+		`{"destination":"billing","dry_run":true,"DRY_RUN":false}`,
+	} {
+		status, resp := checkedSend(t, a, "POST", "/v1/dlq/delete", body)
+		if status != 400 || !strings.Contains(strings.ToLower(resp), `"field":"dry_run"`) {
+			t.Errorf("%s: %d %s, want 400 naming dry_run", body, status, resp)
+		}
+	}
+	if e, err := a.rd.DeadLetter(a.ctx, id); err != nil || e.Status != "pending" {
+		t.Fatalf("the entry after the refused deletes: %+v %v", e, err)
+	}
+	if status, resp := checkedSend(t, a, "POST", "/v1/messages", `{"destination":"billing","type":"t","headers":{"X-A":"1","x-a":"2"}}`); status == 400 && strings.Contains(resp, "more than once") {
+		t.Errorf("headers differing in case were taken for one member: %d %s", status, resp)
+	}
+}
