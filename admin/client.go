@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -53,6 +54,12 @@ func (c *Client) Do(ctx context.Context, method, path string, q url.Values, body
 			return 0, err
 		}
 		rd = bytes.NewReader(b)
+	}
+	if strings.ContainsAny(c.BaseURL, "?#") {
+		// Joined to the path, a query took the path into itself (the
+		// request went to the dashboard), and a connection error printed
+		// whatever secret the query held.
+		return 0, errors.New("admin: the base URL (--server) holds a query or a fragment; give the server's address alone, such as http://127.0.0.1:8080")
 	}
 	u := strings.TrimRight(c.BaseURL, "/") + path
 	if len(q) > 0 {

@@ -45,3 +45,15 @@ func TestConflictingFlagsAreRefused(t *testing.T) {
 	t.Setenv("BACKSTOP_SERVER", "http://127.0.0.1:1")
 	mustCLI(t, db, "dlq", "list")
 }
+
+// A --server holding a query or a fragment is refused without quoting it:
+// joined to the path, the query took the path into itself, and a
+// connection error printed the secret it held.
+func TestServerWithAQueryIsRefused(t *testing.T) {
+	for _, server := range []string{"http://127.0.0.1:1/?k=S3CRET", "http://127.0.0.1:1/#S3CRET"} {
+		out, err := cli(t, "--server", server, "dlq", "list")
+		if err == nil || !strings.Contains(err.Error(), "query or a fragment") || strings.Contains(err.Error()+out, "S3CRET") {
+			t.Errorf("--server %s: %v\n%s", server, err, out)
+		}
+	}
+}
