@@ -112,6 +112,10 @@ func (f Filter) filters(w http.ResponseWriter) (*dlq.Filters, bool) {
 
 func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	if !knownParams(w, q, "destination", "stream", "message_id", "reason", "fingerprint", "status", "after", "before",
+		"limit", "cursor", "payload") {
+		return
+	}
 	f := Filter{Destination: q.Get("destination"), Stream: q.Get("stream"), MessageID: q.Get("message_id"), Reason: q.Get("reason"),
 		Fingerprint: q.Get("fingerprint"), Status: q.Get("status")}
 	for _, p := range []struct {

@@ -562,6 +562,9 @@ func (s *Server) destinationsOf(w http.ResponseWriter, req *EnqueueRequest) ([]s
 
 func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	if !knownParams(w, q, "destination", "stream", "type", "state", "limit", "cursor", "payload") {
+		return
+	}
 	f := store.MessageFilter{Destination: q.Get("destination"), Stream: q.Get("stream"), Type: q.Get("type"),
 		State: store.MessageState(q.Get("state"))}
 	if !textFields(w, [2]string{"destination", f.Destination}, [2]string{"stream", f.Stream}, [2]string{"type", f.Type}) {

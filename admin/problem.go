@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -47,6 +51,25 @@ func problem(w http.ResponseWriter, status int, title, detail, field string) {
 // badField answers 400 naming the field.
 func badField(w http.ResponseWriter, field, detail string) {
 	problem(w, http.StatusBadRequest, "invalid request", detail, field)
+}
+
+// knownParams answers 400 naming the first parameter of the query q that
+// is not in names, and reports whether none is: a list filtered by a
+// misspelt parameter (?destinaton=billing) listed everything, and a
+// script counting one destination's dead letters counted all of them.
+func knownParams(w http.ResponseWriter, q url.Values, names ...string) bool {
+	keys := make([]string, 0, len(q))
+	for k := range q {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !slices.Contains(names, k) {
+			badField(w, k, "unknown query parameter "+strconv.Quote(k)+"; this list takes "+strings.Join(names, ", "))
+			return false
+		}
+	}
+	return true
 }
 
 // textFields answers 400 naming the first of fields ({name, value}) whose

@@ -246,3 +246,27 @@ func TestDuplicateMemberIsRefused(t *testing.T) {
 		t.Errorf("headers differing in case were taken for one member: %d %s", status, resp)
 	}
 }
+
+// A list's unknown query parameter is a 400 naming it: a misspelt filter
+// (?destinaton=billing) listed everything, and a script counting one
+// destination's dead letters counted them all.
+func TestListRefusesUnknownParameters(t *testing.T) {
+	a := newAPI(t, openSQLite(t))
+	for _, c := range []struct{ path, field string }{
+		{"/v1/dlq?destinaton=billing", "destinaton"},
+		{"/v1/dlq?destination=billing&limit=5&Status=pending", "Status"},
+		{"/v1/messages?typ=order.created", "typ"},
+		{"/v1/audit?actor=cli", "actor"},
+	} {
+		status, resp := checkedSend(t, a, "GET", c.path, "")
+		if status != 400 || !strings.Contains(resp, `"field":"`+c.field+`"`) {
+			t.Errorf("GET %s: %d %s, want 400 naming %s", c.path, status, resp, c.field)
+		}
+	}
+	for _, path := range []string{"/v1/dlq?destination=billing&status=pending&limit=5&payload=false",
+		"/v1/messages?destination=billing&type=t&state=ready&limit=5", "/v1/audit?action=replay&limit=5"} {
+		if status, resp := checkedSend(t, a, "GET", path, ""); status != 200 {
+			t.Errorf("GET %s: %d %s, want 200", path, status, resp)
+		}
+	}
+}

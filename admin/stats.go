@@ -237,6 +237,9 @@ func toAudit(recs []*store.AuditRecord) []AuditRecord {
 
 func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	if !knownParams(w, q, "target", "action", "limit", "cursor") {
+		return
+	}
 	limit, ok := limitParam(w, q.Get("limit"))
 	if !ok {
 		return

@@ -143,6 +143,9 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
+	if !knownParams(w, q, "dag_id", "state", "cursor", "limit") {
+		return
+	}
 	f := RunFilter{DAGID: q.Get("dag_id"), State: q.Get("state"), Cursor: q.Get("cursor")}
 	for _, p := range [][2]string{{"dag_id", f.DAGID}, {"cursor", f.Cursor}} {
 		if p[1] != "" && !validID(p[1]) {
