@@ -98,8 +98,9 @@ func Open(ctx context.Context, connString string, cfg store.Config, opts ...Opti
 
 // parseError is the error of a connection string that does not parse,
 // without the connection string: pgx quotes it whole with only its
-// password hidden, and a query parameter (an API key, options=-c with a
-// setting's secret) printed by every command that opens a store.
+// password hidden, so the secret of a query parameter (an API key, a
+// setting passed with options=-c) was printed by every command that opens
+// a store.
 func parseError(err error) error {
 	var pe *pgconn.ParseConfigError
 	if !errors.As(err, &pe) {
