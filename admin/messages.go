@@ -167,18 +167,8 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		}
 	}
 	if err == nil {
-		if f := duplicateMember(read.Bytes()); f != "" {
-			// encoding/json keeps the last of them: {"dry_run":true,
-			// "dry_run":false} ran the action for real.
-			badField(w, f, f+" is given more than once")
-			return false
-		}
-		if f, bad := invalidText(read.Bytes(), rawMembers(v)); bad {
-			// encoding/json takes invalid UTF-8 and lone surrogate escapes
-			// as U+FFFD: two idempotency keys or streams that differ only
-			// there became one, and the second message was dropped as a
-			// duplicate of the first.
-			badField(w, f, strings.TrimSpace(f+" is not valid UTF-8 text (an invalid byte, or a lone surrogate escape such as \\ud800)"))
+		if f, problem := memberProblem(read.Bytes(), rawMembers(v)); problem != "" {
+			badField(w, f, strings.TrimSpace(f+" "+problem))
 			return false
 		}
 		return true
@@ -210,47 +200,69 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return false
 }
 
-// invalidText reports whether the JSON text body, which decoded, holds
-// text encoding/json would have changed: bytes that are not UTF-8, or an
-// escaped UTF-16 surrogate (\ud800 to \udfff) that is not half of a
-// pair. It names the first member of the body's object holding one, in
-// the body's order ("" when it cannot tell). The members in raw are
-// decoded as json.RawMessage, kept byte for byte, and not looked at.
-func invalidText(body []byte, raw map[string]bool) (field string, bad bool) {
-	if validText(body) {
-		return "", false
+// memberProblem looks at the members of the JSON object body, which
+// decoded, for what encoding/json lets through changed, and names the
+// first member so at fault, in the body's order, with the problem ("" and
+// "" when none is):
+//   - a member given twice, its name compared as encoding/json matches a
+//     struct's fields (without regard to case): encoding/json keeps the
+//     last, and {"dry_run":true,"dry_run":false} ran the action for real;
+//   - text that is not UTF-8, or an escaped UTF-16 surrogate (\ud800 to
+//     \udfff) that is not half of a pair: encoding/json takes it as
+//     U+FFFD, so two idempotency keys or streams that differ only there
+//     became one, and the second message was dropped as a duplicate of
+//     the first. The members in raw are decoded as json.RawMessage, kept
+//     byte for byte, and not looked at for it.
+func memberProblem(body []byte, raw map[string]bool) (field, problem string) {
+	const badText = "is not valid UTF-8 text (an invalid byte, or a lone surrogate escape such as \\ud800)"
+	// Most bodies are valid: one pass over the whole, and no member's
+	// text looked at.
+	checkText := !validText(body)
+	// unnamed is the answer when the body cannot be walked member by
+	// member (it decoded, so it should).
+	unnamed := func() (string, string) {
+		if checkText {
+			return "", badText
+		}
+		return "", ""
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return "", true
+		return unnamed()
 	}
+	seen := map[string]bool{}
 	for dec.More() {
 		start := dec.InputOffset()
 		key, err := dec.Token()
 		if err != nil {
-			return "", true
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return "", true
+			return unnamed()
 		}
 		name, _ := key.(string)
-		if !raw[strings.ToLower(name)] && !validText(body[start:dec.InputOffset()]) {
-			return name, true
+		lower := strings.ToLower(name)
+		if seen[lower] {
+			return name, "is given more than once"
+		}
+		seen[lower] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return unnamed()
+		}
+		if checkText && !raw[lower] && !validText(body[start:dec.InputOffset()]) {
+			return name, badText
 		}
 	}
-	return "", false
+	return "", ""
 }
 
 // apiField is field, the path of a member encoding/json reports, without
 // the Go names of v's embedded structs it starts with: a bulk request's
 // "status" was reported as "Filter.status".
 func apiField(v any, field string) string {
-	t := reflect.TypeOf(v)
-	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+	t, ok := structType(v)
+	if !ok {
 		return field
 	}
-	for _, f := range reflect.VisibleFields(t.Elem()) {
+	for _, f := range reflect.VisibleFields(t) {
 		if f.Anonymous {
 			field = strings.TrimPrefix(field, f.Name+".")
 		}
@@ -258,43 +270,16 @@ func apiField(v any, field string) string {
 	return field
 }
 
-// duplicateMember names a member that the JSON object body gives more
-// than once, its name compared as encoding/json matches a struct's fields
-// (without regard to case); "" when none is.
-func duplicateMember(body []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return ""
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		key, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		name, _ := key.(string)
-		if seen[strings.ToLower(name)] {
-			return name
-		}
-		seen[strings.ToLower(name)] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return ""
-		}
-	}
-	return ""
-}
-
 // rawMembers are the JSON names, in lower case (encoding/json matches
 // them so), of the fields of the struct v points to that are
 // json.RawMessage.
 func rawMembers(v any) map[string]bool {
-	t := reflect.TypeOf(v)
-	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+	t, ok := structType(v)
+	if !ok {
 		return nil
 	}
 	var out map[string]bool
-	for _, f := range reflect.VisibleFields(t.Elem()) {
+	for _, f := range reflect.VisibleFields(t) {
 		if f.Type != reflect.TypeOf(json.RawMessage(nil)) {
 			continue
 		}
@@ -308,6 +293,15 @@ func rawMembers(v any) map[string]bool {
 		out[strings.ToLower(name)] = true
 	}
 	return out
+}
+
+// structType is the struct type v points to, if it points to one.
+func structType(v any) (reflect.Type, bool) {
+	t := reflect.TypeOf(v)
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil, false
+	}
+	return t.Elem(), true
 }
 
 // validText reports whether the JSON text b is UTF-8 and escapes no lone
@@ -350,20 +344,8 @@ func hex4(b []byte, i int) (rune, bool) {
 	if i+4 > len(b) {
 		return 0, false
 	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
+	r, err := strconv.ParseUint(string(b[i:i+4]), 16, 16)
+	return rune(r), err == nil
 }
 
 // isTimeError says err came from decoding a time.Time, which reports no

@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -58,12 +58,7 @@ func badField(w http.ResponseWriter, field, detail string) {
 // misspelt parameter (?destinaton=billing) listed everything, and a
 // script counting one destination's dead letters counted all of them.
 func knownParams(w http.ResponseWriter, q url.Values, names ...string) bool {
-	keys := make([]string, 0, len(q))
-	for k := range q {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(q)) {
 		if !slices.Contains(names, k) {
 			badField(w, k, "unknown query parameter "+strconv.Quote(k)+"; this list takes "+strings.Join(names, ", "))
 			return false
