@@ -46,6 +46,7 @@ type gate struct {
 	successes   int           // probes that succeeded since the last failure
 	pausedUntil time.Time     // a Retry-After pause of the whole destination
 	fleetPause  time.Time     // the fleet's pause, as the last reading of the circuits found it
+	changes     uint64        // how many times the circuit opened or closed here
 }
 
 // trip opens the circuit at now, unless it is open already, and reports
@@ -57,10 +58,46 @@ func (d *destination) trip(now time.Time) bool {
 	if g.open {
 		return false
 	}
+	d.openLocked(now)
+	return true
+}
+
+// openLocked opens the circuit at now; g.mu is held.
+func (d *destination) openLocked(now time.Time) {
+	g := &d.gate
 	g.open = true
+	g.changes++
 	g.backoff = d.firstProbe
 	g.nextProbe = now.Add(g.backoff)
 	g.successes = 0
+}
+
+// closeLocked closes the circuit; g.mu is held. The caller then calls
+// gateClosed.
+func (d *destination) closeLocked() {
+	g := &d.gate
+	g.open = false
+	g.changes++
+	g.successes = 0
+}
+
+// match opens or closes d's circuit as a reading of the shared circuits
+// found it, unless it stands so already or opened or closed here since
+// seen (d.changes before the reading): the reading does not hold that
+// change, whose store call is queued. It reports whether it changed the
+// circuit.
+func (d *destination) match(open bool, now time.Time, seen uint64) bool {
+	g := &d.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.changes != seen || g.open == open {
+		return false
+	}
+	if open {
+		d.openLocked(now)
+	} else {
+		d.closeLocked()
+	}
 	return true
 }
 
@@ -69,6 +106,13 @@ func (d *destination) isOpen() bool {
 	d.gate.mu.Lock()
 	defer d.gate.mu.Unlock()
 	return d.gate.open
+}
+
+// changes is how many times d's circuit opened or closed on this relay.
+func (d *destination) changes() uint64 {
+	d.gate.mu.Lock()
+	defer d.gate.mu.Unlock()
+	return d.gate.changes
 }
 
 // probing is the number of probe messages in flight.
@@ -139,9 +183,14 @@ func (r *Relay) closeGate(d *destination, why string) {
 		g.mu.Unlock()
 		return
 	}
-	g.open = false
-	g.successes = 0
+	d.closeLocked()
 	g.mu.Unlock()
+	r.gateClosed(d, why)
+}
+
+// gateClosed resets d's breaker, now that its circuit closed, and resumes
+// claiming for d.
+func (r *Relay) gateClosed(d *destination, why string) {
 	d.breaker.Reset()
 	if t, ok := r.trackers.Lookup(d.name); ok {
 		t.Success()
@@ -159,12 +208,6 @@ func (r *Relay) breakerReset(d *destination) {
 	}
 	r.closeGate(d, "circuit reset; deliveries resume")
 	r.fleetClosed(d)
-}
-
-// adopt opens d's circuit because another instance opened it, and
-// reports whether it was closed here.
-func (d *destination) adopt(now time.Time) bool {
-	return d.trip(now)
 }
 
 // probeDueNow makes d's next probe due at now (the shared circuit says one

@@ -138,6 +138,12 @@ func (l *loop) syncFleet(ctx context.Context, now time.Time, force bool) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
 	defer cancel()
+	// A gate that opens or closes from here on queues its store call after
+	// the calls taken below: the reading does not hold it.
+	changes := make([]uint64, len(r.destList))
+	for i, d := range r.destList {
+		changes[i] = d.changes()
+	}
 	ops := r.fleetQ.take()
 	for i, op := range ops {
 		if err := op.call(ctx, r.fleet); err != nil {
@@ -168,18 +174,22 @@ func (l *loop) syncFleet(ctx context.Context, now time.Time, force bool) {
 	for _, c := range cs {
 		shared[c.Destination] = c
 	}
-	for _, d := range r.destList {
+	for i, d := range r.destList {
 		c := shared[d.name]
 		// Held until the next reading at least.
 		d.fleetPaused(now, c.Paused, r.cfg.PollInterval)
-		switch open := d.isOpen(); {
-		case c.Open && !open:
-			if d.adopt(now) {
-				r.log.LogAttrs(ctx, slog.LevelWarn, "destination's circuit opened by another instance",
-					slog.String("destination", d.name), slog.String("opened_by", c.OpenedBy))
-			}
-		case !c.Open && open:
-			r.closeGate(d, "destination's circuit closed by another instance")
+		// A gate that changed during the reading is left as it is, its
+		// call queued: matched to the reading, a circuit a worker had
+		// just opened was closed "by another instance" and its breaker
+		// reset, to be opened by the next reading with the breaker left
+		// closed.
+		switch {
+		case !d.match(c.Open, now, changes[i]):
+		case c.Open:
+			r.log.LogAttrs(ctx, slog.LevelWarn, "destination's circuit opened by another instance",
+				slog.String("destination", d.name), slog.String("opened_by", c.OpenedBy))
+		default:
+			r.gateClosed(d, "destination's circuit closed by another instance")
 		}
 		if c.Open && c.ProbeDue {
 			d.probeDueNow(now)

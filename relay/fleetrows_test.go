@@ -109,3 +109,66 @@ func TestFailedCircuitWriteIsNotUndoneByTheNextReading(t *testing.T) {
 		t.Errorf("the fleet's circuits %+v, %v; want down's open", c, err)
 	}
 }
+
+// openDuringReading is the store whose reading of the shared circuits
+// lets during run first, once: a worker opens a circuit while the claimer
+// reads them.
+type openDuringReading struct {
+	*sqlite.Store
+	during func()
+}
+
+func (o *openDuringReading) Circuits(ctx context.Context) ([]store.Circuit, error) {
+	cs, err := o.Store.Circuits(ctx)
+	if f := o.during; f != nil {
+		o.during = nil
+		f()
+	}
+	return cs, err
+}
+
+// TestCircuitOpenedDuringTheReadingStaysOpen: a worker's breaker opens
+// "down" while the claimer reads the shared circuits, which were read
+// before the worker queued its write. Matched to that reading, the
+// circuit was closed "by another instance" and its breaker reset; the
+// next reading, which held the write, opened it again with the breaker
+// left closed, and the relay's breaker never opened again. The circuit now
+// stays open through both readings, with its breaker.
+func TestCircuitOpenedDuringTheReadingStaysOpen(t *testing.T) {
+	e := newEnv(t)
+	st := &openDuringReading{Store: e.s}
+	cfg := e.config(map[string]Destination{"down": {Transport: (&recorder{}).transport(),
+		Breaker: &circuitbreaker.Config{MaxFailures: 1}}})
+	r, err := New(st, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := r.dests["down"]
+	st.during = func() {
+		// as a worker does when its delivery opens the breaker
+		permit, err := d.breaker.Allow()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		permitDone(permit, errorhandling.WithHTTPStatus(errors.New("503 service unavailable"), 503))
+		if d.breaker.State() != circuitbreaker.StateOpen || !d.trip(e.clk.Now()) {
+			t.Error("the breaker did not open the circuit")
+		}
+		r.fleetOpened(d)
+	}
+	l := newLoop(r)
+	for i := range 2 {
+		l.syncFleet(e.ctx, e.clk.Now(), true)
+		if !d.isOpen() || d.breaker.State() != circuitbreaker.StateOpen {
+			t.Fatalf("after reading %d: circuit open %v, breaker %v; want both open", i+1, d.isOpen(), d.breaker.State())
+		}
+	}
+	if c, err := e.s.Circuits(e.ctx); err != nil || len(c) != 1 || !c[0].Open {
+		t.Errorf("the fleet's circuits %+v, %v; want down's open", c, err)
+	}
+	if n := len(e.logs.find("destination's circuit closed by another instance")) +
+		len(e.logs.find("destination's circuit opened by another instance")); n != 0 {
+		t.Errorf("%d log lines say another instance changed the circuit; none did", n)
+	}
+}
