@@ -138,3 +138,46 @@ func TestProbeIsOneTry(t *testing.T) {
 		}
 	}
 }
+
+// TestDeliveryStopsAtOnceWhenTheCircuitOpensDuringItsTry: a delivery's
+// first try fails while the destination's circuit opens (other
+// deliveries' failures open it). The delivery stops then and is released
+// uncharged; it used to wait out the in-process back-off first, holding
+// its worker for a destination already found down.
+func TestDeliveryStopsAtOnceWhenTheCircuitOpensDuringItsTry(t *testing.T) {
+	e := newEnv(t)
+	m := msg("hooks", "s", 1)
+	e.enqueue(m)
+	var r *Relay
+	rec := &recorder{fn: func(context.Context, *outbox.Message, int) error {
+		// as the end of another delivery that failed does
+		d := r.dests["hooks"]
+		permit, err := d.breaker.Allow()
+		if err != nil {
+			return err
+		}
+		fault := errorhandling.WithHTTPStatus(errors.New("503 service unavailable"), 503)
+		permitDone(permit, fault)
+		if !d.trip(e.clk.Now()) {
+			t.Error("the circuit was open already")
+		}
+		return fault
+	}}
+	r = e.newRelay(e.config(map[string]Destination{"hooks": {Transport: rec.transport(),
+		Breaker:   &circuitbreaker.Config{MaxFailures: 1},
+		InProcess: retry.NewConfig(3, retry.NewFixedDelay(time.Hour, false))}}))
+	rn := e.run(r)
+	rounds := 0
+	rn.waitFor("the delivery's end without the clock moving", func() bool {
+		if rounds++; rounds > 500 {
+			t.Fatalf("not released after %d rounds: it waits for the in-process back-off (%+v)", rounds, rn.r.Stats())
+		}
+		return rn.r.Stats().Released == 1
+	})
+	if n := len(rec.got()); n != 1 {
+		t.Fatalf("%d tries, want one", n)
+	}
+	if got := e.get(m.ID); got == nil || got.Attempts != 0 {
+		t.Fatalf("message after the delivery: %+v; want it waiting, no attempt charged", got)
+	}
+}

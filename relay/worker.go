@@ -489,6 +489,13 @@ func (r *Relay) attempt(d *destination, m *outbox.Message, start time.Time, prob
 			// is still remedied and tried again at once.
 			return errorhandling.Permanent(err)
 		}
+		if !probe && (d.breaker.State() == circuitbreaker.StateOpen || d.isOpen()) {
+			// The circuit opened during the try (other deliveries'
+			// failures, or the fleet's): the worker stops now, not after
+			// the back-off, while every delivery of a destination found
+			// down held a worker for a back-off each.
+			return errorhandling.Permanent(err)
+		}
 		return verdict
 	})
 	return completed, tries, last, lapsed
