@@ -36,6 +36,12 @@ func (c *ErrorClassifier) classifyBuiltin(err error) (Classification, bool) {
 		return Classification{Class: ClassTransient, Blame: BlameDestination, Rule: "context"}, true
 	}
 	if status, ok := HTTPStatusOf(err); ok {
+		if _, later := RetryAfterOf(err); later && status == 413 {
+			// A body too large for now (RFC 9110, 15.5.14): the message
+			// waits out the Retry-After, charged, and its destination goes
+			// on with the others.
+			return Classification{Class: ClassTransient, Blame: BlameMessage, Reason: ReasonValidationFailure, Rule: "http_status"}, true
+		}
 		// A 1xx or 2xx says nothing; the later rules decide.
 		if v, ok := classifyHTTPStatus(status); ok {
 			return v, true

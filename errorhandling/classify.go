@@ -159,6 +159,7 @@ func (c *ErrorClassifier) UnknownTransient() bool {
 //	408, 504                      transient  destination  TimeoutExceeded       timeout
 //	423, 425, 429, other 5xx      transient  destination  TransportUnavailable  http_423, http_425, rate_limit, service_unavailable (503), http_5xx
 //	3xx                           transient  destination  TransportUnavailable  http_3xx
+//	413 with a Retry-After        transient  message      ValidationFailure     http_413
 //	400 413 415 422, other 4xx    permanent  message      ValidationFailure     http_4xx
 //
 // A credential that stopped working or a route that is wrong refuses

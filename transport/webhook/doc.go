@@ -24,6 +24,8 @@
 //	3xx, 401 403 404 405 410 421,             transient,          retries later; the message keeps its
 //	408 423 425 429, 5xx, 1xx as final,       the destination's   attempts; the destination's breaker
 //	timeouts, refused connections, DNS, TLS                       counts it; Retry-After is honoured
+//	413 with a Retry-After                    transient,          retries it after the Retry-After,
+//	                                          the message's       charging an attempt
 //	400 413 415 422, other 4xx                permanent,          dead-letters it at once
 //	                                          the message's
 //	a message HTTP cannot carry or over       permanent,          dead-letters it at once, without

@@ -260,3 +260,18 @@ func TestDeliverAfterClose(t *testing.T) {
 		t.Fatalf("second Close = %v", err)
 	}
 }
+
+// TestTooLargeForNowIsTheMessagesTransientFault: a 413 with a Retry-After
+// says the body is too large for now (RFC 9110, 15.5.14). The message is
+// tried again after it, charged; a 413 without one is still permanent.
+func TestTooLargeForNowIsTheMessagesTransientFault(t *testing.T) {
+	tr, _ := serve(t, answer(413, "over the quota until the hour", "Retry-After", "120"), webhook.Config{})
+	v, _ := deliver(t, tr)
+	wantVerdict(t, v, errorhandling.ClassTransient, errorhandling.BlameMessage, errorhandling.ReasonValidationFailure)
+	if v.RetryAfter != 2*time.Minute || v.Code != "http_413" {
+		t.Fatalf("RetryAfter %v, code %q; want 2m0s, http_413", v.RetryAfter, v.Code)
+	}
+	tr, _ = serve(t, answer(413, "too large"), webhook.Config{})
+	v, _ = deliver(t, tr)
+	wantVerdict(t, v, errorhandling.ClassPermanent, errorhandling.BlameMessage, errorhandling.ReasonValidationFailure)
+}
