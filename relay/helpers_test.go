@@ -219,6 +219,23 @@ func (rn *running) waitFor(what string, cond func() bool) {
 	}
 }
 
+// waitStill is waitFor for what must happen while the fake clock stands
+// still: it fails the test, with why, when cond is not true within waitNet
+// of real time. (waitFor alone goes on as long as the relay's rounds do.)
+func (rn *running) waitStill(what, why string, cond func() bool) {
+	rn.e.t.Helper()
+	deadline := time.Now().Add(waitNet)
+	rn.waitFor(what, func() bool {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			rn.e.t.Fatalf("no %s within %v of real time without the clock moving: %s (stats %+v)", what, waitNet, why, rn.r.Stats())
+		}
+		return false
+	})
+}
+
 // firstHangs returns a recorder whose first delivery closes started and
 // then waits, ignoring its context, until proceed is closed; the others
 // succeed at once.

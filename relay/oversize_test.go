@@ -94,9 +94,11 @@ func TestLargeMessageIsClaimedBesideASlowDelivery(t *testing.T) {
 // A message larger than PrefetchBytes by itself, in flight to a slow
 // destination: the relay goes on claiming the other messages within the
 // budget and delivering them, and claims a second message larger than the
-// budget only once the first is done. Before, holding the first put the
-// relay past its budget, and it claimed nothing for any destination for
-// as long as the slow delivery lasted.
+// budget only once the first is done, while the messages after the second
+// are claimed past it. Before, holding the first put the relay past its
+// budget, and it claimed nothing for any destination for as long as the
+// slow delivery lasted; then the second held back every claim after it in
+// seq order for as long.
 func TestMessageLargerThanTheBudgetDoesNotStopTheOthers(t *testing.T) {
 	e := newEnv(t, withOrdering(outbox.OrderingNone))
 	const budget = 512 << 10
@@ -134,16 +136,22 @@ func TestMessageLargerThanTheBudgetDoesNotStopTheOthers(t *testing.T) {
 	big2 = msg("fast", "", 100)
 	big2.Payload = append(big2.Payload, make([]byte, 600<<10)...)
 	e.enqueue(big2)
-	before := rn.r.rounds.Load()
-	rn.waitFor("three rounds with the second large message waiting", func() bool { return rn.r.rounds.Load() >= before+3 })
+	// Small ones after it in seq order are claimed past it: they waited
+	// for the first large message's delivery.
+	for i := range 5 {
+		e.enqueue(msg("fast", "", 200+i))
+	}
+	rn.waitStill("delivery of the small messages after the second large one", "the second large message holds them back", func() bool {
+		return len(fast.got()) == 25
+	})
 	rn.r.fl.mu.Lock()
 	_, held := rn.r.fl.m[big2.ID]
 	rn.r.fl.mu.Unlock()
-	if held || len(fast.got()) != 20 {
+	if held || len(fast.got()) != 25 {
 		t.Fatalf("the second large message was claimed while the first was in flight (held %v, delivered %d)", held, len(fast.got()))
 	}
 	close(proceed)
-	rn.waitFor("the second large message", func() bool { return len(fast.got()) == 21 })
+	rn.waitFor("the second large message", func() bool { return len(fast.got()) == 26 })
 	rn.settle()
 	select {
 	case s := <-early:

@@ -125,12 +125,7 @@ func TestProbeIsOneTry(t *testing.T) {
 	for probe := range 3 {
 		tries, trips := len(rec.got()), rn.r.Stats().Destinations["hooks"].BreakerTrips
 		e.clk.Advance(DefaultMaxProbeInterval)
-		rounds := 0
-		rn.waitFor("the probe's verdict without the clock moving", func() bool {
-			if rounds++; rounds > 500 {
-				t.Fatalf("probe %d: no verdict after %d rounds (%d tries): it waits for the in-process back-off (%+v)",
-					probe, rounds, len(rec.got())-tries, rn.r.Stats())
-			}
+		rn.waitStill(fmt.Sprintf("verdict of probe %d", probe), "it waits for the in-process back-off", func() bool {
 			return rn.r.Stats().Destinations["hooks"].BreakerTrips > trips
 		})
 		if n := len(rec.got()) - tries; n != circuitbreaker.DefaultHalfOpenMaxRequests {
@@ -167,11 +162,7 @@ func TestDeliveryStopsAtOnceWhenTheCircuitOpensDuringItsTry(t *testing.T) {
 		Breaker:   &circuitbreaker.Config{MaxFailures: 1},
 		InProcess: retry.NewConfig(3, retry.NewFixedDelay(time.Hour, false))}}))
 	rn := e.run(r)
-	rounds := 0
-	rn.waitFor("the delivery's end without the clock moving", func() bool {
-		if rounds++; rounds > 500 {
-			t.Fatalf("not released after %d rounds: it waits for the in-process back-off (%+v)", rounds, rn.r.Stats())
-		}
+	rn.waitStill("release of the delivery", "it waits for the in-process back-off", func() bool {
 		return rn.r.Stats().Released == 1
 	})
 	if n := len(rec.got()); n != 1 {

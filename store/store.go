@@ -287,8 +287,8 @@ type ClaimRequest struct {
 	// larger than MaxBytes is then claimed, alone. A caller sets it so
 	// that no message is too large ever to be claimed (the relay does, and
 	// so holds at most its budget and one message more); unset, a message
-	// larger than MaxBytes is never claimed, and holds back the claims of
-	// every message after it in seq order.
+	// larger than MaxBytes is not claimed, nor are the later messages of
+	// its stream, and the claim goes on past them.
 	FirstAnySize bool
 }
 

@@ -24,8 +24,8 @@ import (
 // destinations, $7/$8 destinations with a policy and their ordering
 // modes, $9 the default policy's ordering mode, $10/$11 destinations with
 // a cap (ClaimRequest.PerDestination) and their caps, $12 the byte budget
-// (ClaimRequest.MaxBytes; NULL: none) and $13 FirstAnySize (migration
-// 0039).
+// (ClaimRequest.MaxBytes; NULL: none) and $13 FirstAnySize (migrations
+// 0039 and 0040).
 //
 // A payload or headers larger than any message may carry (plain SQL does
 // not check them) are not read: their sizes, the last two columns, say

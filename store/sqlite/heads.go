@@ -306,7 +306,10 @@ WHERE seq IN (SELECT value FROM json_each(:seqs))`
 
 // withinBytes returns the longest prefix of won (in seq order) whose bytes
 // (store.ClaimedBytes) come to at most budget; with firstAny, at least its
-// first.
+// first. Without firstAny, a message larger than budget is passed over,
+// with the later messages of its stream, so that what is taken of each
+// stream is still a prefix: it held back every claim behind it in seq
+// order, of every destination, while the relay held another such message.
 func (s *Store) withinBytes(ctx context.Context, tx *sql.Tx, won []candidate, budget int64, firstAny bool) ([]candidate, error) {
 	seqs := make([]int64, len(won))
 	for i, c := range won {
@@ -328,14 +331,36 @@ func (s *Store) withinBytes(ctx context.Context, tx *sql.Tx, won []candidate, bu
 	if err := errors2(rows); err != nil {
 		return nil, fmt.Errorf("claim sizes: %w", err)
 	}
+	if firstAny {
+		var total int64
+		for i, c := range won {
+			total += size[c.seq]
+			if total > budget && i > 0 {
+				return won[:i], nil
+			}
+		}
+		return won, nil
+	}
+	// Without FirstAnySize a message larger than the budget is left, and
+	// the later ones of its stream with it; the others go on.
 	var total int64
-	for i, c := range won {
-		total += size[c.seq]
-		if total > budget && !(firstAny && i == 0) {
-			return won[:i], nil
+	held := map[int]bool{}
+	kept := won[:0]
+	for _, c := range won {
+		switch n := size[c.seq]; {
+		case held[c.stream]:
+		case n > budget:
+			if c.stream > 0 {
+				held[c.stream] = true
+			}
+		case total+n > budget:
+			return kept, nil
+		default:
+			total += n
+			kept = append(kept, c)
 		}
 	}
-	return won, nil
+	return kept, nil
 }
 
 // settleStream records what a claim saw of h: gone when empty; ready for

@@ -15,6 +15,7 @@ var claimBytesCases = []testCase{
 	{"MaxBytesCutStreamStaysReady", testMaxBytesCutStreamReady},
 	{"FirstAnySizeTakesOneLargeMessageAlone", testFirstAnySize},
 	{"MaxBytesAcrossDestinationsAndStreams", testMaxBytesAcross},
+	{"MaxBytesPassesOverWhatIsOverTheBudget", testMaxBytesPassesOver},
 }
 
 // headerSlack is what a test budget allows for each message's empty
@@ -120,4 +121,30 @@ func testMaxBytesAcross(t *testing.T, h Harness) {
 	// d1 holds m1, m4, m7, m10: only m1 is within its cap.
 	want := []*outbox.Message{all[0], all[1], all[2], all[3], all[5]}
 	sameIDs(t, "claimed", res.Claimed, want...)
+}
+
+// testMaxBytesPassesOver: without FirstAnySize (the relay holds a message
+// larger than its budget), a message larger than MaxBytes is passed over,
+// with the later messages of its stream, and the claim takes the others
+// of every stream and destination. It used to stop there: nothing after
+// it in seq order was claimed until the held message was done.
+func testMaxBytesPassesOver(t *testing.T, h Harness) {
+	for _, mode := range []outbox.Ordering{outbox.OrderingStrict, outbox.OrderingRelease} {
+		t.Run(string(mode), func(t *testing.T) {
+			e := newEnv(t, h, withOrdering(mode))
+			big1 := sized("d", "a", "big1", 8000)
+			a2 := sized("d", "a", "a2", 100)
+			u := sized("d", "", "u", 100)
+			b1 := sized("d", "b", "b1", 100)
+			big2 := sized("d", "", "big2", 8000)
+			c1 := sized("d2", "c", "c1", 100)
+			e.enqueue(big1, a2, u, b1, big2, c1)
+			budget := budgetFor(100, 100, 100)
+			sameIDs(t, "claimed past the large ones", e.claimBytes("relay", budget, false), u, b1, c1)
+			sameIDs(t, "claimed with the first of any size", e.claimBytes("relay", budget, true), big1)
+			e.complete("relay", outbox.StatusPublished, big1.ID)
+			sameIDs(t, "claimed after the first large one", e.claimBytes("relay", budget, false), a2)
+			sameIDs(t, "claimed last", e.claimBytes("relay", budget, true), big2)
+		})
+	}
 }
