@@ -140,34 +140,40 @@ func TestRetryAfterHintIsRespected(t *testing.T) {
 	}
 }
 
-func TestShortRetryAfterIsWaitedInProcess(t *testing.T) {
+// A Retry-After short enough to fit in the attempt is not waited out by
+// the worker: the destination is paused, the message released uncharged,
+// and it is delivered once the pause ends. The worker used to sleep
+// through the pause, held from the other destinations, and every delivery
+// that did so tried again the moment it ended, in one burst.
+func TestShortRetryAfterReleasesTheWorker(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	m := msg("api", "s", 1)
 	e.enqueue(m)
-	var retried atomic.Bool
 	rec := &recorder{fn: func(_ context.Context, _ *outbox.Message, call int) error {
 		if call == 1 {
 			return errorhandling.RetryAfter(errorhandling.WithHTTPStatus(errors.New("429"), 429), 5*time.Second)
 		}
-		retried.Store(true)
 		return nil
 	}}
 	rn := e.start(e.config(map[string]Destination{"api": {
 		Transport: rec.transport(),
 		InProcess: retry.NewConfig(3, retry.NewFixedDelay(0, false)),
 	}}))
-	// The in-process retry waits 5 s on the fake clock: move it when the
-	// wait has begun.
-	if !e.clk.WaitForTimers(3, e.waitDone()) { // loop, delivery timeout, retry wait
-		t.Fatal("no retry wait")
+	rn.settle()
+	if got := e.get(m.ID); got == nil || got.Attempts != 0 || len(rec.got()) != 1 {
+		t.Fatalf("after the 429: %+v, %d calls; want it waiting uncharged after one", got, len(rec.got()))
 	}
-	rn.advance(5 * time.Second)
-	if !retried.Load() || e.get(m.ID) != nil {
-		t.Fatal("not delivered by the in-process retry")
+	if s := rn.r.Stats(); s.Retries != 0 || s.Released != 1 || s.InFlight != 0 {
+		t.Fatalf("stats = %+v; want the message released, no worker waiting", s)
 	}
-	if s := rn.r.Stats(); s.Retries != 1 || s.Released != 0 {
-		t.Fatalf("stats = %+v", s)
+	rn.advance(4 * time.Second)
+	if n := len(rec.got()); n != 1 {
+		t.Fatalf("%d calls within the Retry-After", n)
+	}
+	rn.advance(time.Second)
+	if e.get(m.ID) != nil {
+		t.Fatal("not delivered once the pause ended")
 	}
 }
 

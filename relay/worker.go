@@ -489,11 +489,14 @@ func (r *Relay) attempt(d *destination, m *outbox.Message, start time.Time, prob
 			// is still remedied and tried again at once.
 			return errorhandling.Permanent(err)
 		}
-		if !probe && (d.breaker.State() == circuitbreaker.StateOpen || d.isOpen()) {
+		if !probe && (d.breaker.State() == circuitbreaker.StateOpen || d.isOpen() || !d.pausedUntil(r.clk.Now()).IsZero()) {
 			// The circuit opened during the try (other deliveries'
-			// failures, or the fleet's): the worker stops now, not after
-			// the back-off, while every delivery of a destination found
-			// down held a worker for a back-off each.
+			// failures, or the fleet's), or the destination was paused (a
+			// Retry-After, this try's included): the worker stops now, and
+			// the message waits uncharged. It waited out the back-off, or
+			// the Retry-After itself, holding a worker the others could
+			// use, and every delivery that did so tried again the moment
+			// the pause ended, in one burst across the fleet.
 			return errorhandling.Permanent(err)
 		}
 		return verdict
