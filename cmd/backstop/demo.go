@@ -176,7 +176,8 @@ func (d *demoRun) plan() demoPlan {
 		bad[k] = true
 		d.held += n - k.step
 	}
-	return demoPlan{outageDest: "billing", outageFrom: 500 * time.Millisecond, outageTo: 500*time.Millisecond + d.o.outage, bad: bad}
+	return demoPlan{outageDest: "billing", outageFrom: 500 * time.Millisecond, outageTo: 500*time.Millisecond + d.o.outage, bad: bad,
+		throttleAfter: max(s*n/5, 1)} // a fifth of the way through orders
 }
 
 func demoStream(dest string, i int) string { return fmt.Sprintf("%s-customer-%02d", dest[:1], i+1) }

@@ -32,6 +32,10 @@ type demoHook struct {
 	duplicates int
 	// opened is set once the outage destination's breaker has opened.
 	opened bool
+	// throttleAccepted counts the throttled destination's acceptances
+	// until its window opens; throttleEnd is when the window closes.
+	throttleAccepted int
+	throttleEnd      time.Time
 	// violations counts steps that arrived out of order: a step before an
 	// earlier one, a step twice, or a step with an earlier one missing.
 	violations int
@@ -52,6 +56,9 @@ type demoPlan struct {
 	// requests reach the endpoint in that time, it did not.
 	outageDest           string
 	outageFrom, outageTo time.Duration
+	// throttleAfter is how many messages throttleDest accepts before its
+	// rate-limit window opens; 0: never.
+	throttleAfter int
 	// bad are the messages the endpoint refuses with 422 (the message's
 	// fault): they are dead-lettered at once.
 	bad map[msgKey]bool
@@ -70,9 +77,16 @@ func blips(k msgKey) int {
 	return 0
 }
 
-// throttled says whether the message's first request gets 429 with
-// Retry-After: 1.
-func throttled(k msgKey) bool { return hashKey(k)%100 == 50 }
+// The throttled destination's rate limit: once it has accepted
+// demoPlan.throttleAfter messages, it answers every request 429 with
+// Retry-After: 1 for throttleFor, as a rate limiter's window does. (Each
+// message used to get its own 429 by chance, one in a hundred: each paused
+// the whole destination for a second, as a Retry-After does, and the demo
+// took 25 s.)
+const (
+	throttleDest = "orders"
+	throttleFor  = time.Second
+)
 
 func hashKey(k msgKey) uint32 {
 	h := uint32(2166136261)
@@ -130,7 +144,7 @@ func (h *demoHook) serve(w http.ResponseWriter, r *http.Request) {
 		h.answerLocked(w, http.StatusUnprocessableEntity, "amount must not be negative")
 	case n <= blips(k):
 		h.answerLocked(w, http.StatusServiceUnavailable, "busy, try again")
-	case n == 1 && throttled(k):
+	case k.dest == throttleDest && h.throttled():
 		w.Header().Set("Retry-After", "1")
 		h.answerLocked(w, http.StatusTooManyRequests, "rate limited")
 	default:
@@ -145,10 +159,23 @@ func (h *demoHook) serve(w http.ResponseWriter, r *http.Request) {
 			h.next[sk] = body.Step + 1
 		}
 		h.accepted++
+		if k.dest == throttleDest && h.throttleEnd.IsZero() {
+			h.throttleAccepted++
+		}
 		h.seen[id] = true
 		h.answered[http.StatusNoContent]++
 		w.WriteHeader(http.StatusNoContent)
 	}
+}
+
+// throttled says whether the throttled destination's rate-limit window is
+// open, opening it when its acceptances reach plan.throttleAfter; h.mu is
+// held.
+func (h *demoHook) throttled() bool {
+	if h.throttleEnd.IsZero() && h.plan.throttleAfter > 0 && h.throttleAccepted >= h.plan.throttleAfter {
+		h.throttleEnd = time.Now().Add(throttleFor)
+	}
+	return !h.throttleEnd.IsZero() && time.Now().Before(h.throttleEnd)
 }
 
 func (h *demoHook) answer(w http.ResponseWriter, status int, text string) {
