@@ -493,7 +493,8 @@ func (r *Relay) attempt(d *destination, m *outbox.Message, start time.Time, prob
 			// The circuit opened during the try (other deliveries'
 			// failures, or the fleet's), or the destination was paused (a
 			// Retry-After, this try's included): the worker stops now, and
-			// the message waits uncharged. It waited out the back-off, or
+			// the message is released (uncharged when the fault is the
+			// destination's). It waited out the back-off, or
 			// the Retry-After itself, holding a worker the others could
 			// use, and every delivery that did so tried again the moment
 			// the pause ended, in one burst across the fleet.
