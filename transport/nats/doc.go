@@ -59,6 +59,12 @@
 //	other JetStream 4xx (such as a message's
 //	own Nats-Expected-* header not met)          jetstream_<code>   permanent, message
 //
+// A stream that discards old messages (JetStream's default) acknowledges a
+// message larger than its whole max_bytes and drops it at once (nats-server
+// 2.9): the ack is all a publisher sees, and the message is recorded
+// delivered. A max_msg_size below max_bytes, or a discard-new policy, makes
+// the server refuse it, and the message is dead-lettered.
+//
 // The NATS client trims the blanks (spaces, tabs) that start or end a
 // header value as it publishes: a message whose stream, type or header
 // value starts or ends with one would reach consumers altered, and is
