@@ -331,29 +331,22 @@ func (s *Store) withinBytes(ctx context.Context, tx *sql.Tx, won []candidate, bu
 	if err := errors2(rows); err != nil {
 		return nil, fmt.Errorf("claim sizes: %w", err)
 	}
-	if firstAny {
-		var total int64
-		for i, c := range won {
-			total += size[c.seq]
-			if total > budget && i > 0 {
-				return won[:i], nil
-			}
-		}
-		return won, nil
-	}
-	// Without FirstAnySize a message larger than the budget is left, and
-	// the later ones of its stream with it; the others go on.
+	// Without firstAny a message larger than the budget is passed over,
+	// and the later ones of its stream with it; the others go on.
 	var total int64
-	held := map[int]bool{}
+	var held map[int]bool // streams passed over from a large message on; nil until one is
 	kept := won[:0]
-	for _, c := range won {
+	for i, c := range won {
 		switch n := size[c.seq]; {
 		case held[c.stream]:
-		case n > budget:
+		case n > budget && !firstAny:
 			if c.stream > 0 {
+				if held == nil {
+					held = map[int]bool{}
+				}
 				held[c.stream] = true
 			}
-		case total+n > budget:
+		case total+n > budget && !(firstAny && i == 0):
 			return kept, nil
 		default:
 			total += n
